@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Fetch Debian's Go toolchains (golang-1.N-go + golang-1.N-src) into a cache,
+# using a private apt configuration so the system's sources are never touched.
+# Usage: tools/fetch-go-toolchains.sh [1.19 1.21 ...]
+# Result: $OOMSNAP_CACHE/go/1.N/bin/go (GOROOT = $OOMSNAP_CACHE/go/1.N)
+set -euo pipefail
+CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
+VERSIONS=("$@")
+[ ${#VERSIONS[@]} -gt 0 ] || VERSIONS=(1.19 1.21 1.22 1.23 1.24 1.25 1.26 1.27)
+
+APTDIR=$CACHE/apt
+GODIR=$CACHE/go
+mkdir -p "$APTDIR"/{lists/partial,archives/partial,etc} "$GODIR"
+
+missing=()
+for v in "${VERSIONS[@]}"; do
+  [ -x "$GODIR/$v/bin/go" ] || missing+=("$v")
+done
+[ ${#missing[@]} -eq 0 ] && { echo "go toolchains cached: ${VERSIONS[*]}"; exit 0; }
+
+cat > "$APTDIR/etc/sources.list" <<SRC
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie-backports main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
+SRC
+APTOPTS=(-o Dir::Etc::SourceList="$APTDIR/etc/sources.list"
+         -o Dir::Etc::SourceParts=/dev/null
+         -o Dir::State::Lists="$APTDIR/lists"
+         -o Dir::Cache::Archives="$APTDIR/archives"
+         -o Dir::Cache::pkgcache="$APTDIR/pkgcache.bin"
+         -o Dir::Cache::srcpkgcache="$APTDIR/srcpkgcache.bin"
+         -o APT::Architecture=amd64 -o Debug::NoLocking=1 -q)
+apt-get "${APTOPTS[@]}" update >/dev/null
+
+for v in "${missing[@]}"; do
+  work=$(mktemp -d)
+  ( cd "$work" && apt-get "${APTOPTS[@]}" -o APT::Sandbox::User=root download "golang-$v-go" "golang-$v-src" >/dev/null )
+  root=$work/root
+  for deb in "$work"/*.deb; do dpkg-deb -x "$deb" "$root"; done
+  # The -go package ships /usr/lib/go-1.N with symlinks into /usr/share/go-1.N (the -src package).
+  rm -rf "$GODIR/$v.tmp"; mkdir -p "$GODIR/$v.tmp"
+  cp -a "$root/usr/lib/go-$v/." "$GODIR/$v.tmp/"
+  # The links point into the -src package's tree (relative or absolute): copy
+  # the real directories so the GOROOT is self-contained.
+  for l in $(find "$GODIR/$v.tmp" -maxdepth 1 -type l); do
+    t=$(readlink "$l")
+    case "$t" in /*) src=$root$t;; *) src=$root/usr/lib/go-$v/$t;; esac
+    rm "$l"; cp -a "$src" "$l"
+  done
+  "$GODIR/$v.tmp/bin/go" version >/dev/null
+  rm -rf "$GODIR/$v"; mv "$GODIR/$v.tmp" "$GODIR/$v"
+  rm -rf "$work"
+  echo "go $v: $("$GODIR/$v/bin/go" version)"
+done

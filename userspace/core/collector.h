@@ -1,0 +1,83 @@
+// One interface for every language runtime (Go today; Java and Python next).
+// A collector reads the target from outside: never writes, stops or attaches.
+#pragma once
+#include <sys/types.h>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/proc_info.h"
+#include "core/remote_memory.h"
+#include "core/snapshot.h"
+
+namespace oomsnap {
+
+struct CaptureOptions {
+  size_t max_entries = 10;
+  std::chrono::milliseconds budget{2000};
+  bool want_pprof = false;          // Go: also produce a gzipped profile.proto
+  // Hard bounds on remote data (each loop over target memory has a limit).
+  size_t max_records = 2'000'000;   // buckets / objects
+  size_t max_stack_depth = 1024;    // Go caps stacks at 1024 (maxProfStackDepth)
+  uint64_t max_read_bytes = 1ull << 30;
+};
+
+// Cooperative deadline: loops check it between batches.
+class Deadline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Deadline(std::chrono::milliseconds budget) : end_(Clock::now() + budget) {}
+  bool expired() const { return Clock::now() >= end_; }
+ private:
+  Clock::time_point end_;
+};
+
+// The process being captured. Opened once; the exe fd stays open through
+// symbolization so a target that exits mid-capture still has a readable binary.
+class Target {
+ public:
+  // nullopt + error text when the pid does not exist or /proc cannot be read.
+  static std::unique_ptr<Target> open(pid_t pid, std::string& error);
+  ~Target();
+  Target(const Target&) = delete;
+  Target& operator=(const Target&) = delete;
+
+  pid_t pid() const { return identity_.pid; }
+  const ProcessIdentity& identity() const { return identity_; }
+  int exe_fd() const { return exe_fd_; }  // -1 when /proc/PID/exe could not be opened
+  const std::vector<Mapping>& maps() const { return maps_; }
+  RemoteMemory& memory() { return memory_; }
+  // Still the same process (pid + start time)?
+  bool still_same() const;
+  // Open a file as the target sees it (its mount namespace), via /proc/PID/root.
+  int open_in_root(const std::string& path) const;
+
+ private:
+  Target(ProcessIdentity id, int exe_fd, std::vector<Mapping> maps)
+      : identity_(std::move(id)), exe_fd_(exe_fd), maps_(std::move(maps)), memory_(identity_.pid) {}
+  ProcessIdentity identity_;
+  int exe_fd_ = -1;
+  std::vector<Mapping> maps_;
+  RemoteMemory memory_;
+};
+
+struct CaptureResult {
+  std::string language = "unknown";  // "go", "java", "python", "unknown"
+  Snapshot snapshot;
+  std::optional<std::string> pprof;  // gzipped profile.proto when asked for and possible
+};
+
+class Collector {
+ public:
+  virtual ~Collector() = default;
+  virtual const char* language() const = 0;
+  // Cheap: is this the collector's runtime? Must not throw.
+  virtual bool detect(Target& target) = 0;
+  // Never throws for target-side trouble: it becomes status + reason.
+  virtual CaptureResult collect(Target& target, const CaptureOptions& options) = 0;
+};
+
+}  // namespace oomsnap

@@ -1,0 +1,47 @@
+// What /proc says about a process: identity (pid + start time), comm, the
+// memory summary of the record, and its mappings.
+#pragma once
+#include <sys/types.h>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace oomsnap {
+
+// Fields of /proc/PID/status in bytes; a field that cannot be read stays empty
+// (and is omitted from JSON), never zero.
+struct ProcessMemory {
+  std::optional<uint64_t> virtual_bytes, rss_bytes, rss_anon_bytes, rss_file_bytes,
+      rss_shmem_bytes, swap_bytes, page_table_bytes;
+  std::string status;  // "ok" or why nothing could be read
+};
+nlohmann::json to_json(const ProcessMemory& m);
+
+struct ProcessIdentity {
+  pid_t pid = 0;
+  uint64_t start_time_ticks = 0;  // field 22 of /proc/PID/stat
+  std::string comm;
+};
+
+struct Mapping {
+  uint64_t start = 0, end = 0, offset = 0;
+  std::string perms;  // "r-xp"
+  uint64_t inode = 0;
+  std::string path;   // as /proc/PID/maps prints it (may be "[heap]" or empty)
+};
+
+// Parse helpers take file contents so unit tests can feed text directly.
+std::optional<ProcessIdentity> parse_proc_stat(pid_t pid, const std::string& stat_text);
+ProcessMemory parse_proc_status(const std::string& status_text);
+std::vector<Mapping> parse_proc_maps(const std::string& maps_text);
+
+// Live readers. read_identity returns nullopt when the pid does not exist.
+std::optional<ProcessIdentity> read_identity(pid_t pid);
+ProcessMemory read_process_memory(pid_t pid);
+std::vector<Mapping> read_maps(pid_t pid);  // empty on failure
+bool read_text_file(const std::string& path, std::string& out);
+
+}  // namespace oomsnap

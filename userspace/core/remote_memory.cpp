@@ -1,0 +1,67 @@
+#include "core/remote_memory.h"
+
+#include <sys/uio.h>
+#include <cerrno>
+#include <climits>
+#include <vector>
+
+namespace oomsnap {
+
+bool RemoteMemory::read(uint64_t addr, void* buf, size_t len) {
+  if (len == 0) return true;
+  Request r{addr, buf, len, false};
+  return read_batch(std::span<Request>(&r, 1)) == 1;
+}
+
+size_t RemoteMemory::read_batch(std::span<Request> requests) {
+  constexpr size_t kMaxIov = IOV_MAX;  // 1024 on Linux
+  size_t done = 0;
+  size_t i = 0;
+  std::vector<iovec> local, remote;
+  local.reserve(kMaxIov);
+  remote.reserve(kMaxIov);
+  while (i < requests.size()) {
+    local.clear();
+    remote.clear();
+    size_t first = i;
+    for (size_t j = i; j < requests.size() && local.size() < kMaxIov; ++j) {
+      requests[j].ok = false;
+      local.push_back({requests[j].buf, requests[j].len});
+      remote.push_back({reinterpret_cast<void*>(requests[j].addr), requests[j].len});
+    }
+    ++syscalls_;
+    ssize_t n = process_vm_readv(pid_, local.data(), local.size(), remote.data(), remote.size(), 0);
+    if (n < 0) {
+      last_errno_ = errno;
+      if (errno == ESRCH || errno == EPERM) {
+        // The target is gone or forbidden: nothing after this can succeed.
+        return done;
+      }
+      n = 0;  // EFAULT on the first iovec: treat as zero bytes transferred
+    }
+    bytes_read_ += static_cast<uint64_t>(n);
+    // The kernel stops at the first remote iovec it cannot read entirely;
+    // everything before it is complete.
+    size_t left = static_cast<size_t>(n);
+    size_t j = first;
+    for (; j < first + local.size(); ++j) {
+      if (left >= requests[j].len) {
+        left -= requests[j].len;
+        requests[j].ok = true;
+        ++done;
+      } else {
+        break;
+      }
+    }
+    if (j < first + local.size()) {
+      // requests[j] failed (or was cut short): skip it and go on after it.
+      if (last_errno_ == 0) last_errno_ = EFAULT;
+      i = j + 1;
+    } else {
+      i = j;
+    }
+  }
+  return done;
+}
+
+}  // namespace oomsnap

@@ -1,0 +1,45 @@
+// Read-only access to another process's memory with process_vm_readv.
+// Never writes, stops or attaches to the target. Every read is counted so the
+// collectors can report (and benchmarks can compare) how many syscalls they used.
+#pragma once
+#include <sys/types.h>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace oomsnap {
+
+class RemoteMemory {
+ public:
+  explicit RemoteMemory(pid_t pid) : pid_(pid) {}
+
+  // Reads exactly len bytes at addr. False on any failure (last_errno() says why).
+  bool read(uint64_t addr, void* buf, size_t len);
+
+  template <typename T>
+  bool read_value(uint64_t addr, T& out) { return read(addr, &out, sizeof(T)); }
+
+  struct Request {
+    uint64_t addr = 0;
+    void* buf = nullptr;
+    size_t len = 0;
+    bool ok = false;  // set by read_batch
+  };
+  // Scatter-gather: as few process_vm_readv calls as the kernel allows
+  // (IOV_MAX iovecs each). A request that fails does not stop the others.
+  // Returns the number of requests read in full.
+  size_t read_batch(std::span<Request> requests);
+
+  pid_t pid() const { return pid_; }
+  uint64_t syscalls() const { return syscalls_; }
+  uint64_t bytes_read() const { return bytes_read_; }
+  int last_errno() const { return last_errno_; }
+
+ private:
+  pid_t pid_;
+  uint64_t syscalls_ = 0;
+  uint64_t bytes_read_ = 0;
+  int last_errno_ = 0;
+};
+
+}  // namespace oomsnap

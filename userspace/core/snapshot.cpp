@@ -1,0 +1,56 @@
+#include "core/snapshot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace oomsnap {
+
+const char* to_string(SnapshotStatus s) {
+  switch (s) {
+    case SnapshotStatus::kComplete: return "complete";
+    case SnapshotStatus::kPartial: return "partial";
+    case SnapshotStatus::kUnavailable: return "unavailable";
+    case SnapshotStatus::kFailed: return "failed";
+  }
+  return "failed";
+}
+
+void Snapshot::sort_and_truncate(size_t max_entries) {
+  std::sort(entries.begin(), entries.end(), [](const SnapshotEntry& a, const SnapshotEntry& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    if (a.objects != b.objects) return a.objects > b.objects;
+    return a.name < b.name;
+  });
+  if (entries.size() > max_entries) {
+    entries.resize(max_entries);
+    output_truncated = true;
+  }
+}
+
+nlohmann::json to_json(const Snapshot& s) {
+  nlohmann::json j;
+  j["runtime_version"] = s.runtime_version;
+  j["status"] = to_string(s.status);
+  if (s.status != SnapshotStatus::kComplete || !s.reason.empty()) j["reason"] = s.reason;
+  j["duration_ms"] = std::round(s.duration_ms * 1000.0) / 1000.0;
+  if (s.sample_rate) j["sample_rate"] = *s.sample_rate;
+  j["output_truncated"] = s.output_truncated;
+  j["read_syscalls"] = s.read_syscalls;
+  j["bytes_read"] = s.bytes_read;
+  auto entries = nlohmann::json::array();
+  for (const auto& e : s.entries) {
+    nlohmann::json je;
+    je["kind"] = e.kind;
+    je["name"] = e.name;
+    je["bytes"] = e.bytes;
+    je["objects"] = e.objects;
+    je["average_bytes"] = e.objects ? e.bytes / e.objects : 0;
+    if (e.kind == "allocation_site") je["stack"] = e.stack;
+    entries.push_back(std::move(je));
+  }
+  j["entries"] = std::move(entries);
+  return j;
+}
+
+}  // namespace oomsnap

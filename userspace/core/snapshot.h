@@ -1,0 +1,46 @@
+// The language-neutral result of one heap capture: the `snapshot` object of the
+// JSON record, shared by every collector (Go, Java, Python).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace oomsnap {
+
+enum class SnapshotStatus { kComplete, kPartial, kUnavailable, kFailed };
+const char* to_string(SnapshotStatus s);
+
+struct SnapshotEntry {
+  std::string kind;  // "allocation_site" (Go) | "object_type" (Java, Python)
+  std::string name;
+  uint64_t bytes = 0;
+  uint64_t objects = 0;
+  std::vector<std::string> stack;  // leaf first; empty for object_type
+};
+
+struct Snapshot {
+  std::string runtime_version;  // e.g. "go1.26.10"; empty when unknown
+  SnapshotStatus status = SnapshotStatus::kFailed;
+  std::string reason;           // set whenever status != kComplete
+  double duration_ms = 0;
+  std::optional<int64_t> sample_rate;
+  bool output_truncated = false;
+  std::vector<SnapshotEntry> entries;  // sorted by bytes descending, capped
+  // Cost of the capture, for benchmarks and the record.
+  uint64_t read_syscalls = 0;
+  uint64_t bytes_read = 0;
+
+  void set_status(SnapshotStatus s, std::string why) {
+    status = s;
+    reason = std::move(why);
+  }
+  // Sorts entries by bytes (then name, for stable output) and keeps max_entries.
+  void sort_and_truncate(size_t max_entries);
+};
+
+nlohmann::json to_json(const Snapshot& s);
+
+}  // namespace oomsnap

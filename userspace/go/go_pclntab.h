@@ -1,0 +1,91 @@
+// Go's pclntab (runtime.pcHeader and the tables after it): function lookup by
+// PC, names, file:line and the inline tree, for Go 1.18–1.27 (magic 0xfffffff0
+// and 0xfffffff1). All addresses here are LINK-TIME addresses: callers subtract
+// the load bias from runtime PCs first. Malformed tables throw PclntabError at
+// construction; lookups on bad offsets return empty results, never crash.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace oomsnap {
+class ElfFile;
+
+class PclntabError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct GoFrame {
+  std::string function;  // "main.leak", "runtime.mallocgc"
+  std::string file;      // "/src/main.go", "?" if unknown
+  int64_t line = 0;
+  int64_t start_line = 0;  // the function's first line (0 when unknown, i.e. Go < 1.20)
+  uint64_t entry = 0;      // entry of the PHYSICAL function containing the pc
+  uint64_t pc = 0;         // the pc this frame was resolved at (call pc, i.e. stored pc - 1)
+  bool inlined = false;    // true for frames inlined into their caller
+};
+
+class GoPclntab {
+ public:
+  // data: bytes from the pcHeader to the end of the tables (copied).
+  // text_start: link-time address of runtime.text (= moduledata.text − load bias).
+  // pcheader_vaddr: link-time address of the pcHeader (0 when unknown).
+  GoPclntab(std::vector<uint8_t> data, uint64_t text_start, uint64_t pcheader_vaddr = 0);
+
+  // Finds the table in the ELF (.gopclntab, .data.rel.ro.gopclntab, or a magic scan
+  // with header sanity checks) and the text start (the runtime.text symbol; else
+  // pcHeader.textStart when non-zero in the file; else the .text section).
+  // text_start_override wins when given (e.g. read from the live moduledata).
+  static GoPclntab from_elf(const ElfFile& elf, std::optional<uint64_t> text_start_override = std::nullopt);
+
+  uint32_t magic() const { return magic_; }
+  bool go120_plus() const { return magic_ == 0xfffffff1u; }
+  uint64_t text_start() const { return text_start_; }
+  uint64_t pcheader_vaddr() const { return pcheader_vaddr_; }
+  uint64_t funcname_offset() const { return funcname_offset_; }
+  // The textStart field as stored in the header (0 in 1.26+ and in PIE files).
+  uint64_t header_text_start() const { return header_text_start_; }
+  size_t nfunc() const { return nfunc_; }
+
+  struct Func {
+    uint64_t entry = 0;  // link-time
+    uint64_t end = 0;    // entry of the next function
+    std::string name;
+  };
+  // The physical function whose [entry, end) holds pc.
+  std::optional<Func> find_func(uint64_t pc) const;
+  // Linear search by exact name (used for stripped-binary recovery).
+  std::optional<Func> find_func_by_name(std::string_view name) const;
+
+  // The frames of ONE stored (return) PC, expanded through the inline tree the way
+  // runtime.CallersFrames expands a single-PC slice: innermost first, then each
+  // inlined-into caller, ending with the physical function. Empty if unknown.
+  std::vector<GoFrame> frames_for_pc(uint64_t pc) const;
+
+  // A whole stored stack (leaf first) symbolized like runtime.CallersFrames:
+  // each PC expands its inline chain, but an implied caller is skipped when the
+  // next stored PC is that caller's own (logical stacks already list it).
+  std::vector<GoFrame> symbolize_stack(std::span<const uint64_t> pcs) const;
+
+  // runtime_expandFinalInlineFrame: if the last stored PC is inside an inlined
+  // body whose callers were cut off by the depth limit, append the fake PCs of
+  // the missing callers (parentPc + 1 style), as runtime/pprof does.
+  std::vector<uint64_t> expand_final_inline_frame(std::span<const uint64_t> pcs) const;
+
+ private:
+  std::vector<uint8_t> data_;
+  uint32_t magic_ = 0;
+  uint64_t text_start_ = 0, pcheader_vaddr_ = 0, header_text_start_ = 0;
+  size_t nfunc_ = 0, nfiles_ = 0;
+  uint64_t funcname_offset_ = 0, cu_offset_ = 0, filetab_offset_ = 0, pctab_offset_ = 0,
+           pcln_offset_ = 0;
+  // helpers implemented in go_pclntab.cpp
+  friend struct PclntabAccess;
+};
+
+}  // namespace oomsnap

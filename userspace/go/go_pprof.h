@@ -1,0 +1,31 @@
+// A gzip-compressed profile.proto shaped like Go's own heap profile
+// (runtime/pprof writeHeapProto): four sample types, period = MemProfileRate,
+// every bucket, inlined frames expanded, runtime allocator frames hidden.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "go/go_heap_profile.h"
+
+namespace oomsnap {
+class GoPclntab;
+
+struct GoMapping {
+  uint64_t start = 0, limit = 0, offset = 0;  // runtime addresses
+  std::string file;
+  std::string build_id;
+};
+
+struct GoPprofInput {
+  const GoHeapProfile* profile = nullptr;
+  const GoPclntab* pclntab = nullptr;
+  uint64_t load_bias = 0;            // runtime PC − load_bias = link-time PC
+  std::vector<GoMapping> mappings;   // the main executable first
+  int64_t time_nanos = 0;
+};
+
+// Returns the gzipped bytes. Throws std::runtime_error on encoder failure.
+std::string encode_go_heap_pprof(const GoPprofInput& in);
+
+}  // namespace oomsnap

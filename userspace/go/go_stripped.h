@@ -1,0 +1,24 @@
+// Recovering runtime.mbuckets and runtime.MemProfileRate from a stripped Go
+// binary (-ldflags=-s -w) on amd64: find runtime functions that reference them
+// through pclntab, disassemble them (capstone) and decode their RIP-relative
+// operands. Any doubt becomes an error string, never a guessed address.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace oomsnap {
+class ElfFile;
+class GoPclntab;
+struct GoVersion;
+
+struct GoGlobalsRecovery {
+  std::optional<uint64_t> mbuckets;          // link-time address of runtime.mbuckets
+  std::optional<uint64_t> mem_profile_rate;  // link-time address of runtime.MemProfileRate
+  std::string error;                          // why one is missing (ambiguous, not found)
+};
+
+GoGlobalsRecovery recover_go_globals(const ElfFile& elf, const GoPclntab& pclntab,
+                                     const GoVersion& version);
+
+}  // namespace oomsnap
