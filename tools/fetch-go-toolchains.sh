@@ -14,7 +14,9 @@ mkdir -p "$APTDIR"/{lists/partial,archives/partial,etc} "$GODIR"
 
 missing=()
 for v in "${VERSIONS[@]}"; do
-  [ -x "$GODIR/$v/bin/go" ] || missing+=("$v")
+  # Complete = the go command, the runtime sources and the assembler headers.
+  [ -x "$GODIR/$v/bin/go" ] && [ -f "$GODIR/$v/src/runtime/mprof.go" ] &&
+    [ -f "$GODIR/$v/pkg/include/textflag.h" ] || missing+=("$v")
 done
 [ ${#missing[@]} -eq 0 ] && { echo "go toolchains cached: ${VERSIONS[*]}"; exit 0; }
 
@@ -42,13 +44,19 @@ for v in "${missing[@]}"; do
   # The -go package ships /usr/lib/go-1.N with symlinks into /usr/share/go-1.N (the -src package).
   rm -rf "$GODIR/$v.tmp"; mkdir -p "$GODIR/$v.tmp"
   cp -a "$root/usr/lib/go-$v/." "$GODIR/$v.tmp/"
-  # The links point into the -src package's tree (relative or absolute): copy
-  # the real directories so the GOROOT is self-contained.
-  for l in $(find "$GODIR/$v.tmp" -maxdepth 1 -type l); do
+  # The -go package links into the -src package's tree (/usr/share/go-1.N):
+  # replace every link that leaves the GOROOT by a copy of its target, so the
+  # cached GOROOT is self-contained.
+  while IFS= read -r l; do
     t=$(readlink "$l")
-    case "$t" in /*) src=$root$t;; *) src=$root/usr/lib/go-$v/$t;; esac
+    rel=${l#"$GODIR/$v.tmp"}
+    case "$t" in
+      /*) src=$root$t ;;
+      *) src=$(realpath -m "$root/usr/lib/go-$v$(dirname "$rel")/$t") ;;
+    esac
+    case "$src" in "$root"/*) ;; *) continue ;; esac
     rm "$l"; cp -a "$src" "$l"
-  done
+  done < <(find "$GODIR/$v.tmp" -type l)
   "$GODIR/$v.tmp/bin/go" version >/dev/null
   rm -rf "$GODIR/$v"; mv "$GODIR/$v.tmp" "$GODIR/$v"
   rm -rf "$work"

@@ -77,6 +77,21 @@ class GoPclntab {
   // the missing callers (parentPc + 1 style), as runtime/pprof does.
   std::vector<uint64_t> expand_final_inline_frame(std::span<const uint64_t> pcs) const;
 
+  // funcdata (the inline tree) is addressed relative to moduledata.gofunc
+  // ("go:func.*"; "go.func.*" in 1.19). from_elf finds it from the symbol, or in
+  // stripped files from runtime.firstmoduledata in the file (non-PIE words or PIE
+  // R_X86_64_RELATIVE addends), validated against the inline trees. Without it,
+  // inlined frames are not expanded (only physical functions are reported).
+  // set_gofunc overrides it, e.g. with moduledata.gofunc read from the live process
+  // minus the load bias; the bytes are copied from the ELF file. Returns false (and
+  // changes nothing) when the address is not file-backed in elf.
+  bool set_gofunc(const ElfFile& elf, uint64_t link_time_addr);
+  // Raw variant (tests/fuzzing): bytes = memory from link_time_addr onwards.
+  void set_gofunc(uint64_t link_time_addr, std::vector<uint8_t> bytes);
+  std::optional<uint64_t> gofunc() const {
+    return has_gofunc_ ? std::optional<uint64_t>(gofunc_) : std::nullopt;
+  }
+
  private:
   std::vector<uint8_t> data_;
   uint32_t magic_ = 0;
@@ -84,6 +99,10 @@ class GoPclntab {
   size_t nfunc_ = 0, nfiles_ = 0;
   uint64_t funcname_offset_ = 0, cu_offset_ = 0, filetab_offset_ = 0, pctab_offset_ = 0,
            pcln_offset_ = 0;
+  uint32_t min_lc_ = 1;
+  bool has_gofunc_ = false;
+  uint64_t gofunc_ = 0;
+  std::vector<uint8_t> gofunc_data_;
   // helpers implemented in go_pclntab.cpp
   friend struct PclntabAccess;
 };

@@ -1,0 +1,278 @@
+// Live Go targets, every toolchain × build mode: the snapshot agrees with the
+// target's own heap profile (runtime/pprof) and with its census of what it
+// retains, and `go tool pprof` reads our pprof output.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/capture.h"
+#include "pprof_summary.h"
+#include "test_process.h"
+
+using namespace oomsnap;
+namespace fs = std::filesystem;
+using oomsnap_test::Process;
+
+namespace {
+
+const char* kVersions[] = {"1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27"};
+const char* kModes[] = {"default", "pie", "stripped", "pie-stripped"};
+
+std::string fixture_path(const std::string& ver, const std::string& mode) {
+  return std::string(OOMSNAP_FIXTURES) + "/go/" + ver + "/" + mode + "/heapfixture";
+}
+
+std::string scratch_dir() {
+  std::string d = "/tmp/oomsnap-it-" + std::to_string(getpid());
+  fs::create_directories(d);
+  return d;
+}
+
+struct Started {
+  std::unique_ptr<Process> proc;
+  nlohmann::json census;
+};
+
+Started start_fixture(const std::string& bin, std::vector<std::string> args) {
+  Started s;
+  if (!fs::exists(bin)) {
+    ADD_FAILURE() << "fixture " << bin << " is missing: run tools/build-go-fixtures.sh";
+    return s;
+  }
+  args.insert(args.begin(), bin);
+  s.proc = std::make_unique<Process>(args);
+  std::string line = s.proc->read_line(std::chrono::seconds(60));
+  if (line.empty()) {
+    ADD_FAILURE() << bin << " did not print its ready line";
+    return s;
+  }
+  s.census = nlohmann::json::parse(line);
+  return s;
+}
+
+std::map<std::string, std::pair<uint64_t, uint64_t>> entries_by_name(const Snapshot& s) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> m;  // name -> {objects, bytes}
+  for (const auto& e : s.entries) {
+    m[e.name].first += e.objects;
+    m[e.name].second += e.bytes;
+  }
+  return m;
+}
+
+// Stacks through the fixture's own code, without all-zero samples: a bucket
+// created after the target wrote its own profile (by the writing itself) shows
+// up in our read with zero counts (they are still in a future cycle), which is
+// the same as absent.
+testutil::StackMap fixture_stacks(const testutil::PprofSummary& s) {
+  testutil::StackMap out;
+  for (auto& [stack, v] : testutil::filter_stacks(s, "main."))
+    if (v[0] || v[1] || v[2] || v[3]) out.emplace(stack, v);
+  return out;
+}
+
+int run_status(const std::string& cmd, std::string* out = nullptr) {
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.append(buf, n);
+  int st = pclose(p);
+  if (out) *out = o;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+}  // namespace
+
+class GoSnapshot : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
+
+// At MemProfileRate=1 every allocation is recorded: in-use counts at the
+// fixture's sites are exact, and the whole pprof matches runtime/pprof's.
+TEST_P(GoSnapshot, ExactAtRate1AndMatchesOwnProfile) {
+  auto [ver, mode] = GetParam();
+  std::string dir = scratch_dir();
+  std::string own = dir + "/own-" + ver + "-" + mode + ".pb.gz";
+  auto fx = start_fixture(fixture_path(ver, mode), {"-rate", "1", "-profile", own});
+  if (!fx.proc) return;
+
+  CaptureOptions opts;
+  opts.max_entries = 1000;
+  opts.want_pprof = true;
+  opts.budget = std::chrono::milliseconds(10000);
+  std::string err;
+  auto rec = capture_process(fx.proc->pid(), opts, err);
+  ASSERT_TRUE(rec) << err;
+  const Snapshot& s = rec->result.snapshot;
+  ASSERT_EQ(rec->result.language, "go");
+  ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
+  EXPECT_EQ(s.runtime_version, fx.census["go_version"].get<std::string>());
+  ASSERT_EQ(s.sample_rate.value_or(-1), 1);
+
+  // The census: exact in-use objects and bytes per site.
+  auto got = entries_by_name(s);
+  for (auto& [name, site] : fx.census["sites"].items()) {
+    ASSERT_TRUE(got.count(name)) << "site " << name << " missing from the snapshot";
+    EXPECT_EQ(got[name].first, site["objects"].get<uint64_t>()) << name;
+    EXPECT_EQ(got[name].second, site["bytes"].get<uint64_t>()) << name;
+  }
+  // Inlined frames are expanded: the inlined helper's caller is in its stack.
+  for (const auto& e : s.entries) {
+    if (e.name != "main.inlinedHelper") continue;
+    ASSERT_GE(e.stack.size(), 2u);
+    EXPECT_EQ(e.stack[1], "main.viaInline");
+  }
+
+  // The oracle: every stack through main.* agrees (inuse and alloc, objects and bytes).
+  ASSERT_TRUE(rec->result.pprof);
+  std::string ours = dir + "/ours-" + ver + "-" + mode + ".pb.gz";
+  {
+    std::ofstream f(ours, std::ios::binary);
+    f << *rec->result.pprof;
+  }
+  auto want = testutil::summarize_pprof_file(own);
+  auto have = testutil::summarize_pprof_file(ours);
+  EXPECT_EQ(have.period, want.period);
+  EXPECT_EQ(have.sample_types, want.sample_types);
+  auto diffs = testutil::compare_stacks(fixture_stacks(have), fixture_stacks(want), 0.005);
+  for (const auto& d : diffs) ADD_FAILURE() << d;
+  EXPECT_GE(fixture_stacks(have).size(), 4u);
+
+  // go tool pprof reads it.
+  std::string out;
+  std::string go = std::string(OOMSNAP_GO_CACHE) + "/" + ver + "/bin/go";
+  int rc = run_status("GOTOOLCHAIN=local " + go + " tool pprof -top -inuse_space " + ours + " 2>&1", &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("main.allocLarge"), std::string::npos) << out;
+  fs::remove(own);
+  fs::remove(ours);
+}
+
+// At the default rate the snapshot still equals runtime/pprof's own view, and
+// the large site is within sampling error of the truth.
+TEST_P(GoSnapshot, DefaultRateMatchesOwnProfile) {
+  auto [ver, mode] = GetParam();
+  std::string dir = scratch_dir();
+  std::string own = dir + "/own-dr-" + ver + "-" + mode + ".pb.gz";
+  auto fx = start_fixture(fixture_path(ver, mode), {"-profile", own});
+  if (!fx.proc) return;
+  CaptureOptions opts;
+  opts.max_entries = 1000;
+  opts.want_pprof = true;
+  std::string err;
+  auto rec = capture_process(fx.proc->pid(), opts, err);
+  ASSERT_TRUE(rec) << err;
+  const Snapshot& s = rec->result.snapshot;
+  ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
+  EXPECT_EQ(s.sample_rate.value_or(-1), 512 * 1024);
+  auto got = entries_by_name(s);
+  double want_large = fx.census["sites"]["main.allocLarge"]["bytes"].get<double>();
+  EXPECT_NEAR(static_cast<double>(got["main.allocLarge"].second), want_large, 0.35 * want_large);
+  std::ofstream(dir + "/ours-dr.pb.gz", std::ios::binary) << *rec->result.pprof;
+  auto diffs = testutil::compare_stacks(fixture_stacks(testutil::summarize_pprof_file(dir + "/ours-dr.pb.gz")),
+                                        fixture_stacks(testutil::summarize_pprof_file(own)), 0.005);
+  for (const auto& d : diffs) ADD_FAILURE() << d;
+  fs::remove(own);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllToolchains, GoSnapshot,
+                         ::testing::Combine(::testing::ValuesIn(kVersions), ::testing::ValuesIn(kModes)),
+                         [](const auto& info) {
+                           std::string n = std::string("go") + std::get<0>(info.param) + "_" +
+                                           std::get<1>(info.param);
+                           for (auto& c : n)
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+TEST(GoSnapshotCgo, ExternalLinkBuildMatchesCensus) {
+  auto fx = start_fixture(fixture_path("1.26", "cgo"), {"-rate", "1"});
+  if (!fx.proc) return;
+  CaptureOptions opts;
+  opts.max_entries = 1000;
+  std::string err;
+  auto rec = capture_process(fx.proc->pid(), opts, err);
+  ASSERT_TRUE(rec) << err;
+  ASSERT_EQ(rec->result.snapshot.status, SnapshotStatus::kComplete) << rec->result.snapshot.reason;
+  auto got = entries_by_name(rec->result.snapshot);
+  for (auto& [name, site] : fx.census["sites"].items())
+    EXPECT_EQ(got[name].first, site["objects"].get<uint64_t>()) << name;
+}
+
+TEST(GoSnapshotEdges, RateZeroIsUnavailable) {
+  auto fx = start_fixture(fixture_path("1.26", "default"), {"-rate", "0"});
+  if (!fx.proc) return;
+  std::string err;
+  auto rec = capture_process(fx.proc->pid(), {}, err);
+  ASSERT_TRUE(rec) << err;
+  EXPECT_EQ(rec->result.language, "go");
+  EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kUnavailable);
+  EXPECT_NE(rec->result.snapshot.reason.find("sampling disabled"), std::string::npos);
+}
+
+TEST(GoSnapshotEdges, TopEntriesTruncatedAndSorted) {
+  auto fx = start_fixture(fixture_path("1.26", "default"), {"-rate", "1"});
+  if (!fx.proc) return;
+  CaptureOptions opts;
+  opts.max_entries = 2;
+  std::string err;
+  auto rec = capture_process(fx.proc->pid(), opts, err);
+  ASSERT_TRUE(rec) << err;
+  const Snapshot& s = rec->result.snapshot;
+  ASSERT_EQ(s.entries.size(), 2u);
+  EXPECT_TRUE(s.output_truncated);
+  EXPECT_GE(s.entries[0].bytes, s.entries[1].bytes);
+  EXPECT_EQ(s.entries[0].name, "main.allocLarge");
+  EXPECT_EQ(s.entries[0].objects * (1u << 20), s.entries[0].bytes);
+}
+
+// A target killed while we read it: a status and a reason, never a crash or hang.
+TEST(GoSnapshotEdges, TargetKilledMidSnapshot) {
+  std::string bin = fixture_path("1.26", "default");
+  int not_complete = 0;
+  for (int delay_us : {0, 200, 500, 1000, 2000, 5000}) {
+    auto fx = start_fixture(bin, {"-rate", "1", "-stacks", "100000"});
+    if (!fx.proc) return;
+    pid_t pid = fx.proc->pid();
+    std::thread killer([&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+      ::kill(pid, SIGKILL);
+    });
+    std::string err;
+    CaptureOptions opts;
+    opts.want_pprof = true;
+    auto t0 = std::chrono::steady_clock::now();
+    auto rec = capture_process(pid, opts, err);
+    killer.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    if (!rec) {
+      EXPECT_FALSE(err.empty());
+      ++not_complete;
+      continue;
+    }
+    const Snapshot& s = rec->result.snapshot;
+    if (s.status != SnapshotStatus::kComplete) {
+      ++not_complete;
+      EXPECT_FALSE(s.reason.empty());
+    }
+  }
+  // The kill lands mid-read at least once across these delays.
+  EXPECT_GT(not_complete, 0);
+}
+
+TEST(GoSnapshotEdges, ReadSyscallsGrowFarSlowerThanBuckets) {
+  auto fx = start_fixture(fixture_path("1.26", "default"), {"-rate", "1", "-stacks", "100000"});
+  if (!fx.proc) return;
+  std::string err;
+  auto rec = capture_process(fx.proc->pid(), {}, err);
+  ASSERT_TRUE(rec) << err;
+  const Snapshot& s = rec->result.snapshot;
+  ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
+  EXPECT_LT(s.read_syscalls, 100000u / 50) << "one read per bucket is the baseline to beat";
+}

@@ -1,0 +1,73 @@
+// The `oomsnap snapshot` command line contract, run as a real process.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "test_process.h"
+
+namespace {
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+};
+
+CliRun run_oomsnap(const std::string& args) {
+  char errpath[] = "/tmp/oomsnap-cli-err-XXXXXX";
+  int efd = mkstemp(errpath);
+  close(efd);
+  std::string cmd = std::string(OOMSNAP_BINARY) + " " + args + " 2>" + errpath;
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  oomsnap_test::read_file(errpath, r.err);
+  unlink(errpath);
+  return r;
+}
+
+}  // namespace
+
+TEST(SnapshotCli, BadArgumentsExit2WithMessage) {
+  for (const char* args : {"snapshot", "snapshot --pid", "snapshot --pid abc", "snapshot --pid 1 --format xml",
+                           "snapshot --pid 1 --max-entries 0", "snapshot --pid 1 --budget-ms -5",
+                           "snapshot --pid 1 --bogus", "frobnicate"}) {
+    CliRun r = run_oomsnap(args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_FALSE(r.err.empty()) << args;
+    EXPECT_TRUE(r.out.empty()) << args;
+  }
+}
+
+TEST(SnapshotCli, MissingPidExit1) {
+  CliRun r = run_oomsnap("snapshot --pid 999999999");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("no process"), std::string::npos) << r.err;
+}
+
+TEST(SnapshotCli, NonGoProcessIsUnknownLanguageExit0) {
+  oomsnap_test::Process sleeper({"/bin/sleep", "30"});
+  CliRun r = run_oomsnap("snapshot --pid " + std::to_string(sleeper.pid()));
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["pid"], sleeper.pid());
+  EXPECT_EQ(j["language"], "unknown");
+  EXPECT_EQ(j["snapshot"]["status"], "unavailable");
+  EXPECT_FALSE(j["snapshot"]["reason"].get<std::string>().empty());
+  EXPECT_GT(j["process_memory"]["rss_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["start_time_ticks"].get<uint64_t>(), 0u);
+  EXPECT_EQ(j["comm"], "sleep");
+  // pprof of a non-Go process: nothing to write, exit 1, and no file left behind.
+  std::string out = "/tmp/oomsnap-cli-test.pb.gz";
+  unlink(out.c_str());
+  r = run_oomsnap("snapshot --pid " + std::to_string(sleeper.pid()) + " --format pprof -o " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(access(out.c_str(), F_OK), 0);
+}

@@ -1,0 +1,90 @@
+// Test helpers: start a real child process (optionally waiting for its first
+// stdout line), kill it on scope exit.
+#pragma once
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace oomsnap_test {
+
+inline bool read_file(const std::string& path, std::string& out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+class Process {
+ public:
+  explicit Process(const std::vector<std::string>& argv, const std::vector<std::string>& env = {}) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork");
+    if (pid_ == 0) {
+      dup2(fds[1], 1);
+      std::vector<char*> av;
+      for (auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+      av.push_back(nullptr);
+      for (auto& e : env) putenv(const_cast<char*>(e.c_str()));
+      execv(av[0], av.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    out_fd_ = fds[0];
+  }
+  ~Process() {
+    kill_now();
+    if (out_fd_ >= 0) close(out_fd_);
+  }
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // The first line the child writes to stdout, or "" on timeout/EOF.
+  std::string read_line(std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    std::string line;
+    while (true) {
+      auto nl = buf_.find('\n');
+      if (nl != std::string::npos) {
+        line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return line;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return "";
+      pollfd p{out_fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return "";
+      char b[65536];
+      ssize_t n = read(out_fd_, b, sizeof b);
+      if (n <= 0) return "";
+      buf_.append(b, static_cast<size_t>(n));
+    }
+  }
+  void kill_now() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  std::string buf_;
+};
+
+}  // namespace oomsnap_test

@@ -1,0 +1,218 @@
+// The bucket reader against bucket lists laid out in this test's own memory
+// (read back through process_vm_readv on our own pid): layout per version,
+// cycle folding, and every way a hostile or changing list can go wrong.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "go/go_heap_reader.h"
+
+using namespace oomsnap;
+
+namespace {
+
+// A fake persistentalloc chunk holding buckets.
+struct FakeHeap {
+  int minor;
+  std::vector<uint64_t> chunk = std::vector<uint64_t>(1 << 16, 0);
+  size_t used = 0;  // words
+  uint64_t head = 0;
+  int64_t rate = 1;
+  uint32_t cycle = 0;
+
+  explicit FakeHeap(int m) : minor(m) {}
+  uint64_t* add(uint64_t size, std::vector<uint64_t> stack, std::vector<std::vector<uint64_t>> cycles) {
+    uint64_t* b = &chunk[used];
+    size_t words = go_bucket_size(minor, stack.size()) / 8;
+    used += words;
+    b[1] = head;  // allnext
+    b[2] = 1;     // memProfile
+    b[4] = size;
+    b[5] = stack.size();
+    for (size_t i = 0; i < stack.size(); ++i) b[6 + i] = stack[i];
+    size_t rw = minor >= 27 ? 2 : 4;
+    for (size_t c = 0; c < cycles.size(); ++c)
+      for (size_t w = 0; w < rw && w < cycles[c].size(); ++w) b[6 + stack.size() + c * rw + w] = cycles[c][w];
+    head = reinterpret_cast<uint64_t>(b);
+    return b;
+  }
+  GoHeapAddrs addrs() {
+    GoHeapAddrs a;
+    a.mbuckets = reinterpret_cast<uint64_t>(&head);
+    a.mem_profile_rate = reinterpret_cast<uint64_t>(&rate);
+    a.mprof_cycle = reinterpret_cast<uint64_t>(&cycle);
+    return a;
+  }
+  GoHeapReadResult read(CaptureOptions opts = {}) {
+    RemoteMemory mem(getpid());
+    auto maps = read_maps(getpid());
+    Deadline d(opts.budget);
+    return read_go_heap(mem, maps, addrs(), minor, opts, d, /*keep_stacks=*/true);
+  }
+};
+
+}  // namespace
+
+TEST(GoHeapReader, ReadsListAndFoldsActivePlusFlushedFuture) {
+  FakeHeap h(26);
+  h.cycle = (4 << 1);  // C = 4 → flush index 1
+  // active, future0, future1, future2: {allocs, frees, alloc_bytes, free_bytes}
+  h.add(64, {0x1000, 0x2000}, {{10, 2, 640, 128}, {100, 100, 0, 0}, {5, 1, 320, 64}, {7, 0, 448, 0}});
+  h.add(128, {0x3000}, {{1, 0, 128, 0}});
+  auto r = h.read();
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  ASSERT_EQ(r.profile.buckets.size(), 2u);
+  EXPECT_EQ(r.profile.mem_profile_rate, 1);
+  const auto& b = r.profile.buckets[1];  // the first added is the last in the list
+  EXPECT_EQ(b.size, 64u);
+  EXPECT_EQ(b.stack, (std::vector<uint64_t>{0x1000, 0x2000}));
+  EXPECT_EQ(b.allocs, 15u);  // active + future[1]
+  EXPECT_EQ(b.frees, 3u);
+  EXPECT_EQ(b.inuse_bytes(), 640u + 320 - 128 - 64);
+}
+
+TEST(GoHeapReader, NoGcYetAddsEveryFuture) {
+  FakeHeap h(22);
+  h.add(32, {0x1000}, {{0, 0, 0, 0}, {1, 0, 32, 0}, {2, 0, 64, 0}, {3, 1, 96, 32}});
+  auto r = h.read();
+  ASSERT_EQ(r.profile.buckets.size(), 1u);
+  EXPECT_EQ(r.profile.buckets[0].allocs, 6u);
+  EXPECT_EQ(r.profile.buckets[0].frees, 1u);
+  EXPECT_EQ(r.profile.buckets[0].inuse_bytes(), 160u);
+}
+
+TEST(GoHeapReader, Go127CountsOnlyBytesFromSize) {
+  FakeHeap h(27);
+  h.add(48, {0x1000, 0x2000, 0x3000}, {{10, 4}});
+  auto r = h.read();
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  ASSERT_EQ(r.profile.buckets.size(), 1u);
+  EXPECT_EQ(r.profile.buckets[0].alloc_bytes, 480u);
+  EXPECT_EQ(r.profile.buckets[0].inuse_bytes(), 6u * 48);
+}
+
+TEST(GoHeapReader, RateZeroIsUnavailable) {
+  FakeHeap h(26);
+  h.rate = 0;
+  h.add(64, {0x1000}, {{1, 0, 64, 0}});
+  auto r = h.read();
+  EXPECT_EQ(r.status, SnapshotStatus::kUnavailable);
+  EXPECT_NE(r.reason.find("sampling disabled"), std::string::npos);
+}
+
+TEST(GoHeapReader, UnreadableRateIsUnavailableNotGuessed) {
+  FakeHeap h(26);
+  auto a = h.addrs();
+  a.mem_profile_rate = 8;  // unmapped
+  RemoteMemory mem(getpid());
+  auto maps = read_maps(getpid());
+  Deadline d(std::chrono::milliseconds(1000));
+  auto r = read_go_heap(mem, maps, a, 26, {}, d, true);
+  EXPECT_EQ(r.status, SnapshotStatus::kUnavailable);
+  EXPECT_EQ(r.profile.mem_profile_rate, 0);
+}
+
+TEST(GoHeapReader, CycleIsDetected) {
+  FakeHeap h(26);
+  uint64_t* first = h.add(64, {0x1000}, {{1, 0, 64, 0}});
+  h.add(64, {0x2000}, {{1, 0, 64, 0}});
+  first[1] = h.head;  // allnext of the oldest points back at the newest
+  auto r = h.read();
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial);
+  EXPECT_NE(r.reason.find("cycle"), std::string::npos);
+  EXPECT_EQ(r.profile.buckets.size(), 2u);
+}
+
+TEST(GoHeapReader, CorruptPointerGivesPartialWithReason) {
+  FakeHeap h(26);
+  uint64_t* first = h.add(64, {0x1000}, {{1, 0, 64, 0}});
+  h.add(64, {0x2000}, {{1, 0, 64, 0}});
+  first[1] = 0x10;  // unmapped
+  auto r = h.read();
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial);
+  EXPECT_NE(r.reason.find("unreadable"), std::string::npos);
+  EXPECT_EQ(r.profile.buckets.size(), 2u);
+}
+
+TEST(GoHeapReader, WrongTypeAndHugeDepthAreRejected) {
+  FakeHeap h(26);
+  uint64_t* b = h.add(64, {0x1000}, {{1, 0, 64, 0}});
+  b[2] = 2;  // a block-profile bucket on the heap list
+  auto r = h.read();
+  EXPECT_EQ(r.status, SnapshotStatus::kFailed);
+  EXPECT_NE(r.reason.find("type"), std::string::npos);
+  b[2] = 1;
+  b[5] = 1ull << 40;  // nstk
+  r = h.read();
+  EXPECT_EQ(r.status, SnapshotStatus::kFailed);
+  EXPECT_NE(r.reason.find("depth"), std::string::npos);
+}
+
+TEST(GoHeapReader, BucketCapGivesPartial) {
+  FakeHeap h(26);
+  for (int i = 0; i < 50; ++i) h.add(64, {uint64_t(0x1000 + i)}, {{1, 0, 64, 0}});
+  CaptureOptions o;
+  o.max_records = 10;
+  auto r = h.read(o);
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial);
+  EXPECT_EQ(r.profile.buckets.size(), 10u);
+}
+
+TEST(GoHeapReader, ExpiredBudgetGivesPartial) {
+  FakeHeap h(26);
+  for (int i = 0; i < 10; ++i) h.add(64, {uint64_t(0x1000 + i)}, {{1, 0, 64, 0}});
+  CaptureOptions o;
+  o.budget = std::chrono::milliseconds(0);
+  auto r = h.read(o);
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial);
+  EXPECT_NE(r.reason.find("budget"), std::string::npos);
+}
+
+TEST(GoHeapReader, ManyBucketsFewSyscalls) {
+  FakeHeap h(26);
+  for (int i = 0; i < 2000; ++i) h.add(64, {uint64_t(0x1000 + i), 0x2000, 0x3000}, {{1, 0, 64, 0}});
+  RemoteMemory mem(getpid());
+  auto maps = read_maps(getpid());
+  Deadline d(std::chrono::milliseconds(2000));
+  auto r = read_go_heap(mem, maps, h.addrs(), 26, {}, d, false);
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(r.summaries.size(), 2000u);
+  EXPECT_TRUE(r.profile.buckets.empty());  // PCs are not kept unless asked for
+  // 2000 buckets × 200 bytes = 400 KB: a handful of 256 KiB windows.
+  EXPECT_LT(mem.syscalls(), 20u) << "reads must not grow with the bucket count";
+}
+
+TEST(GoHeapReader, SummariesHashStacksAndRereadPcs) {
+  FakeHeap h(26);
+  h.add(64, {0x1000, 0x2000}, {{3, 1, 192, 64}});
+  h.add(64, {0x1000, 0x2000}, {{1, 0, 64, 0}});
+  h.add(64, {0x1000, 0x2001}, {{1, 0, 64, 0}});
+  auto r = h.read();
+  ASSERT_EQ(r.summaries.size(), 3u);
+  const auto& s = r.summaries;
+  EXPECT_EQ(s[1].stack_hash[0], s[2].stack_hash[0]);  // same PCs, same key
+  EXPECT_EQ(s[1].stack_hash[1], s[2].stack_hash[1]);
+  EXPECT_NE(s[0].stack_hash[0], s[1].stack_hash[0]);
+  EXPECT_EQ(s[2].inuse_objects, 2u);
+  RemoteMemory mem(getpid());
+  std::vector<const GoBucketSummary*> want = {&s[0], &s[2]};
+  auto stacks = read_bucket_stacks(mem, want);
+  EXPECT_EQ(stacks[0], (std::vector<uint64_t>{0x1000, 0x2001}));
+  EXPECT_EQ(stacks[1], (std::vector<uint64_t>{0x1000, 0x2000}));
+  EXPECT_EQ(mem.syscalls(), 1u);
+}
+
+TEST(GoHeapReader, DecoderRejectsTruncatedImages) {
+  std::string err;
+  std::vector<uint8_t> img(40, 0);
+  EXPECT_FALSE(decode_go_bucket(img, 26, 1024, err));
+  img.assign(48 + 8, 0);
+  uint64_t typ = 1, nstk = 4;
+  std::memcpy(&img[16], &typ, 8);
+  std::memcpy(&img[40], &nstk, 8);
+  EXPECT_FALSE(decode_go_bucket(img, 26, 1024, err));
+  EXPECT_NE(err.find("truncated"), std::string::npos);
+}

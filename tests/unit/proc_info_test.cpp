@@ -1,0 +1,67 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "core/proc_info.h"
+
+using namespace oomsnap;
+
+TEST(ProcInfo, ParsesStatWithHostileComm) {
+  // comm may contain spaces and ')' — the parser splits at the last ')'.
+  std::string stat = "42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 123456 1000 10";
+  auto id = parse_proc_stat(42, stat);
+  ASSERT_TRUE(id);
+  EXPECT_EQ(id->comm, "a) b (c)");
+  EXPECT_EQ(id->start_time_ticks, 123456u);
+}
+
+TEST(ProcInfo, RejectsTruncatedStat) {
+  EXPECT_FALSE(parse_proc_stat(1, "1 (x) S 0 1"));
+  EXPECT_FALSE(parse_proc_stat(1, "garbage"));
+  EXPECT_FALSE(parse_proc_stat(1, ""));
+}
+
+TEST(ProcInfo, StatusFieldsInBytesMissingOmitted) {
+  std::string status =
+      "Name:\tx\nVmSize:\t  1000 kB\nVmRSS:\t 200 kB\nRssAnon:\t 150 kB\nRssFile:\t 50 kB\n"
+      "RssShmem:\t 0 kB\nVmPTE:\t 12 kB\n";
+  auto m = parse_proc_status(status);
+  EXPECT_EQ(m.status, "ok");
+  EXPECT_EQ(m.virtual_bytes.value(), 1000u * 1024);
+  EXPECT_EQ(m.rss_bytes.value(), 200u * 1024);
+  EXPECT_EQ(m.rss_shmem_bytes.value(), 0u);  // present and zero stays zero
+  EXPECT_FALSE(m.swap_bytes.has_value());    // absent is omitted, never zero
+  EXPECT_EQ(m.page_table_bytes.value(), 12u * 1024);
+}
+
+TEST(ProcInfo, KernelThreadStatusHasNoFields) {
+  auto m = parse_proc_status("Name:\tkthreadd\nState:\tS\n");
+  EXPECT_NE(m.status, "ok");
+  EXPECT_FALSE(m.rss_bytes);
+}
+
+TEST(ProcInfo, ParsesMaps) {
+  auto maps = parse_proc_maps(
+      "00400000-00452000 r-xp 00000000 08:02 173521      /usr/bin/dbus-daemon\n"
+      "7ffd1000-7ffd2000 rw-p 00000000 00:00 0 \n"
+      "7f00-7f10 r--p 00001000 08:02 99 /path with spaces/lib.so\n"
+      "not a line\n");
+  ASSERT_EQ(maps.size(), 3u);
+  EXPECT_EQ(maps[0].start, 0x400000u);
+  EXPECT_EQ(maps[0].inode, 173521u);
+  EXPECT_EQ(maps[0].path, "/usr/bin/dbus-daemon");
+  EXPECT_EQ(maps[1].path, "");
+  EXPECT_EQ(maps[2].offset, 0x1000u);
+  EXPECT_EQ(maps[2].path, "/path with spaces/lib.so");
+}
+
+TEST(ProcInfo, LiveSelf) {
+  auto id = read_identity(getpid());
+  ASSERT_TRUE(id);
+  EXPECT_GT(id->start_time_ticks, 0u);
+  auto m = read_process_memory(getpid());
+  EXPECT_EQ(m.status, "ok");
+  EXPECT_GT(m.rss_bytes.value_or(0), 0u);
+  EXPECT_FALSE(read_maps(getpid()).empty());
+  EXPECT_FALSE(read_identity(0));
+  EXPECT_FALSE(read_identity(1 << 29));  // no such pid
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian (bookworm) packages oomsnap builds and tests with.
+# Idempotent: apt runs only when something is missing.
+set -euo pipefail
+PKGS=(build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
+      libcapstone-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev libspdlog-dev
+      libfmt-dev libtomlplusplus-dev libboost-dev libboost-system-dev libgtest-dev googletest
+      libclang-rt-14-dev python3 ca-certificates)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi

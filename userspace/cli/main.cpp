@@ -1,0 +1,23 @@
+// oomsnap: memory-pressure forensics. Subcommands dispatch to userspace/cli/*.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/snapshot_command.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const char* usage =
+      "usage: oomsnap <command> [options]\n"
+      "commands:\n"
+      "  snapshot --pid PID   capture one process's heap profile (JSON or pprof)\n";
+  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+    (args.empty() ? std::cerr : std::cout) << usage;
+    return args.empty() ? 2 : 0;
+  }
+  std::string cmd = args[0];
+  args.erase(args.begin());
+  if (cmd == "snapshot") return oomsnap::run_snapshot_command(args, std::cout, std::cerr);
+  std::cerr << "oomsnap: unknown command '" << cmd << "'\n" << usage;
+  return 2;
+}

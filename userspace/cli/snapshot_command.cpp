@@ -1,0 +1,145 @@
+#include "cli/snapshot_command.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "core/capture.h"
+
+namespace oomsnap {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: oomsnap snapshot --pid PID [--format json|pprof] [-o FILE] [--max-entries N] [--budget-ms MS]\n";
+
+template <typename T>
+bool parse_number(const std::string& s, T& out, T min, T max) {
+  T v{};
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < min || v > max) return false;
+  out = v;
+  return true;
+}
+
+// Writes to FILE.tmp then renames, so a failed write never leaves half a record.
+bool write_file_atomic(const std::string& path, const std::string& data, std::string& why) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) {
+      why = "cannot open " + tmp + " for writing";
+      return false;
+    }
+    f.write(data.data(), static_cast<std::streamsize>(data.size()));
+    f.flush();
+    if (!f) {
+      why = "cannot write " + tmp;
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    why = "cannot rename " + tmp + " to " + path;
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::optional<pid_t> pid;
+  std::string format = "json", output;
+  CaptureOptions opts;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string& v) {
+      if (i + 1 >= args.size()) return false;
+      v = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "-h" || a == "--help") {
+      out << kUsage;
+      return 0;
+    } else if (a == "--pid") {
+      pid_t p = 0;
+      if (!value(v) || !parse_number<pid_t>(v, p, 1, 1 << 30)) {
+        err << "oomsnap snapshot: --pid needs a positive process id, got '" << v << "'\n" << kUsage;
+        return 2;
+      }
+      pid = p;
+    } else if (a == "--format") {
+      if (!value(v) || (v != "json" && v != "pprof")) {
+        err << "oomsnap snapshot: --format must be json or pprof, got '" << v << "'\n" << kUsage;
+        return 2;
+      }
+      format = v;
+    } else if (a == "-o" || a == "--output") {
+      if (!value(output) || output.empty()) {
+        err << "oomsnap snapshot: " << a << " needs a file name\n" << kUsage;
+        return 2;
+      }
+    } else if (a == "--max-entries") {
+      size_t n = 0;
+      if (!value(v) || !parse_number<size_t>(v, n, 1, 1'000'000)) {
+        err << "oomsnap snapshot: --max-entries needs a number from 1 to 1000000, got '" << v << "'\n";
+        return 2;
+      }
+      opts.max_entries = n;
+    } else if (a == "--budget-ms") {
+      long ms = 0;
+      if (!value(v) || !parse_number<long>(v, ms, 1, 600'000)) {
+        err << "oomsnap snapshot: --budget-ms needs a number from 1 to 600000, got '" << v << "'\n";
+        return 2;
+      }
+      opts.budget = std::chrono::milliseconds(ms);
+    } else {
+      err << "oomsnap snapshot: unknown argument '" << a << "'\n" << kUsage;
+      return 2;
+    }
+  }
+  if (!pid) {
+    err << "oomsnap snapshot: --pid is required\n" << kUsage;
+    return 2;
+  }
+  opts.want_pprof = format == "pprof";
+
+  std::string error;
+  auto rec = capture_process(*pid, opts, error);
+  if (!rec) {
+    err << "oomsnap snapshot: " << error << "\n";
+    return 1;
+  }
+  std::string data;
+  if (format == "pprof") {
+    if (!rec->result.pprof) {
+      const Snapshot& s = rec->result.snapshot;
+      err << "oomsnap snapshot: no pprof profile for pid " << *pid << " (language " << rec->result.language
+          << ", status " << to_string(s.status) << (s.reason.empty() ? "" : ": " + s.reason) << ")\n";
+      return 1;
+    }
+    data = std::move(*rec->result.pprof);
+  } else {
+    data = to_json(*rec).dump() + "\n";
+  }
+  if (output.empty() || output == "-") {
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    out.flush();
+    return out ? 0 : 1;
+  }
+  std::string why;
+  if (!write_file_atomic(output, data, why)) {
+    err << "oomsnap snapshot: " << why << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace oomsnap

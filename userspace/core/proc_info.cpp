@@ -1,0 +1,138 @@
+#include "core/proc_info.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace oomsnap {
+
+bool read_text_file(const std::string& path, std::string& out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) return false;
+  out = ss.str();
+  return true;
+}
+
+std::optional<ProcessIdentity> parse_proc_stat(pid_t pid, const std::string& text) {
+  // "pid (comm) state ppid ..." — comm may hold spaces and parentheses, so
+  // split at the LAST ')'.
+  auto open = text.find('(');
+  auto close = text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
+  ProcessIdentity id;
+  id.pid = pid;
+  id.comm = text.substr(open + 1, close - open - 1);
+  std::istringstream rest(text.substr(close + 1));
+  std::string field;
+  // After ')' come fields 3.. ; starttime is field 22.
+  for (int i = 3; i <= 22; ++i) {
+    if (!(rest >> field)) return std::nullopt;
+  }
+  char* end = nullptr;
+  id.start_time_ticks = std::strtoull(field.c_str(), &end, 10);
+  if (!end || *end != '\0') return std::nullopt;
+  return id;
+}
+
+ProcessMemory parse_proc_status(const std::string& text) {
+  ProcessMemory m;
+  std::istringstream in(text);
+  std::string line;
+  bool any = false;
+  while (std::getline(in, line)) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    std::optional<uint64_t>* slot = nullptr;
+    if (key == "VmSize") slot = &m.virtual_bytes;
+    else if (key == "VmRSS") slot = &m.rss_bytes;
+    else if (key == "RssAnon") slot = &m.rss_anon_bytes;
+    else if (key == "RssFile") slot = &m.rss_file_bytes;
+    else if (key == "RssShmem") slot = &m.rss_shmem_bytes;
+    else if (key == "VmSwap") slot = &m.swap_bytes;
+    else if (key == "VmPTE") slot = &m.page_table_bytes;
+    if (!slot) continue;
+    unsigned long long kb = 0;
+    char unit[8] = {0};
+    if (std::sscanf(line.c_str() + colon + 1, "%llu %7s", &kb, unit) == 2 && std::string(unit) == "kB") {
+      *slot = static_cast<uint64_t>(kb) * 1024;
+      any = true;
+    }
+  }
+  // Kernel threads and zombies have no Vm* lines: say so instead of zeros.
+  m.status = any ? "ok" : "no memory fields (kernel thread or exited process)";
+  return m;
+}
+
+std::vector<Mapping> parse_proc_maps(const std::string& text) {
+  std::vector<Mapping> maps;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    Mapping m;
+    unsigned long long start, end, off, inode;
+    char perms[8] = {0};
+    int path_pos = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %*x:%*x %llu %n", &start, &end, perms, &off,
+                    &inode, &path_pos) < 5)
+      continue;
+    m.start = start;
+    m.end = end;
+    m.offset = off;
+    m.inode = inode;
+    m.perms = perms;
+    if (path_pos > 0 && static_cast<size_t>(path_pos) <= line.size()) m.path = line.substr(path_pos);
+    maps.push_back(std::move(m));
+  }
+  return maps;
+}
+
+static std::string proc_path(pid_t pid, const char* leaf) {
+  return "/proc/" + std::to_string(pid) + "/" + leaf;
+}
+
+std::optional<ProcessIdentity> read_identity(pid_t pid) {
+  std::string text;
+  if (pid <= 0 || !read_text_file(proc_path(pid, "stat"), text)) return std::nullopt;
+  return parse_proc_stat(pid, text);
+}
+
+ProcessMemory read_process_memory(pid_t pid) {
+  std::string text;
+  if (!read_text_file(proc_path(pid, "status"), text)) {
+    ProcessMemory m;
+    m.status = "cannot read /proc/" + std::to_string(pid) + "/status";
+    return m;
+  }
+  return parse_proc_status(text);
+}
+
+std::vector<Mapping> read_maps(pid_t pid) {
+  std::string text;
+  if (!read_text_file(proc_path(pid, "maps"), text)) return {};
+  return parse_proc_maps(text);
+}
+
+nlohmann::json to_json(const ProcessMemory& m) {
+  nlohmann::json j;
+  j["status"] = m.status;
+  auto put = [&](const char* k, const std::optional<uint64_t>& v) {
+    if (v) j[k] = *v;
+  };
+  put("virtual_bytes", m.virtual_bytes);
+  put("rss_bytes", m.rss_bytes);
+  put("rss_anon_bytes", m.rss_anon_bytes);
+  put("rss_file_bytes", m.rss_file_bytes);
+  put("rss_shmem_bytes", m.rss_shmem_bytes);
+  put("swap_bytes", m.swap_bytes);
+  put("page_table_bytes", m.page_table_bytes);
+  return j;
+}
+
+}  // namespace oomsnap

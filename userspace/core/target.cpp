@@ -1,0 +1,44 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/collector.h"
+
+namespace oomsnap {
+
+std::unique_ptr<Target> Target::open(pid_t pid, std::string& error) {
+  auto id = read_identity(pid);
+  if (!id) {
+    error = "no process with pid " + std::to_string(pid) + " (cannot read /proc/" + std::to_string(pid) + "/stat)";
+    return nullptr;
+  }
+  std::string exe = "/proc/" + std::to_string(pid) + "/exe";
+  // Opening the exe through /proc works across mount namespaces and keeps the
+  // inode alive even if the target exits or the file is replaced.
+  int fd = ::open(exe.c_str(), O_RDONLY | O_CLOEXEC);
+  auto maps = read_maps(pid);
+  if (fd < 0 && maps.empty()) {
+    error = "cannot read process " + std::to_string(pid) + ": " + std::strerror(errno) +
+            " (need root or CAP_SYS_PTRACE + CAP_DAC_READ_SEARCH)";
+    return nullptr;
+  }
+  return std::unique_ptr<Target>(new Target(std::move(*id), fd, std::move(maps)));
+}
+
+Target::~Target() {
+  if (exe_fd_ >= 0) ::close(exe_fd_);
+}
+
+bool Target::still_same() const {
+  auto now = read_identity(identity_.pid);
+  return now && now->start_time_ticks == identity_.start_time_ticks;
+}
+
+int Target::open_in_root(const std::string& path) const {
+  std::string p = "/proc/" + std::to_string(identity_.pid) + "/root" + path;
+  return ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+}
+
+}  // namespace oomsnap

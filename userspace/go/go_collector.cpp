@@ -1,0 +1,200 @@
+#include "go/go_collector.h"
+
+#include <elf.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <unordered_map>
+
+#include "go/go_heap_reader.h"
+#include "go/go_pclntab.h"
+#include "go/go_pprof.h"
+#include "go/go_stripped.h"
+
+namespace oomsnap {
+namespace {
+
+bool is_runtime_frame(const std::string& fn) {
+  return fn.rfind("runtime.", 0) == 0 || fn.rfind("internal/runtime/", 0) == 0;
+}
+
+
+// Unsamples every bucket, aggregates by raw PC stack (the 128-bit stack hash;
+// sorting the summaries in place needs no extra memory), ranks by bytes and
+// symbolizes only the entries that are printed, re-reading their PCs.
+void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem, uint64_t bias,
+                   int minor, size_t max_entries, Snapshot& snap) {
+  auto& sums = rd.summaries;
+  const int64_t rate = rd.profile.mem_profile_rate;
+  struct Agg {
+    const GoBucketSummary* first;
+    uint64_t bytes, objects;
+  };
+  std::vector<Agg> aggs;
+  std::sort(sums.begin(), sums.end(), [](const GoBucketSummary& a, const GoBucketSummary& b) {
+    return a.stack_hash[0] != b.stack_hash[0] ? a.stack_hash[0] < b.stack_hash[0]
+                                              : a.stack_hash[1] < b.stack_hash[1];
+  });
+  for (size_t i = 0; i < sums.size(); ++i) {
+    const auto& b = sums[i];
+    auto [objs, bytes] = scale_heap_sample(static_cast<int64_t>(b.inuse_objects),
+                                           static_cast<int64_t>(b.inuse_bytes), rate, minor, b.size);
+    if (!aggs.empty() && aggs.back().first->stack_hash[0] == b.stack_hash[0] &&
+        aggs.back().first->stack_hash[1] == b.stack_hash[1]) {
+      aggs.back().bytes += static_cast<uint64_t>(bytes);
+      aggs.back().objects += static_cast<uint64_t>(objs);
+    } else if (objs != 0 || bytes != 0) {
+      aggs.push_back({&b, static_cast<uint64_t>(bytes), static_cast<uint64_t>(objs)});
+    }
+  }
+  auto by_bytes = [](const Agg& x, const Agg& y) {
+    return x.bytes != y.bytes ? x.bytes > y.bytes : x.objects > y.objects;
+  };
+  size_t keep = std::min(max_entries, aggs.size());
+  std::partial_sort(aggs.begin(), aggs.begin() + static_cast<std::ptrdiff_t>(keep), aggs.end(), by_bytes);
+  std::vector<const GoBucketSummary*> top;
+  for (size_t i = 0; i < keep; ++i) top.push_back(aggs[i].first);
+  auto stacks = read_bucket_stacks(mem, top);
+  for (size_t i = 0; i < keep; ++i) {
+    SnapshotEntry e;
+    e.kind = "allocation_site";
+    e.bytes = aggs[i].bytes;
+    e.objects = aggs[i].objects;
+    if (stacks[i].empty()) {
+      e.name = "?";
+      snap.set_status(SnapshotStatus::kPartial, "target exited before the top stacks were read");
+    } else {
+      for (uint64_t& pc : stacks[i]) pc -= bias;
+      auto frames = tab.symbolize_stack(tab.expand_final_inline_frame(stacks[i]));
+      size_t k = 0;
+      while (k < frames.size() && is_runtime_frame(frames[k].function)) ++k;  // as pprof hides them
+      for (size_t j = k; j < frames.size(); ++j) e.stack.push_back(frames[j].function);
+      e.name = !e.stack.empty() ? e.stack.front() : (frames.empty() ? "?" : frames.front().function);
+    }
+    snap.entries.push_back(std::move(e));
+  }
+  snap.sort_and_truncate(max_entries);
+  if (aggs.size() > max_entries) snap.output_truncated = true;
+}
+
+}  // namespace
+
+std::optional<uint64_t> exe_load_bias(const ElfFile& elf, const std::vector<Mapping>& maps, int exe_fd) {
+  if (elf.elf_type() == ET_EXEC) return 0;
+  auto first = elf.first_load_vaddr();
+  if (!first) return std::nullopt;
+  struct stat st {};
+  if (exe_fd < 0 || fstat(exe_fd, &st) != 0) return std::nullopt;
+  for (const auto& m : maps) {
+    if (m.inode == st.st_ino && m.offset == 0) return m.start - (*first & ~uint64_t{0xfff});
+  }
+  return std::nullopt;
+}
+
+bool GoCollector::detect(Target& target) {
+  if (target.exe_fd() < 0) return false;
+  try {
+    elf_ = ElfFile::open_fd(target.exe_fd(), "/proc/" + std::to_string(target.pid()) + "/exe");
+    buildinfo_ = read_go_buildinfo(*elf_);
+  } catch (const std::exception&) {
+    elf_.reset();
+    buildinfo_.reset();
+  }
+  return buildinfo_.has_value();
+}
+
+CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Deadline deadline(opts.budget);
+  CaptureResult out;
+  out.language = "go";
+  Snapshot& snap = out.snapshot;
+  RemoteMemory& mem = target.memory();
+  const uint64_t syscalls0 = mem.syscalls(), bytes0 = mem.bytes_read();
+  auto finish = [&]() -> CaptureResult {
+    snap.duration_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    snap.read_syscalls = mem.syscalls() - syscalls0;
+    snap.bytes_read = mem.bytes_read() - bytes0;
+    return std::move(out);
+  };
+
+  if (!elf_ || !buildinfo_) {
+    if (!detect(target)) {
+      snap.set_status(SnapshotStatus::kFailed, "not a Go binary (no Go build info)");
+      return finish();
+    }
+  }
+  const GoVersion& ver = buildinfo_->version;
+  snap.runtime_version = ver.text;
+  if (!ver.at_least(1, 19)) {
+    snap.set_status(SnapshotStatus::kUnavailable, "unsupported Go version " + ver.text + " (need 1.19+)");
+    return finish();
+  }
+  const int minor = ver.minor;
+  try {
+    auto bias = exe_load_bias(*elf_, target.maps(), target.exe_fd());
+    if (!bias) {
+      snap.set_status(SnapshotStatus::kFailed, "cannot find the executable's mapping in /proc/PID/maps");
+      return finish();
+    }
+    // Text start and go:func.* come from the file (symbols, or the moduledata
+    // image and its relocations in stripped binaries).
+    GoPclntab tab = GoPclntab::from_elf(*elf_);
+
+    GoHeapAddrs addrs;
+    auto mb = elf_->symbol("runtime.mbuckets");
+    auto rate = elf_->symbol("runtime.MemProfileRate");
+    if (auto cyc = elf_->symbol("runtime.mProfCycle")) addrs.mprof_cycle = cyc->value + *bias;
+    if (!mb || !rate) {
+      GoGlobalsRecovery rec = recover_go_globals(*elf_, tab, ver);
+      if (!mb && rec.mbuckets) mb = ElfFile::Symbol{"runtime.mbuckets", *rec.mbuckets, 8, 0};
+      if (!rate && rec.mem_profile_rate)
+        rate = ElfFile::Symbol{"runtime.MemProfileRate", *rec.mem_profile_rate, 8, 0};
+      if (!mb || !rate) {
+        snap.set_status(SnapshotStatus::kUnavailable,
+                        "stripped binary: cannot locate heap profile globals: " + rec.error);
+        return finish();
+      }
+    }
+    addrs.mbuckets = mb->value + *bias;
+    addrs.mem_profile_rate = rate->value + *bias;
+
+    GoHeapReadResult rd = read_go_heap(mem, target.maps(), addrs, minor, opts, deadline, opts.want_pprof);
+    snap.sample_rate = rd.profile.mem_profile_rate;
+    snap.set_status(rd.status, rd.reason);
+    if (rd.status == SnapshotStatus::kUnavailable ||
+        (rd.status == SnapshotStatus::kFailed && rd.summaries.empty()))
+      return finish();
+    if (!target.still_same()) {
+      snap.set_status(SnapshotStatus::kFailed, "target exited or was replaced during the capture");
+      return finish();
+    }
+    build_entries(rd, tab, mem, *bias, minor, opts.max_entries, snap);
+    if (opts.want_pprof) {
+      GoPprofInput in;
+      in.profile = &rd.profile;
+      in.pclntab = &tab;
+      in.load_bias = *bias;
+      struct stat st {};
+      fstat(target.exe_fd(), &st);
+      for (const auto& m : target.maps()) {
+        if (m.inode == st.st_ino && m.perms.find('x') != std::string::npos) {
+          GoMapping gm{m.start, m.end, m.offset, m.path, elf_->gnu_build_id().value_or("")};
+          in.mappings.push_back(gm);
+          break;
+        }
+      }
+      in.time_nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+      out.pprof = encode_go_heap_pprof(in);
+    }
+  } catch (const std::exception& e) {
+    snap.set_status(SnapshotStatus::kFailed, std::string("cannot decode the Go binary: ") + e.what());
+  }
+  return finish();
+}
+
+}  // namespace oomsnap

@@ -1,0 +1,28 @@
+// The Go collector: finds the heap profile globals of a live Go process (from
+// symbols, or from code in stripped binaries), reads the buckets, and turns
+// them into the snapshot entries and, on request, a pprof heap profile.
+#pragma once
+#include <memory>
+#include <optional>
+
+#include "core/collector.h"
+#include "elf/elf_file.h"
+#include "go/go_buildinfo.h"
+
+namespace oomsnap {
+
+class GoCollector : public Collector {
+ public:
+  const char* language() const override { return "go"; }
+  bool detect(Target& target) override;
+  CaptureResult collect(Target& target, const CaptureOptions& options) override;
+
+ private:
+  std::unique_ptr<ElfFile> elf_;
+  std::optional<GoBuildInfo> buildinfo_;
+};
+
+// Load bias of the main executable: runtime address − link-time address.
+std::optional<uint64_t> exe_load_bias(const ElfFile& elf, const std::vector<Mapping>& maps, int exe_fd);
+
+}  // namespace oomsnap

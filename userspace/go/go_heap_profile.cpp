@@ -1,0 +1,41 @@
+#include "go/go_heap_profile.h"
+
+#include <cmath>
+#include <limits>
+
+namespace oomsnap {
+namespace {
+
+// Go's int64(float64) on amd64 (CVTTSD2SQ): out-of-range and NaN give the
+// "integer indefinite" value 0x8000000000000000. Plain C++ casts are UB there.
+int64_t go_f64_to_i64(double v) {
+  constexpr double kLimit = 9223372036854775808.0;  // 2^63
+  if (!(v >= -kLimit && v < kLimit)) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> scale_heap_sample(int64_t count, int64_t size, int64_t rate,
+                                              int go_minor, uint64_t object_size) {
+  if (go_minor >= 27) {
+    // 1.27: the second argument is the (integer) object size; bytes = count*size.
+    const int64_t avg = static_cast<int64_t>(object_size);
+    if (count == 0 || avg == 0) return {0, 0};
+    // Go's int64 multiplication wraps; do the same without UB.
+    const int64_t total =
+        static_cast<int64_t>(static_cast<uint64_t>(count) * static_cast<uint64_t>(avg));
+    if (rate <= 1) return {count, total};
+    const double scale = 1.0 / (1.0 - std::exp(-static_cast<double>(avg) / static_cast<double>(rate)));
+    return {go_f64_to_i64(static_cast<double>(count) * scale),
+            go_f64_to_i64(static_cast<double>(total) * scale)};
+  }
+  if (count == 0 || size == 0) return {0, 0};
+  if (rate <= 1) return {count, size};
+  const double avg = static_cast<double>(size) / static_cast<double>(count);
+  const double scale = 1.0 / (1.0 - std::exp(-avg / static_cast<double>(rate)));
+  return {go_f64_to_i64(static_cast<double>(count) * scale),
+          go_f64_to_i64(static_cast<double>(size) * scale)};
+}
+
+}  // namespace oomsnap

@@ -1,0 +1,74 @@
+// Reads runtime.mbuckets (the heap profile bucket list) out of a live Go
+// process: bounded (bucket cap, stack depth cap, byte cap), budgeted
+// (cooperative deadline), cycle-safe, and batched — buckets come from
+// persistentalloc chunks, so the reader pulls whole windows around each bucket
+// with one process_vm_readv and resolves neighbouring buckets locally.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/collector.h"
+#include "go/go_heap_profile.h"
+
+namespace oomsnap {
+
+struct GoHeapAddrs {                          // RUNTIME addresses in the target
+  uint64_t mbuckets = 0;                      // &runtime.mbuckets
+  uint64_t mem_profile_rate = 0;              // &runtime.MemProfileRate
+  std::optional<uint64_t> mprof_cycle;        // &runtime.mProfCycle, when known
+};
+
+// Compact per-bucket result, enough to aggregate and rank without keeping the
+// PCs (fresh memory is costly: one page fault per 4 KiB). Buckets are
+// immutable and never freed, so the PCs of the few that are printed can be
+// re-read from addr later (read_bucket_stacks).
+struct GoBucketSummary {
+  uint64_t stack_hash[2] = {0, 0};  // 128-bit hash of the PCs: the aggregation key
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  uint64_t inuse_objects = 0, inuse_bytes = 0;  // folded, clamped at 0, not yet unsampled
+  uint32_t nstk = 0;
+};
+
+struct GoHeapReadResult {
+  GoHeapProfile profile;  // rate and version always; buckets (with PCs) only when keep_stacks
+  std::vector<GoBucketSummary> summaries;  // one per bucket, list order
+  SnapshotStatus status = SnapshotStatus::kComplete;
+  std::string reason;
+};
+
+// One bucket decoded in place from bytes that start at its header (no copy).
+struct GoBucketView {
+  uint64_t allnext = 0, typ = 0, size = 0, nstk = 0;
+  const uint8_t* pcs = nullptr;  // nstk little-endian u64 PCs inside the decoded bytes
+  // active, future[0..2]: {allocs, frees, alloc_bytes, free_bytes}. Go 1.27
+  // keeps counts only: its byte counters are count × size.
+  uint64_t cycles[4][4] = {};
+  uint64_t pc(size_t i) const;
+};
+// Size in bytes of a bucket with nstk PCs for this Go version.
+size_t go_bucket_size(int go_minor, uint64_t nstk);
+// nullopt + error when the bytes are too short or the header is implausible.
+std::optional<GoBucketView> decode_go_bucket(std::span<const uint8_t> bytes, int go_minor,
+                                             size_t max_stack_depth, std::string& error);
+
+// runtime.MemProfile's view of one bucket: active + future[C%3] (the flush it
+// would do; plain active when the cycle is unknown). `extra` receives the
+// futures not included, which MemProfile adds when no bucket has any active
+// count yet (no GC has happened).
+void fold_go_cycles(const GoBucketView& b, std::optional<uint32_t> flush_index, uint64_t out[4],
+                    uint64_t extra[4]);
+
+GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& maps,
+                              const GoHeapAddrs& addrs, int go_minor, const CaptureOptions& opts,
+                              const Deadline& deadline, bool keep_stacks);
+
+// Re-reads the PCs of the given buckets in one batched read. An empty vector
+// for a bucket that could not be read.
+std::vector<std::vector<uint64_t>> read_bucket_stacks(RemoteMemory& mem,
+                                                      std::span<const GoBucketSummary* const> buckets);
+
+}  // namespace oomsnap

@@ -1,0 +1,578 @@
+// Go pclntab reader (Go 1.18–1.27). Layout facts: runtime/symtab.go,
+// runtime/symtabinl.go, runtime/runtime2.go (_func), cmd/link/internal/ld/pcln.go.
+// Every access is bounds-checked; every loop over table bytes is bounded.
+#include "go/go_pclntab.h"
+
+#include <elf.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "elf/elf_file.h"
+
+namespace oomsnap {
+
+namespace {
+
+constexpr uint32_t kMagic118 = 0xfffffff0u;
+constexpr uint32_t kMagic120 = 0xfffffff1u;
+constexpr size_t kHeaderSize = 72;
+constexpr int kPcdataInlTreeIndex = 2;
+constexpr int kFuncdataInlTree = 3;
+constexpr int kMaxInlineDepth = 128;     // real inline chains are far shorter
+constexpr size_t kMaxNameLen = 1 << 16;  // cap on NUL-terminated string scans
+
+inline uint32_t rd32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint64_t rd64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+inline bool in_bounds(uint64_t off, uint64_t len, uint64_t size) {
+  return off <= size && len <= size - off;
+}
+
+bool header_sane(const uint8_t* p) {
+  uint32_t magic = rd32(p);
+  return (magic == kMagic118 || magic == kMagic120) && p[4] == 0 && p[5] == 0 &&
+         (p[6] == 1 || p[6] == 2 || p[6] == 4) && p[7] == 8;
+}
+
+}  // namespace
+
+// Internal helpers with access to GoPclntab's private state.
+struct PclntabAccess {
+  struct FuncRef {
+    uint64_t off = 0;  // offset of the _func in data_
+    uint64_t entry = 0, end = 0;
+    uint32_t npcdata = 0, nfuncdata = 0;
+  };
+
+  static size_t func_header_size(const GoPclntab& t) { return t.go120_plus() ? 44 : 40; }
+
+  // ftab entry i: {entryoff, funcoff}.
+  static uint32_t ftab_entry(const GoPclntab& t, size_t i) {
+    return rd32(t.data_.data() + t.pcln_offset_ + i * 8);
+  }
+  static uint32_t ftab_funcoff(const GoPclntab& t, size_t i) {
+    return rd32(t.data_.data() + t.pcln_offset_ + i * 8 + 4);
+  }
+
+  static std::optional<FuncRef> func_at_index(const GoPclntab& t, size_t i) {
+    if (i >= t.nfunc_) return std::nullopt;
+    uint64_t off = t.pcln_offset_ + uint64_t(ftab_funcoff(t, i));
+    size_t hs = func_header_size(t);
+    if (!in_bounds(off, hs, t.data_.size())) return std::nullopt;
+    const uint8_t* f = t.data_.data() + off;
+    FuncRef r;
+    r.off = off;
+    r.entry = t.text_start_ + ftab_entry(t, i);
+    r.end = t.text_start_ + ftab_entry(t, i + 1);
+    r.npcdata = rd32(f + 28);
+    r.nfuncdata = f[hs - 1];
+    if (!in_bounds(off + hs, (uint64_t(r.npcdata) + r.nfuncdata) * 4, t.data_.size()))
+      return std::nullopt;
+    return r;
+  }
+
+  static std::optional<std::pair<FuncRef, size_t>> lookup(const GoPclntab& t, uint64_t pc) {
+    if (t.nfunc_ == 0 || pc < t.text_start_) return std::nullopt;
+    uint64_t rel = pc - t.text_start_;
+    if (rel >= ftab_entry(t, t.nfunc_) || rel > 0xffffffffull) return std::nullopt;
+    uint32_t r = static_cast<uint32_t>(rel);
+    // Last i in [0, nfunc) with entryoff[i] <= r.
+    size_t lo = 0, hi = t.nfunc_;
+    if (ftab_entry(t, 0) > r) return std::nullopt;
+    while (hi - lo > 1) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (ftab_entry(t, mid) <= r)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    auto f = func_at_index(t, lo);
+    if (!f) return std::nullopt;
+    return std::make_pair(*f, lo);
+  }
+
+  static uint32_t field(const GoPclntab& t, const FuncRef& f, size_t off) {
+    return rd32(t.data_.data() + f.off + off);
+  }
+  static uint32_t pcdata_off(const GoPclntab& t, const FuncRef& f, uint32_t idx) {
+    if (idx >= f.npcdata) return 0;
+    return rd32(t.data_.data() + f.off + func_header_size(t) + 4 * idx);
+  }
+  static std::optional<uint32_t> funcdata_off(const GoPclntab& t, const FuncRef& f, uint32_t idx) {
+    if (idx >= f.nfuncdata) return std::nullopt;
+    uint32_t v = rd32(t.data_.data() + f.off + func_header_size(t) + 4 * (uint64_t(f.npcdata) + idx));
+    if (v == 0xffffffffu) return std::nullopt;
+    return v;
+  }
+
+  // NUL-terminated string at [base + off], bounded by the data.
+  static std::string_view cstr(const std::vector<uint8_t>& d, uint64_t base, uint64_t off) {
+    uint64_t p = base + off;
+    if (p < base || p >= d.size()) return {};
+    size_t maxlen = std::min<size_t>(d.size() - p, kMaxNameLen);
+    const char* s = reinterpret_cast<const char*>(d.data() + p);
+    return std::string_view(s, strnlen(s, maxlen));
+  }
+  static std::string_view name_at(const GoPclntab& t, uint32_t nameoff) {
+    return cstr(t.data_, t.funcname_offset_, nameoff);
+  }
+
+  // Reads a uvarint of at most 5 bytes (32 bits) from [p, end).
+  static bool uvarint(const uint8_t*& p, const uint8_t* end, uint32_t& out) {
+    uint32_t v = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+      if (p >= end) return false;
+      uint8_t b = *p++;
+      v |= uint32_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) {
+        out = v;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // runtime.pcvalue: the value of table `tab` at target pc; -1 when absent.
+  static int32_t pcvalue(const GoPclntab& t, const FuncRef& f, uint32_t tab, uint64_t target) {
+    if (tab == 0) return -1;
+    uint64_t start = t.pctab_offset_ + uint64_t(tab);
+    if (start >= t.data_.size()) return -1;
+    const uint8_t* p = t.data_.data() + start;
+    const uint8_t* end = t.data_.data() + t.data_.size();
+    uint64_t pc = f.entry;
+    uint32_t val = static_cast<uint32_t>(-1);
+    // Each step consumes >= 2 bytes, so this loop is bounded by the data size.
+    while (p < end) {
+      bool first = pc == f.entry;
+      uint32_t uvdelta, pcdelta;
+      if (*p == 0 && !first) return -1;  // end of table
+      if (!uvarint(p, end, uvdelta)) return -1;
+      val += (-(uvdelta & 1)) ^ (uvdelta >> 1);
+      if (!uvarint(p, end, pcdelta)) return -1;
+      pc += uint64_t(pcdelta) * t.min_lc_;
+      if (target < pc) return static_cast<int32_t>(val);
+    }
+    return -1;
+  }
+
+  static std::string_view file_name(const GoPclntab& t, const FuncRef& f, int32_t fileno) {
+    if (fileno < 0) return "?";
+    uint64_t cu = field(t, f, 32);
+    uint64_t idx = cu + uint64_t(uint32_t(fileno));
+    uint64_t off = t.cu_offset_ + idx * 4;
+    if (idx > 0xffffffffull || !in_bounds(off, 4, t.data_.size())) return "?";
+    uint32_t fo = rd32(t.data_.data() + off);
+    if (fo == 0xffffffffu) return "?";
+    auto s = cstr(t.data_, t.filetab_offset_, fo);
+    return s.empty() ? std::string_view("?") : s;
+  }
+
+  // runtime.funcline1 on the physical function.
+  static void file_line(const GoPclntab& t, const FuncRef& f, uint64_t q, std::string_view& file,
+                        int64_t& line) {
+    int32_t fileno = pcvalue(t, f, field(t, f, 20), q);
+    int32_t ln = pcvalue(t, f, field(t, f, 24), q);
+    if (fileno == -1 || ln == -1) {
+      file = "?";
+      line = 0;
+      return;
+    }
+    file = file_name(t, f, fileno);
+    line = ln;
+  }
+
+  struct InlEntry {
+    uint32_t name_off = 0;
+    int32_t parent_pc = 0;
+    int32_t start_line = 0;
+  };
+  static size_t inl_entry_size(const GoPclntab& t) { return t.go120_plus() ? 16 : 20; }
+
+  // The inline tree of f: offset into gofunc_data_, if any.
+  static std::optional<uint64_t> inl_tree(const GoPclntab& t, const FuncRef& f) {
+    if (!t.has_gofunc_) return std::nullopt;
+    auto fd = funcdata_off(t, f, kFuncdataInlTree);
+    if (!fd || *fd >= t.gofunc_data_.size()) return std::nullopt;
+    return *fd;
+  }
+  static std::optional<InlEntry> inl_entry(const GoPclntab& t, uint64_t tree, int32_t ix) {
+    if (ix < 0) return std::nullopt;
+    size_t es = inl_entry_size(t);
+    uint64_t off = tree + uint64_t(ix) * es;
+    if (!in_bounds(off, es, t.gofunc_data_.size())) return std::nullopt;
+    const uint8_t* p = t.gofunc_data_.data() + off;
+    InlEntry e;
+    if (t.go120_plus()) {
+      e.name_off = rd32(p + 4);
+      e.parent_pc = static_cast<int32_t>(rd32(p + 8));
+      e.start_line = static_cast<int32_t>(rd32(p + 12));
+    } else {
+      e.name_off = rd32(p + 12);
+      e.parent_pc = static_cast<int32_t>(rd32(p + 16));
+      e.start_line = 0;
+    }
+    return e;
+  }
+
+  // Expands one stored pc. When next_stored is set, stops before an implied
+  // caller whose pc+1 equals it (the next stored pc lists that frame itself).
+  static void expand(const GoPclntab& t, uint64_t pc, std::optional<uint64_t> next_stored,
+                     std::vector<GoFrame>& out) {
+    auto lf = lookup(t, pc);
+    if (!lf) return;
+    const FuncRef& f = lf->first;
+    uint64_t q = pc > f.entry ? pc - 1 : pc;
+    auto tree = inl_tree(t, f);
+    uint32_t inl_tab = pcdata_off(t, f, kPcdataInlTreeIndex);
+    int32_t ix = tree ? pcvalue(t, f, inl_tab, q) : -1;
+    for (int depth = 0;; ++depth) {
+      GoFrame fr;
+      std::string_view file;
+      file_line(t, f, q, file, fr.line);
+      fr.file.assign(file);
+      fr.entry = f.entry;
+      fr.pc = q;
+      std::optional<InlEntry> e;
+      if (ix >= 0 && depth < kMaxInlineDepth) e = inl_entry(t, *tree, ix);
+      if (!e) {
+        fr.function.assign(name_at(t, field(t, f, 4)));
+        fr.start_line = t.go120_plus() ? static_cast<int32_t>(field(t, f, 36)) : 0;
+        out.push_back(std::move(fr));
+        return;
+      }
+      fr.function.assign(name_at(t, e->name_off));
+      fr.start_line = e->start_line;
+      fr.inlined = true;
+      out.push_back(std::move(fr));
+      uint64_t parent = f.entry + static_cast<uint64_t>(static_cast<int64_t>(e->parent_pc));
+      if (next_stored && *next_stored == parent + 1) return;
+      q = parent;
+      ix = pcvalue(t, f, inl_tab, q);
+    }
+  }
+
+  // Pointer-sized value at a link-time address in the file: the word itself, or
+  // (PIE) the addend of the R_X86_64_RELATIVE relocation that fills it.
+  struct Relocs {
+    std::vector<std::pair<uint64_t, uint64_t>> rel;  // sorted (offset, addend)
+    std::optional<uint64_t> at(uint64_t vaddr) const {
+      auto it = std::lower_bound(rel.begin(), rel.end(), std::make_pair(vaddr, uint64_t(0)));
+      if (it != rel.end() && it->first == vaddr) return it->second;
+      return std::nullopt;
+    }
+  };
+  static Relocs load_relocs(const ElfFile& elf) {
+    Relocs r;
+    for (const auto& s : elf.sections()) {
+      if (s.type != SHT_RELA) continue;
+      std::span<const uint8_t> d;
+      try {
+        d = elf.section_data(s);
+      } catch (const ElfError&) {
+        continue;
+      }
+      size_t n = d.size() / 24;
+      for (size_t i = 0; i < n; ++i) {
+        const uint8_t* p = d.data() + i * 24;
+        uint64_t info = rd64(p + 8);
+        if ((info & 0xffffffffu) != R_X86_64_RELATIVE) continue;
+        r.rel.emplace_back(rd64(p), rd64(p + 16));
+      }
+    }
+    std::sort(r.rel.begin(), r.rel.end());
+    return r;
+  }
+  static std::optional<uint64_t> ptr_at(const ElfFile& elf, const Relocs& rel, uint64_t vaddr) {
+    auto b = elf.bytes_at_vaddr(vaddr, 8);
+    uint64_t v = b ? rd64(b->data()) : 0;
+    if (v != 0) return v;
+    if (auto a = rel.at(vaddr)) return a;
+    if (b) return v;
+    return std::nullopt;
+  }
+
+  // Candidate addresses of runtime.firstmoduledata: its first two words are
+  // pcHeader and funcnametab.ptr = pcHeader + funcnameOffset.
+  static std::vector<uint64_t> find_moduledata(const GoPclntab& t, const ElfFile& elf,
+                                               const Relocs& rel) {
+    std::vector<uint64_t> out;
+    uint64_t ph = t.pcheader_vaddr_;
+    if (ph == 0) return out;
+    uint64_t fn = ph + t.funcname_offset_;
+    for (const auto& [off, addend] : rel.rel) {
+      if (addend != ph) continue;
+      if (auto v = ptr_at(elf, rel, off + 8); v && *v == fn) out.push_back(off);
+      if (out.size() >= 4) return out;
+    }
+    for (const auto& seg : elf.segments()) {
+      if (seg.type != PT_LOAD || !(seg.flags & PF_W)) continue;
+      auto whole = elf.bytes_at_vaddr(seg.vaddr, seg.filesz);
+      if (!whole) continue;
+      uint64_t start = (seg.vaddr + 7) & ~uint64_t(7);
+      for (uint64_t a = start; a + 16 <= seg.vaddr + seg.filesz; a += 8) {
+        const uint8_t* p = whole->data() + (a - seg.vaddr);
+        if (rd64(p) == ph && rd64(p + 8) == fn &&
+            std::find(out.begin(), out.end(), a) == out.end()) {
+          out.push_back(a);
+          if (out.size() >= 4) return out;
+        }
+      }
+    }
+    return out;
+  }
+
+  // How plausible it is that gofunc = base: the fraction of sampled inline trees
+  // whose entries decode sanely. Returns the number of good and checked trees.
+  static std::pair<int, int> score_gofunc(const GoPclntab& t, const std::vector<uint8_t>& bytes) {
+    int good = 0, checked = 0;
+    size_t es = inl_entry_size(t);
+    size_t fnsize = t.cu_offset_ > t.funcname_offset_ ? t.cu_offset_ - t.funcname_offset_
+                                                      : t.data_.size() - t.funcname_offset_;
+    size_t step = std::max<size_t>(1, t.nfunc_ / 4000);
+    for (size_t i = 0; i < t.nfunc_ && checked < 64; i += step) {
+      auto f = func_at_index(t, i);
+      if (!f) continue;
+      auto fd = funcdata_off(t, *f, kFuncdataInlTree);
+      if (!fd) continue;
+      ++checked;
+      uint64_t off = *fd;
+      if (!in_bounds(off, es, bytes.size())) continue;
+      const uint8_t* p = bytes.data() + off;
+      uint32_t name_off;
+      int32_t parent_pc;
+      bool ok = true;
+      if (t.go120_plus()) {
+        name_off = rd32(p + 4);
+        parent_pc = static_cast<int32_t>(rd32(p + 8));
+        ok = p[1] == 0 && p[2] == 0 && p[3] == 0 && static_cast<int32_t>(rd32(p + 12)) > 0;
+      } else {
+        name_off = rd32(p + 12);
+        parent_pc = static_cast<int32_t>(rd32(p + 16));
+        int16_t parent = static_cast<int16_t>(p[0] | (p[1] << 8));
+        ok = parent >= -1 && p[3] == 0 && static_cast<int32_t>(rd32(p + 8)) > 0;
+      }
+      ok = ok && parent_pc >= 0 && uint64_t(parent_pc) < f->end - f->entry && name_off > 0 &&
+           name_off < fnsize &&
+           t.data_[t.funcname_offset_ + name_off - 1] == 0 &&
+           t.data_[t.funcname_offset_ + name_off] != 0;
+      if (ok) ++good;
+    }
+    return {good, checked};
+  }
+
+  static std::optional<std::vector<uint8_t>> gofunc_bytes(const ElfFile& elf, uint64_t addr) {
+    for (const auto& s : elf.segments()) {
+      if (s.type != PT_LOAD || addr < s.vaddr || addr - s.vaddr >= s.filesz) continue;
+      size_t len = static_cast<size_t>(s.filesz - (addr - s.vaddr));
+      if (auto b = elf.bytes_at_vaddr(addr, len)) return std::vector<uint8_t>(b->begin(), b->end());
+    }
+    return std::nullopt;
+  }
+
+  static bool good_score(std::pair<int, int> s) {
+    return s.second == 0 || s.first * 10 >= s.second * 9;
+  }
+};
+
+using A = PclntabAccess;
+
+GoPclntab::GoPclntab(std::vector<uint8_t> data, uint64_t text_start, uint64_t pcheader_vaddr)
+    : data_(std::move(data)), text_start_(text_start), pcheader_vaddr_(pcheader_vaddr) {
+  if (data_.size() < kHeaderSize) throw PclntabError("pclntab: too small for a pcHeader");
+  const uint8_t* h = data_.data();
+  magic_ = rd32(h);
+  if (magic_ != kMagic118 && magic_ != kMagic120) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "pclntab: unsupported magic 0x%08x", magic_);
+    throw PclntabError(buf);
+  }
+  if (!header_sane(h)) throw PclntabError("pclntab: header sanity check failed");
+  min_lc_ = h[6];
+  uint64_t nfunc = rd64(h + 8), nfiles = rd64(h + 16);
+  header_text_start_ = rd64(h + 24);
+  funcname_offset_ = rd64(h + 32);
+  cu_offset_ = rd64(h + 40);
+  filetab_offset_ = rd64(h + 48);
+  pctab_offset_ = rd64(h + 56);
+  pcln_offset_ = rd64(h + 64);
+  const uint64_t n = data_.size();
+  for (uint64_t off : {funcname_offset_, cu_offset_, filetab_offset_, pctab_offset_, pcln_offset_})
+    if (off < kHeaderSize || off > n) throw PclntabError("pclntab: table offset out of range");
+  if (nfunc > (n - pcln_offset_) / 8 || (nfunc + 1) * 8 > n - pcln_offset_)
+    throw PclntabError("pclntab: functab (nfunc=" + std::to_string(nfunc) + ") exceeds data");
+  if (nfiles > n) throw PclntabError("pclntab: nfiles out of range");
+  nfunc_ = static_cast<size_t>(nfunc);
+  nfiles_ = static_cast<size_t>(nfiles);
+  // The functab must be sorted for binary search to be meaningful.
+  for (size_t i = 0; i < nfunc_; ++i)
+    if (A::ftab_entry(*this, i) > A::ftab_entry(*this, i + 1))
+      throw PclntabError("pclntab: functab not sorted at index " + std::to_string(i));
+}
+
+GoPclntab GoPclntab::from_elf(const ElfFile& elf, std::optional<uint64_t> text_start_override) {
+  std::optional<std::vector<uint8_t>> bytes;
+  uint64_t vaddr = 0;
+  for (const char* name : {".gopclntab", ".data.rel.ro.gopclntab"}) {
+    const auto* s = elf.section(name);
+    if (!s || s->type == SHT_NOBITS) continue;
+    auto d = elf.section_data(*s);
+    if (d.size() < kHeaderSize || !header_sane(d.data())) continue;
+    bytes.emplace(d.begin(), d.end());
+    vaddr = s->addr;
+    break;
+  }
+  std::optional<GoPclntab> scanned;
+  if (!bytes) {
+    // Magic scan over the file-backed load segments, 8-byte aligned.
+    for (const auto& seg : elf.segments()) {
+      if (seg.type != PT_LOAD || seg.filesz < kHeaderSize) continue;
+      auto whole = elf.bytes_at_vaddr(seg.vaddr, seg.filesz);
+      if (!whole) continue;
+      uint64_t first = (seg.vaddr + 7) & ~uint64_t(7);
+      for (uint64_t a = first; a + kHeaderSize <= seg.vaddr + seg.filesz; a += 8) {
+        const uint8_t* p = whole->data() + (a - seg.vaddr);
+        if (p[7] != 8 || p[3] != 0xff || !header_sane(p)) continue;
+        try {
+          std::vector<uint8_t> d(p, whole->data() + whole->size());
+          scanned.emplace(std::move(d), 0, a);
+          vaddr = a;
+          break;
+        } catch (const PclntabError&) {
+        }
+      }
+      if (scanned) break;
+    }
+    if (!scanned) throw PclntabError(elf.label() + ": no Go pclntab found");
+  }
+  GoPclntab t = scanned ? std::move(*scanned) : GoPclntab(std::move(*bytes), 0, vaddr);
+  t.pcheader_vaddr_ = vaddr;
+
+  A::Relocs rel = A::load_relocs(elf);
+  auto mods = A::find_moduledata(t, elf, rel);
+
+  // Text start.
+  std::optional<uint64_t> text = text_start_override;
+  if (!text)
+    if (auto s = elf.symbol("runtime.text"); s && s->value) text = s->value;
+  if (!text && t.header_text_start_) text = t.header_text_start_;
+  if (!text && vaddr)
+    if (auto v = rel.at(vaddr + 24); v && *v) text = *v;
+  if (!text)
+    for (uint64_t m : mods)
+      if (auto v = A::ptr_at(elf, rel, m + 176); v && *v) {
+        text = *v;
+        break;
+      }
+  if (!text)
+    if (const auto* s = elf.section(".text")) text = s->addr;
+  if (!text) throw PclntabError(elf.label() + ": cannot determine the text start");
+  t.text_start_ = *text;
+
+  // gofunc: the symbol, else moduledata.gofunc, validated against inline trees.
+  std::vector<uint64_t> cands;
+  for (const char* name : {"go:func.*", "go.func.*"})
+    if (auto s = elf.symbol(name); s && s->value) cands.push_back(s->value);
+  for (uint64_t m : mods) {
+    // moduledata.gofunc: 304 (1.18/1.19), 320 (1.20–1.26), 344 (1.27+).
+    static constexpr uint64_t kOffs120[] = {320, 344, 304}, kOffs118[] = {304, 320};
+    std::span<const uint64_t> offs = t.go120_plus() ? std::span<const uint64_t>(kOffs120)
+                                                    : std::span<const uint64_t>(kOffs118);
+    for (uint64_t o : offs)
+      if (auto v = A::ptr_at(elf, rel, m + o); v && *v) cands.push_back(*v);
+  }
+  for (const char* name : {".go.func", ".data.rel.ro.go.func"})
+    if (const auto* s = elf.section(name); s && s->addr) cands.push_back(s->addr);
+  for (uint64_t c : cands) {
+    auto b = A::gofunc_bytes(elf, c);
+    if (!b) continue;
+    auto sc = A::score_gofunc(t, *b);
+    if (sc.second > 0 && A::good_score(sc)) {
+      t.set_gofunc(c, std::move(*b));
+      break;
+    }
+  }
+  return t;
+}
+
+bool GoPclntab::set_gofunc(const ElfFile& elf, uint64_t link_time_addr) {
+  auto b = A::gofunc_bytes(elf, link_time_addr);
+  if (!b) return false;
+  set_gofunc(link_time_addr, std::move(*b));
+  return true;
+}
+
+void GoPclntab::set_gofunc(uint64_t link_time_addr, std::vector<uint8_t> bytes) {
+  gofunc_ = link_time_addr;
+  gofunc_data_ = std::move(bytes);
+  has_gofunc_ = true;
+}
+
+std::optional<GoPclntab::Func> GoPclntab::find_func(uint64_t pc) const {
+  auto lf = A::lookup(*this, pc);
+  if (!lf) return std::nullopt;
+  return Func{lf->first.entry, lf->first.end,
+              std::string(A::name_at(*this, A::field(*this, lf->first, 4)))};
+}
+
+std::optional<GoPclntab::Func> GoPclntab::find_func_by_name(std::string_view name) const {
+  for (size_t i = 0; i < nfunc_; ++i) {
+    auto f = A::func_at_index(*this, i);
+    if (!f) continue;
+    if (A::name_at(*this, A::field(*this, *f, 4)) == name) return Func{f->entry, f->end, std::string(name)};
+  }
+  return std::nullopt;
+}
+
+std::vector<GoFrame> GoPclntab::frames_for_pc(uint64_t pc) const {
+  std::vector<GoFrame> out;
+  A::expand(*this, pc, std::nullopt, out);
+  return out;
+}
+
+std::vector<GoFrame> GoPclntab::symbolize_stack(std::span<const uint64_t> pcs) const {
+  std::vector<GoFrame> out;
+  out.reserve(pcs.size() + 4);
+  for (size_t i = 0; i < pcs.size(); ++i) {
+    std::optional<uint64_t> next;
+    if (i + 1 < pcs.size()) next = pcs[i + 1];
+    A::expand(*this, pcs[i], next, out);
+  }
+  return out;
+}
+
+std::vector<uint64_t> GoPclntab::expand_final_inline_frame(std::span<const uint64_t> pcs) const {
+  std::vector<uint64_t> out(pcs.begin(), pcs.end());
+  if (pcs.empty()) return out;
+  uint64_t pc = pcs.back();
+  if (pc == 0) return out;
+  uint64_t tracepc = pc - 1;
+  auto lf = A::lookup(*this, tracepc);
+  if (!lf) return out;
+  const auto& f = lf->first;
+  auto tree = A::inl_tree(*this, f);
+  if (!tree) return out;
+  uint32_t tab = A::pcdata_off(*this, f, kPcdataInlTreeIndex);
+  int32_t ix = A::pcvalue(*this, f, tab, tracepc);
+  if (ix < 0) return out;
+  out.pop_back();
+  uint64_t q = tracepc;
+  for (int depth = 0; depth <= kMaxInlineDepth; ++depth) {
+    out.push_back(q + 1);
+    if (ix < 0) break;
+    auto e = A::inl_entry(*this, *tree, ix);
+    if (!e) break;
+    q = f.entry + static_cast<uint64_t>(static_cast<int64_t>(e->parent_pc));
+    ix = A::pcvalue(*this, f, tab, q);
+  }
+  return out;
+}
+
+}  // namespace oomsnap

@@ -1,0 +1,387 @@
+// Recovering runtime.mbuckets and runtime.MemProfileRate from stripped Go
+// binaries (amd64). See go_stripped.h.
+//
+// Rules (checked against go1.19.8, 1.21.13, 1.22.12, 1.23.5, 1.24.4, 1.25.12,
+// 1.26.10, 1.27.3; default, pie, -s -w and pie -s -w builds):
+//
+// mbuckets (an 8-byte pointer in .bss):
+//   In runtime.mProf_FlushLocked, and independently in runtime.memProfileInternal
+//   (1.23+; else runtime.MemProfile, <= 1.22), the FIRST `mov r64, qword ptr [rip+d]`
+//   whose target lies in .bss, before the first direct call to
+//   runtime.(*bucket).mp, is the load of the list head
+//   (`for b := mbuckets.Load(); b != nil; b = b.allnext { mp := b.mp() ...`).
+//   Every reader that exists must call (*bucket).mp (when pclntab has it; this
+//   also catches a wrong text start) and yield a candidate; all must agree.
+//
+// MemProfileRate (an 8-byte int; .noptrbss in 1.19/1.20, .noptrdata in 1.21+):
+//   runtime.allocmcache (c.nextSample = nextSample()) and runtime.profilealloc
+//   both call runtime.fastexprand(MemProfileRate) (nextSample inlined). The LAST
+//   `mov r64, qword ptr [rip+d]` into a data section before the first direct
+//   call to runtime.fastexprand is the MemProfileRate load. Both functions exist
+//   in every version; all candidates must agree. When fastexprand cannot be
+//   resolved, allocmcache's only qword RIP-relative data load is used instead
+//   (it has exactly one in every version). A target in a file-backed section
+//   must hold the static initializer 512*1024.
+//
+// Anything else (missing functions, undecodable code, disagreement, a target in
+// the wrong section) leaves the global unset and explains why in `error`.
+#include "go/go_stripped.h"
+
+#include <capstone/capstone.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <set>
+#include <span>
+#include <sstream>
+#include <vector>
+
+#include "elf/elf_file.h"
+#include "go/go_buildinfo.h"
+#include "go/go_pclntab.h"
+
+namespace oomsnap {
+namespace {
+
+constexpr int64_t kDefaultMemProfileRate = 512 * 1024;
+// Runtime functions are a few hundred bytes; anything huge is a broken table.
+constexpr uint64_t kMaxFuncSize = 1 << 20;
+
+struct Insn {
+  enum Kind { kLoad64, kCall, kOther };
+  uint64_t addr = 0;
+  Kind kind = kOther;
+  uint64_t target = 0;  // RIP-relative load target, or direct call target
+};
+
+struct Region {
+  std::string name;
+  uint64_t addr = 0, size = 0;
+  bool file_backed = false;
+  bool contains(uint64_t a, uint64_t len) const {
+    return a >= addr && a - addr <= size && size - (a - addr) >= len;
+  }
+};
+
+class Disassembler {
+ public:
+  Disassembler() {
+    if (cs_open(CS_ARCH_X86, CS_MODE_64, &h_) != CS_ERR_OK) {
+      h_ = 0;
+      return;
+    }
+    if (cs_option(h_, CS_OPT_DETAIL, CS_OPT_ON) != CS_ERR_OK) {
+      cs_close(&h_);
+      h_ = 0;
+    }
+  }
+  ~Disassembler() {
+    if (h_) cs_close(&h_);
+  }
+  Disassembler(const Disassembler&) = delete;
+  Disassembler& operator=(const Disassembler&) = delete;
+  bool ok() const { return h_ != 0; }
+
+  // Linear sweep from entry; stops at the first undecodable byte (Go emits no
+  // data inside functions, so that means the end or garbage).
+  std::vector<Insn> decode(uint64_t entry, std::span<const uint8_t> code) const {
+    std::vector<Insn> out;
+    if (!h_) return out;
+    cs_insn* insn = cs_malloc(h_);
+    if (!insn) return out;
+    const uint8_t* p = code.data();
+    size_t left = code.size();
+    uint64_t addr = entry;
+    while (left > 0 && cs_disasm_iter(h_, &p, &left, &addr, insn)) {
+      out.push_back(classify(*insn));
+    }
+    cs_free(insn, 1);
+    return out;
+  }
+
+ private:
+  static Insn classify(const cs_insn& in) {
+    Insn r;
+    r.addr = in.address;
+    if (!in.detail) return r;
+    const cs_x86& x = in.detail->x86;
+    if (in.id == X86_INS_MOV && x.op_count == 2 && x.operands[0].type == X86_OP_REG &&
+        x.operands[0].size == 8 && x.operands[1].type == X86_OP_MEM && x.operands[1].size == 8 &&
+        x.operands[1].mem.base == X86_REG_RIP && x.operands[1].mem.index == X86_REG_INVALID &&
+        x.operands[1].mem.segment == X86_REG_INVALID) {
+      r.kind = Insn::kLoad64;
+      r.target = in.address + in.size + static_cast<uint64_t>(x.operands[1].mem.disp);
+    } else if (in.id == X86_INS_CALL && x.op_count == 1 && x.operands[0].type == X86_OP_IMM) {
+      r.kind = Insn::kCall;
+      r.target = static_cast<uint64_t>(x.operands[0].imm);
+    }
+    return r;
+  }
+  csh h_ = 0;
+};
+
+class Recoverer {
+ public:
+  Recoverer(const ElfFile& elf, const GoPclntab& pcln, const GoVersion& ver)
+      : elf_(elf), pcln_(pcln), ver_(ver) {
+    for (const auto& s : elf.sections()) {
+      if (s.name == ".noptrdata" || s.name == ".data" || s.name == ".bss" || s.name == ".noptrbss") {
+        regions_.push_back({s.name, s.addr, s.size, s.type != 8 /* SHT_NOBITS */});
+      }
+    }
+  }
+
+  const Region* region_of(uint64_t addr, uint64_t len = 8) const {
+    for (const auto& r : regions_)
+      if (r.contains(addr, len)) return &r;
+    return nullptr;
+  }
+  bool has_region(std::string_view name) const {
+    return std::any_of(regions_.begin(), regions_.end(), [&](const Region& r) { return r.name == name; });
+  }
+
+  // Code of a function by name: nullopt + note when absent or unreadable.
+  struct Code {
+    uint64_t entry = 0;
+    std::vector<Insn> insns;
+  };
+  std::optional<Code> code_of(std::string_view name, std::string* why) const {
+    auto f = pcln_.find_func_by_name(name);
+    if (!f) {
+      if (why) *why = std::string(name) + " not in pclntab";
+      return std::nullopt;
+    }
+    if (f->end <= f->entry || f->end - f->entry > kMaxFuncSize) {
+      if (why) *why = std::string(name) + ": implausible bounds";
+      return std::nullopt;
+    }
+    auto bytes = elf_.bytes_at_vaddr(f->entry, f->end - f->entry);
+    if (!bytes) {
+      if (why) *why = std::string(name) + ": code not file-backed";
+      return std::nullopt;
+    }
+    Code c;
+    c.entry = f->entry;
+    c.insns = dis_.decode(f->entry, *bytes);
+    if (c.insns.empty()) {
+      if (why) *why = std::string(name) + ": undecodable code";
+      return std::nullopt;
+    }
+    return c;
+  }
+
+  bool disassembler_ok() const { return dis_.ok(); }
+
+  std::optional<uint64_t> mbuckets(std::string& err) const {
+    if (!has_region(".bss")) {
+      err = "mbuckets: no .bss section header";
+      return std::nullopt;
+    }
+    struct Cand {
+      std::string fn;
+      uint64_t addr;
+    };
+    std::vector<Cand> cands;
+    std::vector<std::string> notes;
+    // The second reader: memProfileInternal (1.23+; MemProfile is then a thin
+    // wrapper without the load), else MemProfile (<= 1.22).
+    const char* second = pcln_.find_func_by_name("runtime.memProfileInternal")
+                             ? "runtime.memProfileInternal"
+                             : "runtime.MemProfile";
+    std::optional<uint64_t> bucket_mp;
+    if (auto f = pcln_.find_func_by_name("runtime.(*bucket).mp")) bucket_mp = f->entry;
+    for (const char* fn : {"runtime.mProf_FlushLocked", second}) {
+      std::string why;
+      auto code = code_of(fn, &why);
+      if (!code) {
+        notes.push_back(why);
+        continue;
+      }
+      std::optional<uint64_t> hit;
+      bool calls_mp = false;
+      for (const auto& in : code->insns) {
+        if (in.kind == Insn::kCall && bucket_mp && in.target == *bucket_mp) {
+          calls_mp = true;
+          break;
+        }
+        if (hit || in.kind != Insn::kLoad64) continue;
+        const Region* r = region_of(in.target);
+        if (r && r->name == ".bss") hit = in.target;
+      }
+      if (bucket_mp && !calls_mp) {
+        // Every reader walks the list calling b.mp(); no such call means the
+        // code does not match the table (wrong text start?) or the code changed.
+        err = std::string("mbuckets: ") + fn + " does not call runtime.(*bucket).mp";
+        return std::nullopt;
+      }
+      if (!hit) {
+        err = std::string("mbuckets: ") + fn + " has no qword RIP-relative load from .bss";
+        return std::nullopt;
+      }
+      cands.push_back({fn, *hit});
+    }
+    if (cands.empty()) {
+      err = "mbuckets: no candidate function (" + join(notes) + ")";
+      return std::nullopt;
+    }
+    for (const auto& c : cands) {
+      if (c.addr != cands[0].addr) {
+        err = "mbuckets: candidates disagree (" + describe(cands[0].fn, cands[0].addr) + " vs " +
+              describe(c.fn, c.addr) + ")";
+        return std::nullopt;
+      }
+    }
+    if (cands[0].addr % 8 != 0) {
+      err = "mbuckets: candidate " + hex(cands[0].addr) + " is not 8-byte aligned";
+      return std::nullopt;
+    }
+    return cands[0].addr;
+  }
+
+  std::optional<uint64_t> mem_profile_rate(std::string& err) const {
+    if (regions_.empty()) {
+      err = "MemProfileRate: no data section headers";
+      return std::nullopt;
+    }
+    std::optional<uint64_t> fastexprand;
+    if (auto f = pcln_.find_func_by_name("runtime.fastexprand")) fastexprand = f->entry;
+
+    struct Cand {
+      std::string fn;
+      uint64_t addr;
+    };
+    std::vector<Cand> cands;
+    std::vector<std::string> notes;
+    for (const char* fn : {"runtime.allocmcache", "runtime.profilealloc"}) {
+      std::string why;
+      auto code = code_of(fn, &why);
+      if (!code) {
+        notes.push_back(why);
+        continue;
+      }
+      std::optional<uint64_t> hit;
+      if (fastexprand) {
+        std::optional<uint64_t> last_load;
+        bool called = false;
+        for (const auto& in : code->insns) {
+          if (in.kind == Insn::kCall && in.target == *fastexprand) {
+            called = true;
+            break;
+          }
+          if (in.kind == Insn::kLoad64 && region_of(in.target)) last_load = in.target;
+        }
+        if (!called) {
+          err = std::string("MemProfileRate: ") + fn + " does not call runtime.fastexprand";
+          return std::nullopt;
+        }
+        hit = last_load;
+      } else if (std::string_view(fn) == "runtime.allocmcache") {
+        std::set<uint64_t> targets;
+        for (const auto& in : code->insns)
+          if (in.kind == Insn::kLoad64 && region_of(in.target)) targets.insert(in.target);
+        if (targets.size() > 1) {
+          err = "MemProfileRate: runtime.fastexprand unknown and allocmcache loads " +
+                std::to_string(targets.size()) + " data words";
+          return std::nullopt;
+        }
+        if (targets.size() == 1) hit = *targets.begin();
+      } else {
+        continue;  // profilealloc needs the fastexprand anchor
+      }
+      if (!hit) {
+        err = std::string("MemProfileRate: ") + fn + " has no qword RIP-relative data load";
+        return std::nullopt;
+      }
+      cands.push_back({fn, *hit});
+    }
+    if (cands.empty()) {
+      err = "MemProfileRate: no candidate function (" + join(notes) + ")";
+      return std::nullopt;
+    }
+    for (const auto& c : cands) {
+      if (c.addr != cands[0].addr) {
+        err = "MemProfileRate: candidates disagree (" + describe(cands[0].fn, cands[0].addr) + " vs " +
+              describe(c.fn, c.addr) + ")";
+        return std::nullopt;
+      }
+    }
+    const uint64_t addr = cands[0].addr;
+    const Region* r = region_of(addr);
+    if (!r || addr % 8 != 0) {
+      err = "MemProfileRate: candidate " + hex(addr) + " misaligned or outside data";
+      return std::nullopt;
+    }
+    // 1.19/1.20 compute it at init (defaultMemProfileRate): zero-initialized,
+    // so a BSS section. 1.21+ have a static initializer: .noptrdata.
+    if (ver_.major == 1 && ver_.minor >= 21 && !r->file_backed) {
+      err = "MemProfileRate: candidate " + hex(addr) + " in " + r->name + ", expected initialized data for " +
+            ver_.text;
+      return std::nullopt;
+    }
+    if (ver_.major == 1 && ver_.minor > 0 && ver_.minor < 21 && r->file_backed) {
+      err = "MemProfileRate: candidate " + hex(addr) + " in " + r->name + ", expected bss for " + ver_.text;
+      return std::nullopt;
+    }
+    if (r->file_backed) {
+      auto b = elf_.bytes_at_vaddr(addr, 8);
+      if (!b || b->size() != 8) {
+        err = "MemProfileRate: cannot read initializer at " + hex(addr);
+        return std::nullopt;
+      }
+      int64_t v = 0;
+      std::memcpy(&v, b->data(), 8);
+      if (v != kDefaultMemProfileRate) {
+        err = "MemProfileRate: candidate " + hex(addr) + " holds " + std::to_string(v) + ", not 524288";
+        return std::nullopt;
+      }
+    }
+    return addr;
+  }
+
+  static std::string hex(uint64_t v) {
+    std::ostringstream o;
+    o << "0x" << std::hex << v;
+    return o.str();
+  }
+
+ private:
+  static std::string describe(const std::string& fn, uint64_t a) { return fn + "→" + hex(a); }
+  static std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : "; ") + x;
+    return s;
+  }
+
+  const ElfFile& elf_;
+  const GoPclntab& pcln_;
+  const GoVersion& ver_;
+  std::vector<Region> regions_;
+  Disassembler dis_;
+};
+
+}  // namespace
+
+GoGlobalsRecovery recover_go_globals(const ElfFile& elf, const GoPclntab& pclntab,
+                                     const GoVersion& version) {
+  GoGlobalsRecovery out;
+  try {
+    Recoverer rec(elf, pclntab, version);
+    if (!rec.disassembler_ok()) {
+      out.error = "capstone: cannot open x86-64 disassembler";
+      return out;
+    }
+    std::string e1, e2;
+    out.mbuckets = rec.mbuckets(e1);
+    out.mem_profile_rate = rec.mem_profile_rate(e2);
+    if (!e1.empty()) out.error = e1;
+    if (!e2.empty()) out.error += (out.error.empty() ? "" : "; ") + e2;
+  } catch (const std::exception& e) {
+    out.mbuckets.reset();
+    out.mem_profile_rate.reset();
+    out.error = std::string("stripped-binary recovery failed: ") + e.what();
+  }
+  return out;
+}
+
+}  // namespace oomsnap
