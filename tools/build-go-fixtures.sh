@@ -76,6 +76,13 @@ up_to_date() { # $1 output, rest: inputs
   for f in "$@"; do [ "$out" -nt "$f" ] || return 1; done
 }
 
+vdir=
+cleanup() {
+  rm -f "$OUT"/*/*/heapfixture.tmp.$$
+  [ -z "$vdir" ] || rm -rf "$vdir"
+}
+trap cleanup EXIT
+
 start=$EPOCHREALTIME
 built=0 skipped=0
 for v in "${VERSIONS[@]}"; do
@@ -84,9 +91,14 @@ for v in "${VERSIONS[@]}"; do
   export GOROOT=$goroot GOCACHE=$CACHE/gocache-$v
   mkdir -p "$GOCACHE"
   extra=()
-  # tools/fetch-go-toolchains.sh leaves pkg/include as a dangling symlink into
-  # the Debian -src package; the assembler then cannot find textflag.h. The
-  # headers are copies of src/runtime/*.h, so point the assembler there.
+  case "$("$go" env GOVERSION 2>/dev/null)" in
+    go$v|go$v.*) ;;
+    *) die "$go is not Go $v ($("$go" version 2>&1)); re-fetch with tools/fetch-go-toolchains.sh $v" ;;
+  esac
+  # A GOROOT cached by an older tools/fetch-go-toolchains.sh has pkg/include as
+  # a dangling symlink into the Debian -src package, and the assembler cannot
+  # find textflag.h. Those headers are copies of src/runtime/*.h: point the
+  # assembler there (no effect on the binaries).
   if [ ! -e "$goroot/pkg/include/textflag.h" ]; then
     [ -e "$goroot/src/runtime/textflag.h" ] || die "$goroot has neither pkg/include/textflag.h nor src/runtime/textflag.h"
     extra+=("-asmflags=all=-I=$goroot/src/runtime")
@@ -126,7 +138,6 @@ printf 'build-go-fixtures: %d built, %d up to date, %ss total (%s)\n' \
 
 if [ $verify = 1 ]; then
   vdir=$(mktemp -d)
-  trap 'rm -rf "$vdir"' EXIT
   bad=0
   for v in "${VERSIONS[@]}"; do
     modes=("${MODES[@]}")

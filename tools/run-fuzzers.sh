@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-20}
-BUILD=${OOMSNAP_FUZZ_BUILD:-build-fuzz}
+BUILD=$(realpath -m "${OOMSNAP_FUZZ_BUILD:-build-fuzz}")
 CC=clang CXX=clang++ cmake -S . -B "$BUILD" -DOOMSNAP_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j"$(nproc)" --target fuzzers
 mkdir -p "$BUILD/fuzz-corpus"
@@ -14,9 +14,10 @@ for f in "$BUILD"/tests/fuzz/fuzz_*; do
   name=$(basename "$f")
   corpus="$BUILD/fuzz-corpus/$name"
   mkdir -p "$corpus"
-  seeds=tests/fuzz/seeds/$name
   echo "fuzz: $name for ${SECONDS_EACH}s"
-  (cd "$BUILD" && "$f" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -print_final_stats=1 \
-      "$corpus" $( [ -d "$OLDPWD/$seeds" ] && echo "$OLDPWD/$seeds" ) 2>&1 | tail -3)
+  # Crash reproducers land in the build dir (-artifact_prefix); a crash exits non-zero.
+  "$f" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -artifact_prefix="$BUILD/" "$corpus" \
+      > "$BUILD/$name.log" 2>&1 || { tail -40 "$BUILD/$name.log"; echo "fuzz: $name FAILED" >&2; exit 1; }
+  grep -E "^(Done|#[0-9]+ +DONE)" "$BUILD/$name.log" | tail -1
 done
 echo "fuzz: all targets ran without crashes"

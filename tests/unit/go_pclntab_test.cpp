@@ -332,21 +332,17 @@ TEST_P(PclntabFixtureTest, MagicScanWithoutSectionsGivesSameAnswers) {
 INSTANTIATE_TEST_SUITE_P(GoFixtures, PclntabFixtureTest, testing::ValuesIn(all_go_fixtures()),
                          fixture_name);
 
-TEST(GoPclntabPerf, HundredThousandPcs) {
+TEST(GoPclntab, HundredThousandPcsAllResolve) {
   std::string path = fixture_path("1.26", "default");
   OOMSNAP_REQUIRE_FIXTURE(path);
   auto t = GoPclntab::from_elf(*open_elf(path));
   auto base = sample_pcs(t, {"main.viaInline"}, 20000);
   std::vector<uint64_t> pcs;
   for (size_t i = 0; pcs.size() < 100000; ++i) pcs.push_back(base[(i * 7919) % base.size()] + 1);
-  auto t0 = std::chrono::steady_clock::now();
   size_t frames = 0;
   for (uint64_t pc : pcs) frames += t.frames_for_pc(pc).size();
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // Speed is measured by tools/bench-go-snapshot.sh, not asserted here.
   EXPECT_GE(frames, pcs.size());
-  RecordProperty("ms_per_100k", std::to_string(ms));
-  // Generous: ~50 ms expected in release builds; sanitizer/debug builds are slower.
-  EXPECT_LT(ms, 1000.0);
 }
 
 // --- hostile tables -------------------------------------------------------

@@ -359,7 +359,7 @@ TEST(GoPprof, EmptyProfileAndFakeMapping) {
 
 // 100k buckets, fixture-like deep distinct stacks (the heapfixture -stacks
 // shape: a binary choice between two PCs at each level).
-TEST(GoPprof, HundredThousandBucketsEncodeFast) {
+TEST(GoPprof, HundredThousandDistinctBucketsEncodeCompletely) {
   auto fx = load_fixture("1.26");
   if (!fx) return;
   // Two PCs in each of step0/step1, like their two call sites.
@@ -403,8 +403,7 @@ TEST(GoPprof, HundredThousandBucketsEncodeFast) {
   const auto sum = testutil::summarize_pprof_bytes(gz);
   EXPECT_EQ(sum.num_samples, static_cast<size_t>(kBuckets));
   EXPECT_EQ(sum.stacks.size(), static_cast<size_t>(kBuckets));  // all distinct (2^17 > 100k)
-  // Generous bound: the box is shared; the target is well under 100 ms idle.
-  EXPECT_LT(best, 400.0);
+  // Speed is judged by tools/bench-go-snapshot.sh, not here (no timed tests).
 }
 
 }  // namespace

@@ -215,7 +215,7 @@ std::optional<ElfFile::Symbol> ElfFile::symbol(std::string_view name) const {
   if (name.empty()) return std::nullopt;
   for (uint32_t want : {uint32_t(SHT_SYMTAB), uint32_t(SHT_DYNSYM)}) {
     for (const auto& s : sections_) {
-      if (s.type != want) continue;
+      if (s.type != want || !in_bounds(s.offset, s.size, size_)) continue;
       auto syms = section_data(s);
       // sh_link names the string table; re-read it from the raw section header
       // (parse() checked that the table is in bounds).
@@ -224,7 +224,9 @@ std::optional<ElfFile::Symbol> ElfFile::symbol(std::string_view name) const {
       Elf64_Shdr raw;
       std::memcpy(&raw, data_ + eh->e_shoff + idx * sizeof(Elf64_Shdr), sizeof raw);
       if (raw.sh_link >= sections_.size()) continue;
-      auto strs = section_data(sections_[raw.sh_link]);
+      const Section& strsec = sections_[raw.sh_link];
+      if (strsec.type == SHT_NOBITS || !in_bounds(strsec.offset, strsec.size, size_)) continue;
+      auto strs = section_data(strsec);
       if (strs.empty()) continue;
       size_t n = syms.size() / sizeof(Elf64_Sym);
       for (size_t i = 1; i < n; ++i) {

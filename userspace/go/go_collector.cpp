@@ -21,47 +21,48 @@ bool is_runtime_frame(const std::string& fn) {
 }
 
 
-// Unsamples every bucket, aggregates by raw PC stack (the 128-bit stack hash;
-// sorting the summaries in place needs no extra memory), ranks by bytes and
-// symbolizes only the entries that are printed, re-reading their PCs.
+// Unsamples every bucket, aggregates by raw PC stack (the 128-bit stack hash),
+// ranks by bytes and symbolizes only the entries that are printed, re-reading
+// their PCs. Consumes rd.summaries.
 void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem, uint64_t bias,
                    int minor, size_t max_entries, Snapshot& snap) {
   auto& sums = rd.summaries;
   const int64_t rate = rd.profile.mem_profile_rate;
-  struct Agg {
-    const GoBucketSummary* first;
-    uint64_t bytes, objects;
-  };
-  std::vector<Agg> aggs;
   std::sort(sums.begin(), sums.end(), [](const GoBucketSummary& a, const GoBucketSummary& b) {
     return a.stack_hash[0] != b.stack_hash[0] ? a.stack_hash[0] < b.stack_hash[0]
                                               : a.stack_hash[1] < b.stack_hash[1];
   });
+  // Aggregate in place: each stack's unsampled total goes into the first
+  // slots of the same array (fresh memory costs page faults).
+  size_t n = 0;
   for (size_t i = 0; i < sums.size(); ++i) {
-    const auto& b = sums[i];
+    const GoBucketSummary b = sums[i];
     auto [objs, bytes] = scale_heap_sample(static_cast<int64_t>(b.inuse_objects),
                                            static_cast<int64_t>(b.inuse_bytes), rate, minor, b.size);
-    if (!aggs.empty() && aggs.back().first->stack_hash[0] == b.stack_hash[0] &&
-        aggs.back().first->stack_hash[1] == b.stack_hash[1]) {
-      aggs.back().bytes += static_cast<uint64_t>(bytes);
-      aggs.back().objects += static_cast<uint64_t>(objs);
+    if (n > 0 && sums[n - 1].stack_hash[0] == b.stack_hash[0] && sums[n - 1].stack_hash[1] == b.stack_hash[1]) {
+      sums[n - 1].inuse_objects += static_cast<uint64_t>(objs);
+      sums[n - 1].inuse_bytes += static_cast<uint64_t>(bytes);
     } else if (objs != 0 || bytes != 0) {
-      aggs.push_back({&b, static_cast<uint64_t>(bytes), static_cast<uint64_t>(objs)});
+      sums[n] = b;
+      sums[n].inuse_objects = static_cast<uint64_t>(objs);
+      sums[n].inuse_bytes = static_cast<uint64_t>(bytes);
+      ++n;
     }
   }
-  auto by_bytes = [](const Agg& x, const Agg& y) {
-    return x.bytes != y.bytes ? x.bytes > y.bytes : x.objects > y.objects;
+  sums.resize(n);
+  auto by_bytes = [](const GoBucketSummary& x, const GoBucketSummary& y) {
+    return x.inuse_bytes != y.inuse_bytes ? x.inuse_bytes > y.inuse_bytes : x.inuse_objects > y.inuse_objects;
   };
-  size_t keep = std::min(max_entries, aggs.size());
-  std::partial_sort(aggs.begin(), aggs.begin() + static_cast<std::ptrdiff_t>(keep), aggs.end(), by_bytes);
+  size_t keep = std::min(max_entries, sums.size());
+  std::partial_sort(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(keep), sums.end(), by_bytes);
   std::vector<const GoBucketSummary*> top;
-  for (size_t i = 0; i < keep; ++i) top.push_back(aggs[i].first);
+  for (size_t i = 0; i < keep; ++i) top.push_back(&sums[i]);
   auto stacks = read_bucket_stacks(mem, top);
   for (size_t i = 0; i < keep; ++i) {
     SnapshotEntry e;
     e.kind = "allocation_site";
-    e.bytes = aggs[i].bytes;
-    e.objects = aggs[i].objects;
+    e.bytes = sums[i].inuse_bytes;
+    e.objects = sums[i].inuse_objects;
     if (stacks[i].empty()) {
       e.name = "?";
       snap.set_status(SnapshotStatus::kPartial, "target exited before the top stacks were read");
@@ -76,7 +77,7 @@ void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem
     snap.entries.push_back(std::move(e));
   }
   snap.sort_and_truncate(max_entries);
-  if (aggs.size() > max_entries) snap.output_truncated = true;
+  if (sums.size() > max_entries) snap.output_truncated = true;
 }
 
 }  // namespace

@@ -154,9 +154,17 @@ struct PclntabAccess {
       bool first = pc == f.entry;
       uint32_t uvdelta, pcdelta;
       if (*p == 0 && !first) return -1;  // end of table
-      if (!uvarint(p, end, uvdelta)) return -1;
+      if (*p < 0x80) {
+        uvdelta = *p++;
+      } else if (!uvarint(p, end, uvdelta)) {
+        return -1;
+      }
       val += (-(uvdelta & 1)) ^ (uvdelta >> 1);
-      if (!uvarint(p, end, pcdelta)) return -1;
+      if (p < end && *p < 0x80) {
+        pcdelta = *p++;
+      } else if (!uvarint(p, end, pcdelta)) {
+        return -1;
+      }
       pc += uint64_t(pcdelta) * t.min_lc_;
       if (target < pc) return static_cast<int32_t>(val);
     }
@@ -418,6 +426,14 @@ GoPclntab::GoPclntab(std::vector<uint8_t> data, uint64_t text_start, uint64_t pc
 }
 
 GoPclntab GoPclntab::from_elf(const ElfFile& elf, std::optional<uint64_t> text_start_override) {
+  try {
+    return from_elf_impl(elf, text_start_override);
+  } catch (const ElfError& e) {
+    throw PclntabError(std::string("pclntab: ") + e.what());
+  }
+}
+
+GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> text_start_override) {
   std::optional<std::vector<uint8_t>> bytes;
   uint64_t vaddr = 0;
   for (const char* name : {".gopclntab", ".data.rel.ro.gopclntab"}) {

@@ -103,6 +103,7 @@ class GoPclntab {
   bool has_gofunc_ = false;
   uint64_t gofunc_ = 0;
   std::vector<uint8_t> gofunc_data_;
+  static GoPclntab from_elf_impl(const ElfFile& elf, std::optional<uint64_t> text_start_override);
   // helpers implemented in go_pclntab.cpp
   friend struct PclntabAccess;
 };
