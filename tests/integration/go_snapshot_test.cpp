@@ -279,3 +279,32 @@ TEST(GoSnapshotEdges, ReadSyscallsGrowFarSlowerThanBuckets) {
   ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
   EXPECT_LT(s.read_syscalls, 100000u / 50) << "one read per bucket is the baseline to beat";
 }
+
+// A target in another mount namespace (as in a container): its binary lives on
+// a tmpfs that only that namespace has, so the host path does not exist. The
+// collector reads it through /proc/PID/exe and still symbolizes.
+TEST(GoSnapshotEdges, TargetInAnotherMountNamespace) {
+  std::string bin = fixture_path("1.26", "stripped");
+  ASSERT_TRUE(fs::exists(bin)) << "fixture " << bin << " is missing: run tools/build-go-fixtures.sh";
+  std::string mnt = "/tmp/oomsnap-mntns-" + std::to_string(getpid());
+  std::string script = "mkdir -p " + mnt + " && mount -t tmpfs oomsnap-test " + mnt + " && cp " + bin + " " + mnt +
+                       "/hidden-target && exec " + mnt + "/hidden-target -rate 1";
+  Started fx;
+  fx.proc = std::make_unique<Process>(std::vector<std::string>{"/usr/bin/unshare", "--mount", "--propagation",
+                                                               "private", "/bin/sh", "-c", script});
+  std::string line = fx.proc->read_line(std::chrono::seconds(60));
+  ASSERT_FALSE(line.empty()) << "target in a private mount namespace did not start";
+  fx.census = nlohmann::json::parse(line);
+  EXPECT_FALSE(fs::exists(mnt + "/hidden-target")) << "the host must not see the target's binary";
+  std::string err;
+  CaptureOptions opts;
+  opts.max_entries = 100;
+  auto rec = capture_process(fx.proc->pid(), opts, err);
+  ASSERT_TRUE(rec) << err;
+  ASSERT_EQ(rec->result.snapshot.status, SnapshotStatus::kComplete) << rec->result.snapshot.reason;
+  auto got = entries_by_name(rec->result.snapshot);
+  for (auto& [name, site] : fx.census["sites"].items())
+    EXPECT_EQ(got[name].first, site["objects"].get<uint64_t>()) << name;
+  fx.proc->kill_now();
+  fs::remove(mnt);
+}

@@ -3,7 +3,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -70,4 +73,34 @@ TEST(SnapshotCli, NonGoProcessIsUnknownLanguageExit0) {
   r = run_oomsnap("snapshot --pid " + std::to_string(sleeper.pid()) + " --format pprof -o " + out);
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(access(out.c_str(), F_OK), 0);
+}
+
+// -o to a device writes to it, never renames a file over it.
+TEST(SnapshotCli, OutputToDevNullKeepsTheDevice) {
+  oomsnap_test::Process sleeper({"/bin/sleep", "30"});
+  CliRun r = run_oomsnap("snapshot --pid " + std::to_string(sleeper.pid()) + " -o /dev/null");
+  EXPECT_EQ(r.status, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null was replaced";
+}
+
+// -o to a regular file: the whole record, and no temporary file left behind.
+TEST(SnapshotCli, OutputFileIsWholeAndNoTempLeft) {
+  oomsnap_test::Process sleeper({"/bin/sleep", "30"});
+  std::string dir = "/tmp/oomsnap-cli-out-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  CliRun r = run_oomsnap("snapshot --pid " + std::to_string(sleeper.pid()) + " -o " + dir + "/rec.json");
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::string text;
+  ASSERT_TRUE(oomsnap_test::read_file(dir + "/rec.json", text));
+  EXPECT_EQ(nlohmann::json::parse(text)["pid"], sleeper.pid());
+  size_t files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u);
+  std::filesystem::remove_all(dir);
+  // An unwritable destination is a clear error, exit 1.
+  r = run_oomsnap("snapshot --pid " + std::to_string(sleeper.pid()) + " -o /nonexistent-dir/x.json");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_FALSE(r.err.empty());
 }

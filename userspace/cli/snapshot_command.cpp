@@ -1,5 +1,6 @@
 #include "cli/snapshot_command.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -26,8 +27,20 @@ bool parse_number(const std::string& s, T& out, T min, T max) {
   return true;
 }
 
-// Writes to FILE.tmp then renames, so a failed write never leaves half a record.
-bool write_file_atomic(const std::string& path, const std::string& data, std::string& why) {
+bool write_all(const std::string& path, const std::string& data, std::string& why) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  f.flush();
+  if (!f) why = "cannot write " + path;
+  return static_cast<bool>(f);
+}
+
+// A regular file is written to FILE.tmp and renamed, so a failed write never
+// leaves half a record. Anything else that exists (/dev/null, a pipe, a tty)
+// is written in place: renaming over it would replace the device.
+bool write_output(const std::string& path, const std::string& data, std::string& why) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return write_all(path, data, why);
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
@@ -135,7 +148,7 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
     return out ? 0 : 1;
   }
   std::string why;
-  if (!write_file_atomic(output, data, why)) {
+  if (!write_output(output, data, why)) {
     err << "oomsnap snapshot: " << why << "\n";
     return 1;
   }
