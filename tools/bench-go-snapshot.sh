@@ -98,9 +98,9 @@ PY
 
 rows=() notes=()
 for n in $STACKS; do
-  log "stacks=$n: starting $FIXTURE -rate 1 -stacks $n"
+  log "stacks=$n: starting $FIXTURE -rate 1 -stacks $n -measure-runs 5"
   ready=$TMP/ready.$n
-  "$FIXTURE" -rate 1 -stacks "$n" > "$ready" 2>"$TMP/fixture.$n.err" &
+  "$FIXTURE" -rate 1 -stacks "$n" -measure-runs 5 > "$ready" 2>"$TMP/fixture.$n.err" &
   FIXTURE_PID=$!
   deadline=$((SECONDS + READY_TIMEOUT))
   until grep -q '"ready":true' "$ready" 2>/dev/null; do

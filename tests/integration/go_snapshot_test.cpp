@@ -240,7 +240,7 @@ TEST(GoSnapshotEdges, TargetKilledMidSnapshot) {
   std::string bin = fixture_path("1.26", "default");
   int not_complete = 0;
   for (int delay_us : {0, 200, 500, 1000, 2000, 5000}) {
-    auto fx = start_fixture(bin, {"-rate", "1", "-stacks", "100000"});
+    auto fx = start_fixture(bin, {"-rate", "1", "-stacks", "100000", "-measure-runs", "0"});
     if (!fx.proc) return;
     pid_t pid = fx.proc->pid();
     std::thread killer([&] {
@@ -270,7 +270,7 @@ TEST(GoSnapshotEdges, TargetKilledMidSnapshot) {
 }
 
 TEST(GoSnapshotEdges, ReadSyscallsGrowFarSlowerThanBuckets) {
-  auto fx = start_fixture(fixture_path("1.26", "default"), {"-rate", "1", "-stacks", "100000"});
+  auto fx = start_fixture(fixture_path("1.26", "default"), {"-rate", "1", "-stacks", "100000", "-measure-runs", "0"});
   if (!fx.proc) return;
   std::string err;
   auto rec = capture_process(fx.proc->pid(), {}, err);

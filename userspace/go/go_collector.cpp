@@ -21,32 +21,24 @@ bool is_runtime_frame(const std::string& fn) {
 }
 
 
-// Unsamples every bucket, aggregates by raw PC stack (the 128-bit stack hash),
+// Aggregates the (already unsampled) buckets by raw PC stack (the stack hash),
 // ranks by bytes and symbolizes only the entries that are printed, re-reading
 // their PCs. Consumes rd.summaries.
 void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem, uint64_t bias,
-                   int minor, size_t max_entries, Snapshot& snap) {
+                   size_t max_entries, Snapshot& snap) {
   auto& sums = rd.summaries;
-  const int64_t rate = rd.profile.mem_profile_rate;
-  std::sort(sums.begin(), sums.end(), [](const GoBucketSummary& a, const GoBucketSummary& b) {
-    return a.stack_hash[0] != b.stack_hash[0] ? a.stack_hash[0] < b.stack_hash[0]
-                                              : a.stack_hash[1] < b.stack_hash[1];
-  });
-  // Aggregate in place: each stack's unsampled total goes into the first
-  // slots of the same array (fresh memory costs page faults).
+  std::sort(sums.begin(), sums.end(),
+            [](const GoBucketSummary& a, const GoBucketSummary& b) { return a.stack_hash < b.stack_hash; });
+  // Aggregate in place: each stack's total goes into the first slots of the
+  // same array (fresh memory costs page faults).
   size_t n = 0;
   for (size_t i = 0; i < sums.size(); ++i) {
-    const GoBucketSummary b = sums[i];
-    auto [objs, bytes] = scale_heap_sample(static_cast<int64_t>(b.inuse_objects),
-                                           static_cast<int64_t>(b.inuse_bytes), rate, minor, b.size);
-    if (n > 0 && sums[n - 1].stack_hash[0] == b.stack_hash[0] && sums[n - 1].stack_hash[1] == b.stack_hash[1]) {
-      sums[n - 1].inuse_objects += static_cast<uint64_t>(objs);
-      sums[n - 1].inuse_bytes += static_cast<uint64_t>(bytes);
-    } else if (objs != 0 || bytes != 0) {
-      sums[n] = b;
-      sums[n].inuse_objects = static_cast<uint64_t>(objs);
-      sums[n].inuse_bytes = static_cast<uint64_t>(bytes);
-      ++n;
+    const GoBucketSummary& b = sums[i];
+    if (n > 0 && sums[n - 1].stack_hash == b.stack_hash) {
+      sums[n - 1].inuse_objects += b.inuse_objects;
+      sums[n - 1].inuse_bytes += b.inuse_bytes;
+    } else if (b.inuse_objects != 0 || b.inuse_bytes != 0) {
+      sums[n++] = b;
     }
   }
   sums.resize(n);
@@ -69,10 +61,13 @@ void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem
     } else {
       for (uint64_t& pc : stacks[i]) pc -= bias;
       auto frames = tab.symbolize_stack(tab.expand_final_inline_frame(stacks[i]));
+      // Leading allocator frames are hidden as pprof hides them; a stack that
+      // is runtime all the way down is kept whole (pprof does the same).
       size_t k = 0;
-      while (k < frames.size() && is_runtime_frame(frames[k].function)) ++k;  // as pprof hides them
+      while (k < frames.size() && is_runtime_frame(frames[k].function)) ++k;
+      if (k == frames.size()) k = 0;
       for (size_t j = k; j < frames.size(); ++j) e.stack.push_back(frames[j].function);
-      e.name = !e.stack.empty() ? e.stack.front() : (frames.empty() ? "?" : frames.front().function);
+      e.name = e.stack.empty() ? "?" : e.stack.front();
     }
     snap.entries.push_back(std::move(e));
   }
@@ -166,6 +161,14 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
     GoHeapReadResult rd = read_go_heap(mem, target.maps(), addrs, minor, opts, deadline, opts.want_pprof);
     snap.sample_rate = rd.profile.mem_profile_rate;
     snap.set_status(rd.status, rd.reason);
+    if (rd.status == SnapshotStatus::kUnavailable && rd.profile.mem_profile_rate == 0) {
+      // The linker turns profiling off in programs that never reference
+      // runtime.MemProfile (no runtime/pprof): say so, it is the usual cause.
+      uint8_t disabled = 0;
+      auto sym = elf_->symbol("runtime.disableMemoryProfiling");
+      if (sym && mem.read(sym->value + *bias, &disabled, 1) && disabled)
+        snap.reason += "; the binary does not use runtime/pprof, so the Go linker disabled memory profiling";
+    }
     if (rd.status == SnapshotStatus::kUnavailable ||
         (rd.status == SnapshotStatus::kFailed && rd.summaries.empty()))
       return finish();
@@ -173,7 +176,7 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
       snap.set_status(SnapshotStatus::kFailed, "target exited or was replaced during the capture");
       return finish();
     }
-    build_entries(rd, tab, mem, *bias, minor, opts.max_entries, snap);
+    build_entries(rd, tab, mem, *bias, opts.max_entries, snap);
     if (opts.want_pprof) {
       GoPprofInput in;
       in.profile = &rd.profile;

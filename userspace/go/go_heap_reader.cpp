@@ -167,17 +167,14 @@ void fold_go_cycles(const GoBucketView& b, std::optional<uint32_t> flush_index, 
 
 namespace {
 
-void stack_hash(const GoBucketView& b, uint64_t h[2]) {
-  uint64_t a = 0x243F6A8885A308D3ull ^ b.nstk, c = 0x13198A2E03707344ull;
+// 64 bits: for 10^6 distinct stacks a collision is about 3·10^-8 likely.
+uint64_t stack_hash(const GoBucketView& b) {
+  uint64_t h = 0x243F6A8885A308D3ull ^ b.nstk;
   for (uint64_t i = 0; i < b.nstk; ++i) {
-    uint64_t x = b.pc(i);
-    a = (a ^ x) * 0x9E3779B97F4A7C15ull;
-    a ^= a >> 29;
-    c = (c + x) * 0xC2B2AE3D27D4EB4Full;
-    c ^= c >> 31;
+    h = (h ^ b.pc(i)) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
   }
-  h[0] = a;
-  h[1] = c;
+  return h;
 }
 
 std::string hex(uint64_t v) {
@@ -234,12 +231,15 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
   // keep them just until the first bucket that has one.
   bool any_active = false;
   struct Pending {
-    uint64_t v[4], extra[4];
+    uint64_t v[4], extra[4], size;
   };
   std::vector<Pending> pending;
-  auto set_inuse = [](GoBucketSummary& s, const uint64_t v[4]) {
-    s.inuse_objects = v[0] > v[1] ? v[0] - v[1] : 0;
-    s.inuse_bytes = v[2] > v[3] ? v[2] - v[3] : 0;
+  auto set_inuse = [&](GoBucketSummary& s, const uint64_t v[4], uint64_t size) {
+    uint64_t objs = v[0] > v[1] ? v[0] - v[1] : 0;
+    uint64_t bytes = v[2] > v[3] ? v[2] - v[3] : 0;
+    auto [o, b] = scale_heap_sample(static_cast<int64_t>(objs), static_cast<int64_t>(bytes), rate, go_minor, size);
+    s.inuse_objects = o > 0 ? static_cast<uint64_t>(o) : 0;
+    s.inuse_bytes = b > 0 ? static_cast<uint64_t>(b) : 0;
   };
   const size_t max_depth = opts.max_stack_depth + 2;  // 1.26+ stores two allocator frames extra
   auto stop = [&](SnapshotStatus s, std::string why) {
@@ -272,7 +272,7 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
       std::unordered_map<uint64_t, size_t> first_seen;
       size_t keep = res.summaries.size();
       for (size_t i = 0; i < res.summaries.size(); ++i) {
-        if (!first_seen.emplace(res.summaries[i].addr, i).second) {
+        if (!first_seen.emplace(res.summaries[i].addr(), i).second) {
           keep = i;
           break;
         }
@@ -281,6 +281,10 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
       if (keep_stacks) res.profile.buckets.resize(keep);
       if (pending.size() > keep) pending.resize(keep);
       stop(SnapshotStatus::kPartial, "cycle in bucket list at " + hex(addr));
+      break;
+    }
+    if (addr >> 48) {  // not a user-space pointer
+      stop_broken("implausible bucket pointer " + hex(addr));
       break;
     }
     const uint8_t* hdr = cache.get(addr, kHeaderSize);
@@ -307,26 +311,24 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
       break;
     }
     GoBucketSummary s;
-    s.addr = addr;
-    s.size = b->size;
-    s.nstk = static_cast<uint32_t>(b->nstk);
-    stack_hash(*b, s.stack_hash);
+    s.where = addr | (nstk << 48);
+    s.stack_hash = stack_hash(*b);
     uint64_t v[4], extra[4];
     fold_go_cycles(*b, flush_index, v, extra);
-    set_inuse(s, v);
+    set_inuse(s, v, b->size);
     if (!any_active) {
       if (v[0] != 0 || v[1] != 0) {
         any_active = true;
         pending.clear();
         pending.shrink_to_fit();
       } else {
-        pending.push_back({{v[0], v[1], v[2], v[3]}, {extra[0], extra[1], extra[2], extra[3]}});
+        pending.push_back({{v[0], v[1], v[2], v[3]}, {extra[0], extra[1], extra[2], extra[3]}, b->size});
       }
     }
     res.summaries.push_back(s);
     if (keep_stacks) {
       GoHeapBucket hb;
-      hb.size = s.size;
+      hb.size = b->size;
       hb.stack.resize(nstk);
       std::memcpy(hb.stack.data(), b->pcs, nstk * 8);
       hb.allocs = v[0];
@@ -342,7 +344,7 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
     for (size_t i = 0; i < res.summaries.size() && i < pending.size(); ++i) {
       uint64_t v[4];
       for (int w = 0; w < 4; ++w) v[w] = pending[i].v[w] + pending[i].extra[w];
-      set_inuse(res.summaries[i], v);
+      set_inuse(res.summaries[i], v, pending[i].size);
       if (keep_stacks) {
         auto& hb = res.profile.buckets[i];
         hb.allocs = v[0];
@@ -361,8 +363,8 @@ std::vector<std::vector<uint64_t>> read_bucket_stacks(RemoteMemory& mem,
   std::vector<RemoteMemory::Request> reqs;
   reqs.reserve(buckets.size());
   for (size_t i = 0; i < buckets.size(); ++i) {
-    out[i].resize(buckets[i]->nstk);
-    reqs.push_back({buckets[i]->addr + kHeaderSize, out[i].data(), out[i].size() * 8});
+    out[i].resize(buckets[i]->nstk());
+    reqs.push_back({buckets[i]->addr() + kHeaderSize, out[i].data(), out[i].size() * 8});
   }
   mem.read_batch(reqs);
   for (size_t i = 0; i < reqs.size(); ++i)

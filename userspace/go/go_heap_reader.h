@@ -26,11 +26,11 @@ struct GoHeapAddrs {                          // RUNTIME addresses in the target
 // immutable and never freed, so the PCs of the few that are printed can be
 // re-read from addr later (read_bucket_stacks).
 struct GoBucketSummary {
-  uint64_t stack_hash[2] = {0, 0};  // 128-bit hash of the PCs: the aggregation key
-  uint64_t addr = 0;
-  uint64_t size = 0;
-  uint64_t inuse_objects = 0, inuse_bytes = 0;  // folded, clamped at 0, not yet unsampled
-  uint32_t nstk = 0;
+  uint64_t stack_hash = 0;  // 64-bit hash of the PCs: the aggregation key
+  uint64_t where = 0;       // bucket address | nstk << 48 (32 bytes a bucket, not 40)
+  uint64_t inuse_objects = 0, inuse_bytes = 0;  // folded, clamped at 0, unsampled like runtime/pprof
+  uint64_t addr() const { return where & ((uint64_t{1} << 48) - 1); }
+  uint32_t nstk() const { return static_cast<uint32_t>(where >> 48); }
 };
 
 struct GoHeapReadResult {
