@@ -121,6 +121,12 @@ class Disassembler {
   csh h_ = 0;
 };
 
+// A global's address as one reader function's code names it.
+struct Cand {
+  std::string fn;
+  uint64_t addr;
+};
+
 class Recoverer {
  public:
   Recoverer(const ElfFile& elf, const GoPclntab& pcln, const GoVersion& ver)
@@ -178,10 +184,6 @@ class Recoverer {
       err = "mbuckets: no .bss section header";
       return std::nullopt;
     }
-    struct Cand {
-      std::string fn;
-      uint64_t addr;
-    };
     std::vector<Cand> cands;
     std::vector<std::string> notes;
     // The second reader: memProfileInternal (1.23+; MemProfile is then a thin
@@ -221,17 +223,7 @@ class Recoverer {
       }
       cands.push_back({fn, *hit});
     }
-    if (cands.empty()) {
-      err = "mbuckets: no candidate function (" + join(notes) + ")";
-      return std::nullopt;
-    }
-    for (const auto& c : cands) {
-      if (c.addr != cands[0].addr) {
-        err = "mbuckets: candidates disagree (" + describe(cands[0].fn, cands[0].addr) + " vs " +
-              describe(c.fn, c.addr) + ")";
-        return std::nullopt;
-      }
-    }
+    if (!agree("mbuckets", cands, notes, err)) return std::nullopt;
     if (cands[0].addr % 8 != 0) {
       err = "mbuckets: candidate " + hex(cands[0].addr) + " is not 8-byte aligned";
       return std::nullopt;
@@ -247,10 +239,6 @@ class Recoverer {
     std::optional<uint64_t> fastexprand;
     if (auto f = pcln_.find_func_by_name("runtime.fastexprand")) fastexprand = f->entry;
 
-    struct Cand {
-      std::string fn;
-      uint64_t addr;
-    };
     std::vector<Cand> cands;
     std::vector<std::string> notes;
     for (const char* fn : {"runtime.allocmcache", "runtime.profilealloc"}) {
@@ -295,17 +283,7 @@ class Recoverer {
       }
       cands.push_back({fn, *hit});
     }
-    if (cands.empty()) {
-      err = "MemProfileRate: no candidate function (" + join(notes) + ")";
-      return std::nullopt;
-    }
-    for (const auto& c : cands) {
-      if (c.addr != cands[0].addr) {
-        err = "MemProfileRate: candidates disagree (" + describe(cands[0].fn, cands[0].addr) + " vs " +
-              describe(c.fn, c.addr) + ")";
-        return std::nullopt;
-      }
-    }
+    if (!agree("MemProfileRate", cands, notes, err)) return std::nullopt;
     const uint64_t addr = cands[0].addr;
     const Region* r = region_of(addr);
     if (!r || addr % 8 != 0) {
@@ -347,6 +325,24 @@ class Recoverer {
 
  private:
   static std::string describe(const std::string& fn, uint64_t a) { return fn + "→" + hex(a); }
+
+  // Every reader that exists must name the same global; none, or any two
+  // that differ, is an error (never a guess).
+  static bool agree(const char* what, const std::vector<Cand>& cands, const std::vector<std::string>& notes,
+                    std::string& err) {
+    if (cands.empty()) {
+      err = std::string(what) + ": no candidate function (" + join(notes) + ")";
+      return false;
+    }
+    for (const auto& c : cands) {
+      if (c.addr != cands[0].addr) {
+        err = std::string(what) + ": candidates disagree (" + describe(cands[0].fn, cands[0].addr) + " vs " +
+              describe(c.fn, c.addr) + ")";
+        return false;
+      }
+    }
+    return true;
+  }
   static std::string join(const std::vector<std::string>& v) {
     std::string s;
     for (const auto& x : v) s += (s.empty() ? "" : "; ") + x;
