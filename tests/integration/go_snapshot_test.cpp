@@ -15,6 +15,7 @@
 
 #include "core/capture.h"
 #include "pprof_summary.h"
+#include "profile.pb.h"
 #include "test_process.h"
 
 using namespace oomsnap;
@@ -138,6 +139,16 @@ TEST_P(GoSnapshot, ExactAtRate1AndMatchesOwnProfile) {
   }
   auto want = testutil::summarize_pprof_file(own);
   auto have = testutil::summarize_pprof_file(ours);
+  {
+    // The main mapping names the executable and carries its build id.
+    perftools::profiles::Profile p;
+    ASSERT_TRUE(p.ParseFromString(testutil::maybe_gunzip(*rec->result.pprof)));
+    ASSERT_GE(p.mapping_size(), 1);
+    const auto& m = p.mapping(0);
+    EXPECT_FALSE(p.string_table(static_cast<int>(m.build_id())).empty());
+    EXPECT_NE(p.string_table(static_cast<int>(m.filename())).find("heapfixture"), std::string::npos);
+    EXPECT_TRUE(m.has_functions());
+  }
   EXPECT_EQ(have.period, want.period);
   EXPECT_EQ(have.sample_types, want.sample_types);
   auto diffs = testutil::compare_stacks(fixture_stacks(have), fixture_stacks(want), 0.005);

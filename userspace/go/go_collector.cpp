@@ -186,7 +186,10 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
       fstat(target.exe_fd(), &st);
       for (const auto& m : target.maps()) {
         if (m.inode == st.st_ino && m.perms.find('x') != std::string::npos) {
-          GoMapping gm{m.start, m.end, m.offset, m.path, elf_->gnu_build_id().value_or("")};
+          // The GNU build id as runtime/pprof writes it; Go-linked binaries usually
+          // have none, and then the Go build id identifies the file.
+          GoMapping gm{m.start, m.end, m.offset, m.path,
+                       elf_->gnu_build_id().value_or(elf_->go_build_id().value_or(""))};
           in.mappings.push_back(gm);
           break;
         }
