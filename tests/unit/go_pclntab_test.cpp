@@ -335,7 +335,8 @@ INSTANTIATE_TEST_SUITE_P(GoFixtures, PclntabFixtureTest, testing::ValuesIn(all_g
 TEST(GoPclntab, HundredThousandPcsAllResolve) {
   std::string path = fixture_path("1.26", "default");
   OOMSNAP_REQUIRE_FIXTURE(path);
-  auto t = GoPclntab::from_elf(*open_elf(path));
+  auto elf = open_elf(path);
+  auto t = GoPclntab::from_elf(*elf);
   auto base = sample_pcs(t, {"main.viaInline"}, 20000);
   std::vector<uint64_t> pcs;
   for (size_t i = 0; pcs.size() < 100000; ++i) pcs.push_back(base[(i * 7919) % base.size()] + 1);

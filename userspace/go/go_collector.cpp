@@ -27,18 +27,25 @@ bool is_runtime_frame(const std::string& fn) {
 void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem, uint64_t bias,
                    size_t max_entries, Snapshot& snap) {
   auto& sums = rd.summaries;
-  std::sort(sums.begin(), sums.end(),
-            [](const GoBucketSummary& a, const GoBucketSummary& b) { return a.stack_hash < b.stack_hash; });
-  // Aggregate in place: each stack's total goes into the first slots of the
-  // same array (fresh memory costs page faults).
+  // Group by stack hash in place with an open-addressing table of indices
+  // (linear, no sort): a stack's total goes into the first free slot of the
+  // same array, which is always at or before the bucket being read.
+  size_t cap = 16;
+  while (cap < sums.size() * 2) cap <<= 1;
+  constexpr uint32_t kEmpty = ~uint32_t{0};
+  std::vector<uint32_t, HugePageAllocator<uint32_t>> slot_of(cap, kEmpty);
   size_t n = 0;
   for (size_t i = 0; i < sums.size(); ++i) {
-    const GoBucketSummary& b = sums[i];
-    if (n > 0 && sums[n - 1].stack_hash == b.stack_hash) {
-      sums[n - 1].inuse_objects += b.inuse_objects;
-      sums[n - 1].inuse_bytes += b.inuse_bytes;
-    } else if (b.inuse_objects != 0 || b.inuse_bytes != 0) {
+    const GoBucketSummary b = sums[i];
+    if (b.inuse_objects == 0 && b.inuse_bytes == 0) continue;
+    size_t k = b.stack_hash & (cap - 1);
+    while (slot_of[k] != kEmpty && sums[slot_of[k]].stack_hash != b.stack_hash) k = (k + 1) & (cap - 1);
+    if (slot_of[k] == kEmpty) {
+      slot_of[k] = static_cast<uint32_t>(n);
       sums[n++] = b;
+    } else {
+      sums[slot_of[k]].inuse_objects += b.inuse_objects;
+      sums[slot_of[k]].inuse_bytes += b.inuse_bytes;
     }
   }
   sums.resize(n);

@@ -29,13 +29,17 @@ size_t record_words(int go_minor) { return go_minor >= 27 ? 2 : 4; }
 class WindowCache {
  public:
   WindowCache(RemoteMemory& mem, const std::vector<Mapping>& maps, uint64_t max_bytes)
-      : mem_(mem), maps_(maps), max_bytes_(max_bytes) {}
+      : mem_(mem), maps_(maps), max_bytes_(max_bytes),
+        arena_(static_cast<uint8_t*>(huge_page_alloc(kSlot * kSlots, arena_mapped_))) {}
+  ~WindowCache() { huge_page_free(arena_, kSlot * kSlots); }
+  WindowCache(const WindowCache&) = delete;
+  WindowCache& operator=(const WindowCache&) = delete;
 
   // Pointer to len readable bytes at addr, or nullptr (errno in mem_.last_errno()).
   // Valid until the next call.
   const uint8_t* get(uint64_t addr, size_t len) {
     for (auto& w : slots_)
-      if (w.len && addr >= w.start && addr + len <= w.start + w.len) return w.buf.data() + (addr - w.start);
+      if (w.len && addr >= w.start && addr + len <= w.start + w.len) return w.buf + (addr - w.start);
     uint64_t lo = addr > kWindow - 4096 ? addr - (kWindow - 4096) : 0;
     lo &= ~uint64_t{4095};
     uint64_t hi = std::max<uint64_t>(lo + kWindow, addr + len);
@@ -49,27 +53,31 @@ class WindowCache {
     if (hi < addr + len) hi = addr + len;  // straddles the mapping end: let the read fail
     Window& w = slots_[next_++ % slots_.size()];
     w.len = 0;
-    if (w.buf.size() < hi - lo) w.buf.resize(std::max<uint64_t>(hi - lo, kWindow));
-    if (!mem_.read(lo, w.buf.data(), hi - lo)) {
+    w.buf = arena_ + (&w - slots_.data()) * kSlot;
+    if (hi - lo > kSlot) hi = lo + kSlot;  // cannot happen: buckets are < 9 KiB
+    if (hi < addr + len) return nullptr;
+    if (!mem_.read(lo, w.buf, hi - lo)) {
       // The window may cross an unreadable page: fall back to the exact range.
       if (mem_.last_errno() == ESRCH) return nullptr;
       lo = addr;
       hi = addr + len;
-      if (!mem_.read(lo, w.buf.data(), len)) return nullptr;
+      if (!mem_.read(lo, w.buf, len)) return nullptr;
     }
     w.start = lo;
     w.len = hi - lo;
     total_ += w.len;
     if (total_ > max_bytes_) over_budget_ = true;
-    return w.buf.data() + (addr - lo);
+    return w.buf + (addr - lo);
   }
   bool over_budget() const { return over_budget_; }
 
  private:
   static constexpr uint64_t kWindow = 256 * 1024;  // persistentChunkSize
+  static constexpr uint64_t kSlot = kWindow + 16 * 1024;  // a window plus the largest bucket
+  static constexpr size_t kSlots = 4;
   struct Window {
     uint64_t start = 0, len = 0;
-    std::vector<uint8_t> buf;
+    uint8_t* buf = nullptr;
   };
 
   const Mapping* mapping_of(uint64_t addr) {
@@ -85,7 +93,9 @@ class WindowCache {
   uint64_t max_bytes_;
   uint64_t total_ = 0;
   bool over_budget_ = false;
-  std::array<Window, 4> slots_;
+  size_t arena_mapped_ = 0;
+  uint8_t* arena_;  // kSlots windows in one huge-page mapping
+  std::array<Window, kSlots> slots_;
   size_t next_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/collector.h"
+#include "core/huge_page_allocator.h"
 #include "go/go_heap_profile.h"
 
 namespace oomsnap {
@@ -35,7 +36,8 @@ struct GoBucketSummary {
 
 struct GoHeapReadResult {
   GoHeapProfile profile;  // rate and version always; buckets (with PCs) only when keep_stacks
-  std::vector<GoBucketSummary> summaries;  // one per bucket, list order
+  // One per bucket, list order; huge-page backed (see huge_page_allocator.h).
+  std::vector<GoBucketSummary, HugePageAllocator<GoBucketSummary>> summaries;
   SnapshotStatus status = SnapshotStatus::kComplete;
   std::string reason;
 };

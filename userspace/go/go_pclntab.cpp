@@ -114,7 +114,7 @@ struct PclntabAccess {
   }
 
   // NUL-terminated string at [base + off], bounded by the data.
-  static std::string_view cstr(const std::vector<uint8_t>& d, uint64_t base, uint64_t off) {
+  static std::string_view cstr(std::span<const uint8_t> d, uint64_t base, uint64_t off) {
     uint64_t p = base + off;
     if (p < base || p >= d.size()) return {};
     size_t maxlen = std::min<size_t>(d.size() - p, kMaxNameLen);
@@ -339,7 +339,7 @@ struct PclntabAccess {
 
   // How plausible it is that gofunc = base: the fraction of sampled inline trees
   // whose entries decode sanely. Returns the number of good and checked trees.
-  static std::pair<int, int> score_gofunc(const GoPclntab& t, const std::vector<uint8_t>& bytes) {
+  static std::pair<int, int> score_gofunc(const GoPclntab& t, std::span<const uint8_t> bytes) {
     int good = 0, checked = 0;
     size_t es = inl_entry_size(t);
     size_t fnsize = t.cu_offset_ > t.funcname_offset_ ? t.cu_offset_ - t.funcname_offset_
@@ -376,11 +376,11 @@ struct PclntabAccess {
     return {good, checked};
   }
 
-  static std::optional<std::vector<uint8_t>> gofunc_bytes(const ElfFile& elf, uint64_t addr) {
+  static std::optional<std::span<const uint8_t>> gofunc_bytes(const ElfFile& elf, uint64_t addr) {
     for (const auto& s : elf.segments()) {
       if (s.type != PT_LOAD || addr < s.vaddr || addr - s.vaddr >= s.filesz) continue;
       size_t len = static_cast<size_t>(s.filesz - (addr - s.vaddr));
-      if (auto b = elf.bytes_at_vaddr(addr, len)) return std::vector<uint8_t>(b->begin(), b->end());
+      if (auto b = elf.bytes_at_vaddr(addr, len)) return *b;
     }
     return std::nullopt;
   }
@@ -393,7 +393,19 @@ struct PclntabAccess {
 using A = PclntabAccess;
 
 GoPclntab::GoPclntab(std::vector<uint8_t> data, uint64_t text_start, uint64_t pcheader_vaddr)
-    : data_(std::move(data)), text_start_(text_start), pcheader_vaddr_(pcheader_vaddr) {
+    : owned_(std::make_shared<const std::vector<uint8_t>>(std::move(data))),
+      data_(*owned_),
+      text_start_(text_start),
+      pcheader_vaddr_(pcheader_vaddr) {
+  init_header();
+}
+
+GoPclntab::GoPclntab(View, std::span<const uint8_t> data, uint64_t text_start, uint64_t pcheader_vaddr)
+    : data_(data), text_start_(text_start), pcheader_vaddr_(pcheader_vaddr) {
+  init_header();
+}
+
+void GoPclntab::init_header() {
   if (data_.size() < kHeaderSize) throw PclntabError("pclntab: too small for a pcHeader");
   const uint8_t* h = data_.data();
   magic_ = rd32(h);
@@ -434,14 +446,14 @@ GoPclntab GoPclntab::from_elf(const ElfFile& elf, std::optional<uint64_t> text_s
 }
 
 GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> text_start_override) {
-  std::optional<std::vector<uint8_t>> bytes;
+  std::optional<std::span<const uint8_t>> bytes;
   uint64_t vaddr = 0;
   for (const char* name : {".gopclntab", ".data.rel.ro.gopclntab"}) {
     const auto* s = elf.section(name);
     if (!s || s->type == SHT_NOBITS) continue;
     auto d = elf.section_data(*s);
     if (d.size() < kHeaderSize || !header_sane(d.data())) continue;
-    bytes.emplace(d.begin(), d.end());
+    bytes = d;
     vaddr = s->addr;
     break;
   }
@@ -457,8 +469,8 @@ GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> t
         const uint8_t* p = whole->data() + (a - seg.vaddr);
         if (p[7] != 8 || p[3] != 0xff || !header_sane(p)) continue;
         try {
-          std::vector<uint8_t> d(p, whole->data() + whole->size());
-          scanned.emplace(std::move(d), 0, a);
+          std::span<const uint8_t> d(p, whole->data() + whole->size());
+          scanned.emplace(GoPclntab(View{}, d, 0, a));
           vaddr = a;
           break;
         } catch (const PclntabError&) {
@@ -468,7 +480,7 @@ GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> t
     }
     if (!scanned) throw PclntabError(elf.label() + ": no Go pclntab found");
   }
-  GoPclntab t = scanned ? std::move(*scanned) : GoPclntab(std::move(*bytes), 0, vaddr);
+  GoPclntab t = scanned ? std::move(*scanned) : GoPclntab(View{}, *bytes, 0, vaddr);
   t.pcheader_vaddr_ = vaddr;
 
   A::Relocs rel = A::load_relocs(elf);
@@ -511,7 +523,7 @@ GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> t
     if (!b) continue;
     auto sc = A::score_gofunc(t, *b);
     if (sc.second > 0 && A::good_score(sc)) {
-      t.set_gofunc(c, std::move(*b));
+      t.set_gofunc(elf, c);
       break;
     }
   }
@@ -521,13 +533,17 @@ GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> t
 bool GoPclntab::set_gofunc(const ElfFile& elf, uint64_t link_time_addr) {
   auto b = A::gofunc_bytes(elf, link_time_addr);
   if (!b) return false;
-  set_gofunc(link_time_addr, std::move(*b));
+  gofunc_owned_.reset();
+  gofunc_ = link_time_addr;
+  gofunc_data_ = *b;
+  has_gofunc_ = true;
   return true;
 }
 
 void GoPclntab::set_gofunc(uint64_t link_time_addr, std::vector<uint8_t> bytes) {
+  gofunc_owned_ = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   gofunc_ = link_time_addr;
-  gofunc_data_ = std::move(bytes);
+  gofunc_data_ = *gofunc_owned_;
   has_gofunc_ = true;
 }
 

@@ -5,6 +5,7 @@
 // construction; lookups on bad offsets return empty results, never crash.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -41,6 +42,8 @@ class GoPclntab {
   // with header sanity checks) and the text start (the runtime.text symbol; else
   // pcHeader.textStart when non-zero in the file; else the .text section).
   // text_start_override wins when given (e.g. read from the live moduledata).
+  // The table VIEWS the ElfFile's mapped bytes (copying MBs of pclntab cost more
+  // than the whole bucket walk): the ElfFile must outlive it and its copies.
   static GoPclntab from_elf(const ElfFile& elf, std::optional<uint64_t> text_start_override = std::nullopt);
 
   uint32_t magic() const { return magic_; }
@@ -83,7 +86,7 @@ class GoPclntab {
   // R_X86_64_RELATIVE addends), validated against the inline trees. Without it,
   // inlined frames are not expanded (only physical functions are reported).
   // set_gofunc overrides it, e.g. with moduledata.gofunc read from the live process
-  // minus the load bias; the bytes are copied from the ELF file. Returns false (and
+  // minus the load bias; the bytes are viewed in the ELF file. Returns false (and
   // changes nothing) when the address is not file-backed in elf.
   bool set_gofunc(const ElfFile& elf, uint64_t link_time_addr);
   // Raw variant (tests/fuzzing): bytes = memory from link_time_addr onwards.
@@ -93,7 +96,10 @@ class GoPclntab {
   }
 
  private:
-  std::vector<uint8_t> data_;
+  // Owned bytes (vector constructor, raw set_gofunc) are shared between copies,
+  // so the spans below stay valid when a table is copied or moved.
+  std::shared_ptr<const std::vector<uint8_t>> owned_, gofunc_owned_;
+  std::span<const uint8_t> data_;
   uint32_t magic_ = 0;
   uint64_t text_start_ = 0, pcheader_vaddr_ = 0, header_text_start_ = 0;
   size_t nfunc_ = 0, nfiles_ = 0;
@@ -102,7 +108,10 @@ class GoPclntab {
   uint32_t min_lc_ = 1;
   bool has_gofunc_ = false;
   uint64_t gofunc_ = 0;
-  std::vector<uint8_t> gofunc_data_;
+  std::span<const uint8_t> gofunc_data_;
+  struct View {};
+  GoPclntab(View, std::span<const uint8_t> data, uint64_t text_start, uint64_t pcheader_vaddr);
+  void init_header();
   static GoPclntab from_elf_impl(const ElfFile& elf, std::optional<uint64_t> text_start_override);
   // helpers implemented in go_pclntab.cpp
   friend struct PclntabAccess;

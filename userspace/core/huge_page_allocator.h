@@ -1,0 +1,44 @@
+// Allocator for large, short-lived scratch buffers (the Go reader's bucket
+// summaries and read windows). First touch of fresh memory costs one page fault
+// per 4 KiB, and on this kind of VM that dominated a 100k-bucket capture
+// (~3.5 ms per MiB). Anonymous mappings in whole 2 MiB units with
+// MADV_HUGEPAGE fault once per 2 MiB where transparent huge pages are
+// enabled ("madvise" or "always"); elsewhere they behave like plain pages.
+#pragma once
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <new>
+
+namespace oomsnap {
+
+inline void* huge_page_alloc(size_t bytes, size_t& mapped) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  mapped = (bytes + kHuge - 1) & ~(kHuge - 1);
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  madvise(p, mapped, MADV_HUGEPAGE);  // advisory: failure just means small pages
+  return p;
+}
+
+inline void huge_page_free(void* p, size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (p) munmap(p, (bytes + kHuge - 1) & ~(kHuge - 1));
+}
+
+template <typename T>
+struct HugePageAllocator {
+  using value_type = T;
+  HugePageAllocator() = default;
+  template <typename U>
+  HugePageAllocator(const HugePageAllocator<U>&) {}
+  T* allocate(size_t n) {
+    size_t mapped;
+    return static_cast<T*>(huge_page_alloc(n * sizeof(T), mapped));
+  }
+  void deallocate(T* p, size_t n) { huge_page_free(p, n * sizeof(T)); }
+  template <typename U>
+  bool operator==(const HugePageAllocator<U>&) const { return true; }
+};
+
+}  // namespace oomsnap
