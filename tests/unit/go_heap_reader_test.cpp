@@ -68,7 +68,8 @@ TEST(GoHeapReader, ReadsListAndFoldsActivePlusFlushedFuture) {
   EXPECT_EQ(r.profile.mem_profile_rate, 1);
   const auto& b = r.profile.buckets[1];  // the first added is the last in the list
   EXPECT_EQ(b.size, 64u);
-  EXPECT_EQ(b.stack, (std::vector<uint64_t>{0x1000, 0x2000}));
+  auto stk = r.profile.stack(b);
+  EXPECT_EQ(std::vector<uint64_t>(stk.begin(), stk.end()), (std::vector<uint64_t>{0x1000, 0x2000}));
   EXPECT_EQ(b.allocs, 15u);  // active + future[1]
   EXPECT_EQ(b.frees, 3u);
   EXPECT_EQ(b.inuse_bytes(), 640u + 320 - 128 - 64);

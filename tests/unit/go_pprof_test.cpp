@@ -113,15 +113,14 @@ perftools::profiles::Profile parse(const std::string& gz) {
   return p;
 }
 
-GoHeapBucket bucket(std::vector<uint64_t> stack, uint64_t size, uint64_t allocs, uint64_t frees) {
-  GoHeapBucket b;
-  b.stack = std::move(stack);
-  b.size = size;
+// Appends a bucket (PCs into the profile's pool) with counts allocs/frees.
+void add_bucket(GoHeapProfile& prof, const std::vector<uint64_t>& stack, uint64_t size, uint64_t allocs,
+                uint64_t frees) {
+  GoHeapBucket& b = prof.add_bucket(size, stack);
   b.allocs = allocs;
   b.frees = frees;
   b.alloc_bytes = allocs * size;
   b.free_bytes = frees * size;
-  return b;
 }
 
 testutil::Values expected_values(const GoHeapBucket& b, int64_t rate, int minor) {
@@ -158,22 +157,22 @@ TEST_P(GoPprofFixture, EncodesHandBuiltProfile) {
   prof.go_minor = fx->minor;
   prof.mem_profile_rate = rate;
   // 0: plain site under runtime allocator frames
-  prof.buckets.push_back(bucket({malloc_pc, newobj_pc, small_pc, main_pc, rtmain_pc, goexit_pc}, 64, 10000, 0));
+  add_bucket(prof, {malloc_pc, newobj_pc, small_pc, main_pc, rtmain_pc, goexit_pc}, 64, 10000, 0);
   // 1: inlined site with its fake caller PC, as the runtime records it
   {
     std::vector<uint64_t> s{malloc_pc};
     s.insert(s.end(), inl_full.begin(), inl_full.end());
     s.insert(s.end(), {main_pc, rtmain_pc, goexit_pc});
-    prof.buckets.push_back(bucket(s, 256, 3000, 0));
+    add_bucket(prof, s, 256, 3000, 0);
   }
   // 2: the same inlined PC as the last (depth-truncated) frame: callers recovered
-  prof.buckets.push_back(bucket({malloc_pc, inl_pc}, 288, 7, 0));
+  add_bucket(prof, {malloc_pc, inl_pc}, 288, 7, 0);
   // 3: freed everything: still a sample, with zero in-use values
-  prof.buckets.push_back(bucket({malloc_pc, small_pc, main_pc}, 1024, 5000, 5000));
+  add_bucket(prof, {malloc_pc, small_pc, main_pc}, 1024, 5000, 5000);
   // 4: only runtime frames: nothing hidden
-  prof.buckets.push_back(bucket({malloc_pc, rtmain_pc, goexit_pc}, 32, 3, 1));
+  add_bucket(prof, {malloc_pc, rtmain_pc, goexit_pc}, 32, 3, 1);
   // 5: only goexit: a sample without locations
-  prof.buckets.push_back(bucket({goexit_pc}, 16, 1, 0));
+  add_bucket(prof, {goexit_pc}, 16, 1, 0);
 
   GoPprofInput in;
   in.profile = &prof;
@@ -300,7 +299,7 @@ TEST(GoPprof, LoadBiasKeepsRuntimeAddresses) {
     GoHeapProfile prof;
     prof.go_minor = 26;
     prof.mem_profile_rate = 512 * 1024;
-    prof.buckets.push_back(bucket({malloc_pc + b, small_pc + b, main_pc + b}, 64, 100, 10));
+    add_bucket(prof, {malloc_pc + b, small_pc + b, main_pc + b}, 64, 100, 10);
     GoPprofInput in;
     in.profile = &prof;
     in.pclntab = &*fx->tab;
@@ -327,8 +326,8 @@ TEST(GoPprof, NoSymbolsStillValid) {
   GoHeapProfile prof;
   prof.go_minor = 26;
   prof.mem_profile_rate = 1;
-  prof.buckets.push_back(bucket({0x401000, 0x402000}, 48, 2, 1));
-  prof.buckets.push_back(bucket({0x401000, 0x403000}, 48, 1, 0));
+  add_bucket(prof, {0x401000, 0x402000}, 48, 2, 1);
+  add_bucket(prof, {0x401000, 0x403000}, 48, 1, 0);
   GoPprofInput in;
   in.profile = &prof;
   in.mappings.push_back({0x400000, 0x500000, 0, "/bin/x", ""});
@@ -377,7 +376,7 @@ TEST(GoPprof, HundredThousandDistinctBucketsEncodeCompletely) {
     std::vector<uint64_t> s{malloc_pc, leaf};
     for (int d = 0; d < kDepth; d++) s.push_back(level_pcs[((i >> d) & 1) * 2 + d % 2]);
     s.insert(s.end(), {run, main_pc, rtmain, goexit});
-    prof.buckets.push_back(bucket(std::move(s), 32, 1 + i % 7, i % 3));
+    add_bucket(prof, std::move(s), 32, 1 + i % 7, i % 3);
   }
   GoPprofInput in;
   in.profile = &prof;

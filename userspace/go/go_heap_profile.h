@@ -2,24 +2,43 @@
 // counters already folded the way runtime.MemProfile folds them.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/huge_page_allocator.h"
 
 namespace oomsnap {
 
 struct GoHeapBucket {
   uint64_t size = 0;             // bucket.size: the (size-class rounded) object size
-  std::vector<uint64_t> stack;   // stored PCs as RUNTIME addresses, leaf first
+  uint64_t stack_begin = 0;      // its PCs: GoHeapProfile::pcs[stack_begin, +stack_len)
+  uint32_t stack_len = 0;
   uint64_t allocs = 0, frees = 0, alloc_bytes = 0, free_bytes = 0;
   uint64_t inuse_objects() const { return allocs > frees ? allocs - frees : 0; }
   uint64_t inuse_bytes() const { return alloc_bytes > free_bytes ? alloc_bytes - free_bytes : 0; }
 };
 
+// Every bucket's PCs live in one pool: 100k small vectors cost more in malloc
+// and page faults than reading the buckets did.
 struct GoHeapProfile {
   int go_minor = 0;              // 19..27: scaling and byte counters differ by version
   int64_t mem_profile_rate = 0;
-  std::vector<GoHeapBucket> buckets;
+  std::vector<GoHeapBucket, HugePageAllocator<GoHeapBucket>> buckets;
+  std::vector<uint64_t, HugePageAllocator<uint64_t>> pcs;  // RUNTIME addresses, leaf first per bucket
+
+  // The stored PCs of b, leaf first.
+  std::span<const uint64_t> stack(const GoHeapBucket& b) const { return {pcs.data() + b.stack_begin, b.stack_len}; }
+  // Appends a bucket whose PCs are copied into the pool; returns it for the counters.
+  GoHeapBucket& add_bucket(uint64_t size, std::span<const uint64_t> stack) {
+    GoHeapBucket& b = buckets.emplace_back();
+    b.size = size;
+    b.stack_begin = pcs.size();
+    b.stack_len = static_cast<uint32_t>(stack.size());
+    pcs.insert(pcs.end(), stack.begin(), stack.end());
+    return b;
+  }
 };
 
 // runtime/pprof's scaleHeapSample: the unsampling of one bucket's (count, size).

@@ -237,6 +237,10 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
   CycleDetector cycle_check;
   // Untouched capacity costs no page faults; growing by copies would.
   res.summaries.reserve(std::min<size_t>(opts.max_records, 1u << 21));
+  if (keep_stacks) {
+    res.profile.buckets.reserve(std::min<size_t>(opts.max_records, 1u << 21));
+    res.profile.pcs.reserve(std::min<size_t>(opts.max_records, 1u << 21) * 24);
+  }
   // MemProfile adds the other futures only when no bucket has an active count;
   // keep them just until the first bucket that has one.
   bool any_active = false;
@@ -337,15 +341,13 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
     }
     res.summaries.push_back(s);
     if (keep_stacks) {
-      GoHeapBucket hb;
-      hb.size = b->size;
-      hb.stack.resize(nstk);
-      std::memcpy(hb.stack.data(), b->pcs, nstk * 8);
+      // The PCs are little-endian u64 in the window, as the pool wants them.
+      GoHeapBucket& hb = res.profile.add_bucket(
+          b->size, std::span<const uint64_t>(reinterpret_cast<const uint64_t*>(b->pcs), nstk));
       hb.allocs = v[0];
       hb.frees = v[1];
       hb.alloc_bytes = v[2];
       hb.free_bytes = v[3];
-      res.profile.buckets.push_back(std::move(hb));
     }
     addr = b->allnext;
   }

@@ -292,7 +292,7 @@ class Encoder {
     std::vector<uint32_t> stk;
     for (const auto& b : p.buckets) {
       stk.clear();
-      for (uint64_t pc : b.stack) stk.push_back(slot_of(pc));
+      for (uint64_t pc : p.stack(b)) stk.push_back(slot_of(pc));
       sample_.Clear();
       bool hide_runtime = true;
       for (int tries = 0; tries < 2; tries++) {
