@@ -188,6 +188,12 @@ TEST_P(GoSnapshot, DefaultRateMatchesOwnProfile) {
   auto got = entries_by_name(s);
   double want_large = fx.census["sites"]["main.allocLarge"]["bytes"].get<double>();
   EXPECT_NEAR(static_cast<double>(got["main.allocLarge"].second), want_large, 0.35 * want_large);
+  // Unsampled totals are estimates; the average object size is exact.
+  for (const auto& e : s.entries) {
+    auto site = fx.census["sites"].find(e.name);
+    if (site == fx.census["sites"].end()) continue;
+    EXPECT_EQ(e.average_bytes.value_or(0), (*site)["object_size"].get<uint64_t>()) << e.name;
+  }
   std::ofstream(dir + "/ours-dr.pb.gz", std::ios::binary) << *rec->result.pprof;
   auto diffs = testutil::compare_stacks(fixture_stacks(testutil::summarize_pprof_file(dir + "/ours-dr.pb.gz")),
                                         fixture_stacks(testutil::summarize_pprof_file(own)), 0.005);

@@ -45,7 +45,7 @@ nlohmann::json to_json(const Snapshot& s) {
     je["name"] = e.name;
     je["bytes"] = e.bytes;
     je["objects"] = e.objects;
-    je["average_bytes"] = e.objects ? e.bytes / e.objects : 0;
+    je["average_bytes"] = e.average_bytes ? *e.average_bytes : (e.objects ? e.bytes / e.objects : 0);
     if (e.kind == "allocation_site") je["stack"] = e.stack;
     entries.push_back(std::move(je));
   }

@@ -19,6 +19,7 @@ struct SnapshotEntry {
   uint64_t bytes = 0;
   uint64_t objects = 0;
   std::vector<std::string> stack;  // leaf first; empty for object_type
+  std::optional<uint64_t> average_bytes;  // when the collector knows better than bytes/objects
 };
 
 struct Snapshot {

@@ -44,8 +44,11 @@ void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem
       slot_of[k] = static_cast<uint32_t>(n);
       sums[n++] = b;
     } else {
-      sums[slot_of[k]].inuse_objects += b.inuse_objects;
-      sums[slot_of[k]].inuse_bytes += b.inuse_bytes;
+      GoBucketSummary& a = sums[slot_of[k]];
+      a.inuse_objects += b.inuse_objects;
+      a.inuse_bytes += b.inuse_bytes;
+      a.sampled_objects += b.sampled_objects;
+      a.sampled_bytes += b.sampled_bytes;
     }
   }
   sums.resize(n);
@@ -62,6 +65,9 @@ void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem
     e.kind = "allocation_site";
     e.bytes = sums[i].inuse_bytes;
     e.objects = sums[i].inuse_objects;
+    // The size of the objects actually recorded; unsampled totals divided
+    // would carry the truncation of the unsampling.
+    if (sums[i].sampled_objects) e.average_bytes = sums[i].sampled_bytes / sums[i].sampled_objects;
     if (stacks[i].empty()) {
       e.name = "?";
       snap.set_status(SnapshotStatus::kPartial, "target exited before the top stacks were read");

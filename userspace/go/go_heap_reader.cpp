@@ -251,6 +251,8 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
   auto set_inuse = [&](GoBucketSummary& s, const uint64_t v[4], uint64_t size) {
     uint64_t objs = v[0] > v[1] ? v[0] - v[1] : 0;
     uint64_t bytes = v[2] > v[3] ? v[2] - v[3] : 0;
+    s.sampled_objects = objs;
+    s.sampled_bytes = bytes;
     auto [o, b] = scale_heap_sample(static_cast<int64_t>(objs), static_cast<int64_t>(bytes), rate, go_minor, size);
     s.inuse_objects = o > 0 ? static_cast<uint64_t>(o) : 0;
     s.inuse_bytes = b > 0 ? static_cast<uint64_t>(b) : 0;

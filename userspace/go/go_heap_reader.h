@@ -28,8 +28,9 @@ struct GoHeapAddrs {                          // RUNTIME addresses in the target
 // re-read from addr later (read_bucket_stacks).
 struct GoBucketSummary {
   uint64_t stack_hash = 0;  // 64-bit hash of the PCs: the aggregation key
-  uint64_t where = 0;       // bucket address | nstk << 48 (32 bytes a bucket, not 40)
+  uint64_t where = 0;       // bucket address | nstk << 48
   uint64_t inuse_objects = 0, inuse_bytes = 0;  // folded, clamped at 0, unsampled like runtime/pprof
+  uint64_t sampled_objects = 0, sampled_bytes = 0;  // the same before unsampling: exact averages
   uint64_t addr() const { return where & ((uint64_t{1} << 48) - 1); }
   uint32_t nstk() const { return static_cast<uint32_t>(where >> 48); }
 };
