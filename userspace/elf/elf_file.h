@@ -57,6 +57,21 @@ class ElfFile {
   // File bytes backing [vaddr, vaddr+len) through a PT_LOAD segment, or nullopt
   // when the range is not entirely file-backed.
   std::optional<std::span<const uint8_t>> bytes_at_vaddr(uint64_t vaddr, size_t len) const;
+  // Calls visit(vaddr, bytes from vaddr to the end of its segment's file data)
+  // at every `align`-aligned address of the file-backed PT_LOAD data until it
+  // returns true (for magic scans when section headers are missing or lie).
+  // Returns whether a visit returned true.
+  template <typename Visit>
+  bool scan_loaded(uint64_t align, size_t min_len, Visit&& visit) const {
+    for (const auto& seg : segments_) {
+      if (seg.type != 1 /* PT_LOAD */ || seg.filesz < min_len) continue;
+      auto whole = bytes_at_vaddr(seg.vaddr, seg.filesz);
+      if (!whole) continue;
+      for (uint64_t a = (seg.vaddr + align - 1) & ~(align - 1); a + min_len <= seg.vaddr + seg.filesz; a += align)
+        if (visit(a, whole->subspan(a - seg.vaddr))) return true;
+    }
+    return false;
+  }
   // The whole image.
   std::span<const uint8_t> image() const { return {data_, size_}; }
   // GNU build id (hex) from .note.gnu.build-id, if any.

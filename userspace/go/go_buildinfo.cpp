@@ -143,17 +143,13 @@ std::optional<GoBuildInfo> read_go_buildinfo(const ElfFile& elf) {
     }
     // No (usable) section: scan the file-backed data of the load segments at
     // 16-byte aligned addresses.
-    for (const auto& seg : elf.segments()) {
-      if (seg.type != PT_LOAD || seg.filesz < kHeaderSize) continue;
-      auto whole = elf.bytes_at_vaddr(seg.vaddr, seg.filesz);
-      if (!whole) continue;
-      uint64_t first = (seg.vaddr + 15) & ~uint64_t(15);
-      for (uint64_t a = first; a + kHeaderSize <= seg.vaddr + seg.filesz; a += 16) {
-        const uint8_t* p = whole->data() + (a - seg.vaddr);
-        if (p[0] != 0xff || std::memcmp(p, kMagic, kMagicLen) != 0) continue;
-        if (auto r = decode(elf, whole->subspan(a - seg.vaddr))) return r;
-      }
-    }
+    std::optional<GoBuildInfo> found;
+    elf.scan_loaded(16, kHeaderSize, [&](uint64_t, std::span<const uint8_t> rest) {
+      if (rest[0] != 0xff || std::memcmp(rest.data(), kMagic, kMagicLen) != 0) return false;
+      found = decode(elf, rest);
+      return found.has_value();
+    });
+    if (found) return found;
   } catch (const ElfError&) {
   }
   return std::nullopt;

@@ -460,24 +460,17 @@ GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> t
   std::optional<GoPclntab> scanned;
   if (!bytes) {
     // Magic scan over the file-backed load segments, 8-byte aligned.
-    for (const auto& seg : elf.segments()) {
-      if (seg.type != PT_LOAD || seg.filesz < kHeaderSize) continue;
-      auto whole = elf.bytes_at_vaddr(seg.vaddr, seg.filesz);
-      if (!whole) continue;
-      uint64_t first = (seg.vaddr + 7) & ~uint64_t(7);
-      for (uint64_t a = first; a + kHeaderSize <= seg.vaddr + seg.filesz; a += 8) {
-        const uint8_t* p = whole->data() + (a - seg.vaddr);
-        if (p[7] != 8 || p[3] != 0xff || !header_sane(p)) continue;
-        try {
-          std::span<const uint8_t> d(p, whole->data() + whole->size());
-          scanned.emplace(GoPclntab(View{}, d, 0, a));
-          vaddr = a;
-          break;
-        } catch (const PclntabError&) {
-        }
+    elf.scan_loaded(8, kHeaderSize, [&](uint64_t a, std::span<const uint8_t> rest) {
+      const uint8_t* p = rest.data();
+      if (p[7] != 8 || p[3] != 0xff || !header_sane(p)) return false;
+      try {
+        scanned.emplace(GoPclntab(View{}, rest, 0, a));
+        vaddr = a;
+        return true;
+      } catch (const PclntabError&) {
+        return false;
       }
-      if (scanned) break;
-    }
+    });
     if (!scanned) throw PclntabError(elf.label() + ": no Go pclntab found");
   }
   GoPclntab t = scanned ? std::move(*scanned) : GoPclntab(View{}, *bytes, 0, vaddr);
