@@ -12,9 +12,9 @@ TEST(SnapshotJson, ShapeAndReasonRules) {
   s.runtime_version = "go1.26.10";
   s.set_status(SnapshotStatus::kComplete, "");
   s.sample_rate = 524288;
-  s.entries.push_back({"allocation_site", "main.b", 100, 4, {"main.b", "main.main"}});
-  s.entries.push_back({"allocation_site", "main.a", 300, 3, {"main.a"}});
-  s.entries.push_back({"allocation_site", "main.c", 10, 1, {"main.c"}});
+  s.entries.push_back({"allocation_site", "main.b", 100, 4, {"main.b", "main.main"}, {}});
+  s.entries.push_back({"allocation_site", "main.a", 300, 3, {"main.a"}, {}});
+  s.entries.push_back({"allocation_site", "main.c", 10, 1, {"main.c"}, {}});
   s.sort_and_truncate(2);
   auto j = to_json(s);
   EXPECT_EQ(j["status"], "complete");

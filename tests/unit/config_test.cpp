@@ -1,0 +1,194 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "agent/config.h"
+
+using namespace oomsnap;
+
+namespace {
+
+// The ConfigError message for `text`, or "" if it parsed.
+std::string error_of(const std::string& text) {
+  try {
+    parse_config(text);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Config, EmptyTextGivesDefaults) {
+  AgentConfig c = parse_config("");
+  EXPECT_EQ(c.threshold_percent, 90);
+  EXPECT_EQ(c.interval_tracing, std::chrono::seconds(300));
+  EXPECT_EQ(c.run_tracing_tool_timeout, std::chrono::milliseconds(2000));
+  EXPECT_EQ(c.max_memory_object_entries, 10u);
+  EXPECT_EQ(c.storage_path, "/var/log/oomsnap");
+  EXPECT_EQ(c.storage_max_bytes, 64ull << 20);
+  EXPECT_EQ(c.storage_max_files, 5);
+  EXPECT_TRUE(c.trigger_blacklist.empty());
+  EXPECT_EQ(c.cgroup_root, "");
+  EXPECT_TRUE(c.stdout_sink);
+}
+
+TEST(Config, FullValidFile) {
+  AgentConfig c = parse_config(R"(
+ThresholdPercent = 75
+IntervalTracing = 0
+RunTracingToolTimeout = 1.5
+MaxMemoryObjectEntries = 500
+
+[storage]
+Path = "/tmp/oomsnap"
+MaxBytes = 1048576
+MaxFiles = 3
+Stdout = false
+
+[triggers]
+Blacklist = ["psi", "threshold"]
+
+[cgroup]
+Root = "/sys/fs/cgroup/kubepods.slice"
+)");
+  EXPECT_EQ(c.threshold_percent, 75);
+  EXPECT_EQ(c.interval_tracing, std::chrono::seconds(0));
+  EXPECT_EQ(c.run_tracing_tool_timeout, std::chrono::milliseconds(1500));
+  EXPECT_EQ(c.max_memory_object_entries, 500u);
+  EXPECT_EQ(c.storage_path, "/tmp/oomsnap");
+  EXPECT_EQ(c.storage_max_bytes, 1048576u);
+  EXPECT_EQ(c.storage_max_files, 3);
+  EXPECT_FALSE(c.stdout_sink);
+  EXPECT_EQ(c.trigger_blacklist, (std::vector<std::string>{"psi", "threshold"}));
+  EXPECT_EQ(c.cgroup_root, "/sys/fs/cgroup/kubepods.slice");
+}
+
+TEST(Config, IntegerTimeoutIsSeconds) {
+  EXPECT_EQ(parse_config("RunTracingToolTimeout = 3").run_tracing_tool_timeout,
+            std::chrono::milliseconds(3000));
+}
+
+TEST(Config, UnknownKeysAtAnyLevel) {
+  std::string e = error_of("ThresholdPercent = 80\nTreshold = 1\n");
+  EXPECT_NE(e.find("unknown key 'Treshold'"), std::string::npos) << e;
+  EXPECT_NE(e.find("line 2"), std::string::npos) << e;
+
+  e = error_of("[storage]\nPath = \"/x\"\nMaxByte = 5\n");
+  EXPECT_NE(e.find("'storage.MaxByte'"), std::string::npos) << e;
+  EXPECT_NE(e.find("line 3"), std::string::npos) << e;
+
+  e = error_of("[triggers]\nBlacklist = []\nWhitelist = []\n");
+  EXPECT_NE(e.find("'triggers.Whitelist'"), std::string::npos) << e;
+  e = error_of("[cgroup]\nPath = \"/x\"\n");
+  EXPECT_NE(e.find("'cgroup.Path'"), std::string::npos) << e;
+  e = error_of("[metrics]\nPort = 1\n");
+  EXPECT_NE(e.find("unknown key 'metrics'"), std::string::npos) << e;
+}
+
+TEST(Config, WrongTypes) {
+  std::string e = error_of("ThresholdPercent = \"90\"");
+  EXPECT_NE(e.find("'ThresholdPercent'"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected integer, got string"), std::string::npos) << e;
+
+  e = error_of("IntervalTracing = 1.5");
+  EXPECT_NE(e.find("'IntervalTracing'"), std::string::npos) << e;
+  e = error_of("RunTracingToolTimeout = true");
+  EXPECT_NE(e.find("'RunTracingToolTimeout'"), std::string::npos) << e;
+  e = error_of("[storage]\nStdout = 1\n");
+  EXPECT_NE(e.find("'storage.Stdout'"), std::string::npos) << e;
+  e = error_of("[storage]\nPath = 7\n");
+  EXPECT_NE(e.find("'storage.Path'"), std::string::npos) << e;
+  e = error_of("[triggers]\nBlacklist = \"psi\"\n");
+  EXPECT_NE(e.find("'triggers.Blacklist'"), std::string::npos) << e;
+  e = error_of("[triggers]\nBlacklist = [\"psi\", 3]\n");
+  EXPECT_NE(e.find("'triggers.Blacklist'"), std::string::npos) << e;
+  e = error_of("storage = 5");
+  EXPECT_NE(e.find("'storage'"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected table"), std::string::npos) << e;
+}
+
+TEST(Config, OutOfRange) {
+  struct Case {
+    const char* text;
+    const char* key;
+  } cases[] = {
+      {"ThresholdPercent = 0", "'ThresholdPercent'"},
+      {"ThresholdPercent = 101", "'ThresholdPercent'"},
+      {"IntervalTracing = -1", "'IntervalTracing'"},
+      {"RunTracingToolTimeout = 0", "'RunTracingToolTimeout'"},
+      {"RunTracingToolTimeout = 0.0001", "'RunTracingToolTimeout'"},
+      {"RunTracingToolTimeout = -2.0", "'RunTracingToolTimeout'"},
+      {"RunTracingToolTimeout = nan", "'RunTracingToolTimeout'"},
+      {"MaxMemoryObjectEntries = 0", "'MaxMemoryObjectEntries'"},
+      {"MaxMemoryObjectEntries = 100001", "'MaxMemoryObjectEntries'"},
+      {"[storage]\nMaxBytes = 0", "'storage.MaxBytes'"},
+      {"[storage]\nMaxFiles = 0", "'storage.MaxFiles'"},
+      {"[storage]\nMaxFiles = 9999999999", "'storage.MaxFiles'"},
+  };
+  for (const auto& c : cases) {
+    std::string e = error_of(c.text);
+    EXPECT_NE(e.find(c.key), std::string::npos) << c.text << " -> " << e;
+  }
+  // Bounds themselves are accepted.
+  EXPECT_EQ(parse_config("ThresholdPercent = 1").threshold_percent, 1);
+  EXPECT_EQ(parse_config("ThresholdPercent = 100").threshold_percent, 100);
+  EXPECT_EQ(parse_config("MaxMemoryObjectEntries = 100000").max_memory_object_entries, 100000u);
+}
+
+TEST(Config, UnknownTriggerNamed) {
+  std::string e = error_of("[triggers]\nBlacklist = [\"psi\", \"oom_kil\"]\n");
+  EXPECT_NE(e.find("'triggers.Blacklist'"), std::string::npos) << e;
+  EXPECT_NE(e.find("'oom_kil'"), std::string::npos) << e;
+  EXPECT_NE(e.find("line 2"), std::string::npos) << e;
+  // Every known trigger is accepted.
+  auto c = parse_config(
+      "[triggers]\nBlacklist = [\"memcg_pressure\", \"oom_kill\", \"process_exit\", "
+      "\"memory_events\", \"psi\", \"threshold\"]\n");
+  EXPECT_EQ(c.trigger_blacklist.size(), 6u);
+}
+
+TEST(Config, SyntaxErrorHasLine) {
+  std::string e = error_of("ThresholdPercent = 80\n\n[storage\nPath = \"/x\"\n");
+  EXPECT_NE(e.find("syntax error"), std::string::npos) << e;
+  EXPECT_NE(e.find("line 3"), std::string::npos) << e;
+  e = error_of("ThresholdPercent = 80\nThresholdPercent = 81\n");  // duplicate key
+  EXPECT_NE(e.find("line 2"), std::string::npos) << e;
+}
+
+TEST(Config, LoadConfig) {
+  EXPECT_EQ(load_config("").threshold_percent, 90);
+
+  try {
+    load_config("/nonexistent/oomsnap.toml");
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/oomsnap.toml"), std::string::npos) << e.what();
+  }
+
+  char path[] = "/tmp/oomsnap_config_test_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    std::ofstream f(path);
+    f << "ThresholdPercent = 42\n[storage]\nMaxFiles = -1\n";
+  }
+  try {
+    load_config(path);
+    ADD_FAILURE() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'storage.MaxFiles' (line 3)"), std::string::npos) << msg;
+  }
+  {
+    std::ofstream f(path);
+    f << "ThresholdPercent = 42\n";
+  }
+  EXPECT_EQ(load_config(path).threshold_percent, 42);
+  std::remove(path);
+}

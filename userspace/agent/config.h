@@ -1,0 +1,38 @@
+// Agent configuration from a TOML file. Validation is strict: a typo'd key or
+// an out-of-range value is an error naming the key, never silently ignored.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace oomsnap {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct AgentConfig {
+  int threshold_percent = 90;                               // ThresholdPercent, 1..100
+  std::chrono::seconds interval_tracing{300};               // IntervalTracing, >= 0
+  std::chrono::milliseconds run_tracing_tool_timeout{2000}; // RunTracingToolTimeout (s), > 0
+  size_t max_memory_object_entries = 10;                    // MaxMemoryObjectEntries, 1..100000
+  std::string storage_path = "/var/log/oomsnap";            // [storage] Path
+  uint64_t storage_max_bytes = 64ull << 20;                 // [storage] MaxBytes, > 0
+  int storage_max_files = 5;                                // [storage] MaxFiles, > 0
+  std::vector<std::string> trigger_blacklist;               // [triggers] Blacklist
+  std::string cgroup_root;                                  // [cgroup] Root; empty = autodetect
+  bool stdout_sink = true;                                  // [storage] Stdout
+};
+
+// Trigger names accepted in [triggers] Blacklist.
+const std::vector<std::string>& known_triggers();
+
+// Throws ConfigError naming the key (and line when known).
+AgentConfig parse_config(const std::string& toml_text);
+// Empty path gives the defaults; an unreadable file is a ConfigError naming it.
+AgentConfig load_config(const std::string& path);
+
+}  // namespace oomsnap

@@ -1,0 +1,42 @@
+// Which process in a container the kernel's OOM killer would pick: the same
+// badness heuristic (mm/oom_kill.c oom_badness), computed from /proc so the
+// agent can name the likely victim before the kill happens.
+#pragma once
+#include <sys/types.h>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/proc_info.h"
+
+namespace oomsnap {
+
+struct VictimCandidate {
+  pid_t pid = 0;
+  uint64_t start_time_ticks = 0;  // with pid, identifies the process across pid reuse
+  std::string comm;
+  int oom_score_adj = 0;          // -1000..1000; -1000 = never killed
+  int64_t score_pages = 0;        // filled in by pick_victim
+  ProcessMemory memory;
+};
+
+// Badness in pages: RSS + swap + page tables, plus oom_score_adj thousandths
+// of the container limit. nullopt when the kernel would never pick it
+// (oom_score_adj -1000, or no mm: kernel thread / zombie).
+std::optional<int64_t> badness_pages(const VictimCandidate& c, uint64_t limit_bytes);
+
+// Pure: the candidate with the highest badness; ties go to the larger RSS,
+// then the lower pid. limit_bytes is the container's memory limit (pass total
+// RAM for an unlimited container, as the kernel does). The returned candidate
+// has score_pages set.
+std::optional<VictimCandidate> pick_victim(std::vector<VictimCandidate> cands, uint64_t limit_bytes);
+
+// Live: reads identity, /proc/PID/status and /proc/PID/oom_score_adj. Pids that
+// vanish (or are reused) while being read are left out, not reported as errors.
+std::vector<VictimCandidate> read_candidates(const std::vector<pid_t>& pids);
+
+// Parses the text of /proc/PID/oom_score_adj; nullopt unless -1000..1000.
+std::optional<int> parse_oom_score_adj(const std::string& text);
+
+}  // namespace oomsnap
