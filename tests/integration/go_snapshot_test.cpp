@@ -68,6 +68,17 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> entries_by_name(const Snaps
   return m;
 }
 
+// At MemProfileRate=1: every site of the fixture's census is in the snapshot
+// with exactly its in-use objects and bytes.
+void expect_census_exact(const Snapshot& s, const nlohmann::json& census) {
+  auto got = entries_by_name(s);
+  for (auto& [name, site] : census["sites"].items()) {
+    ASSERT_TRUE(got.count(name)) << "site " << name << " missing from the snapshot";
+    EXPECT_EQ(got[name].first, site["objects"].get<uint64_t>()) << name;
+    EXPECT_EQ(got[name].second, site["bytes"].get<uint64_t>()) << name;
+  }
+}
+
 // Stacks through the fixture's own code, without all-zero samples: a bucket
 // created after the target wrote its own profile (by the writing itself) shows
 // up in our read with zero counts (they are still in a future cycle), which is
@@ -116,13 +127,7 @@ TEST_P(GoSnapshot, ExactAtRate1AndMatchesOwnProfile) {
   EXPECT_EQ(s.runtime_version, fx.census["go_version"].get<std::string>());
   ASSERT_EQ(s.sample_rate.value_or(-1), 1);
 
-  // The census: exact in-use objects and bytes per site.
-  auto got = entries_by_name(s);
-  for (auto& [name, site] : fx.census["sites"].items()) {
-    ASSERT_TRUE(got.count(name)) << "site " << name << " missing from the snapshot";
-    EXPECT_EQ(got[name].first, site["objects"].get<uint64_t>()) << name;
-    EXPECT_EQ(got[name].second, site["bytes"].get<uint64_t>()) << name;
-  }
+  expect_census_exact(s, fx.census);
   // Inlined frames are expanded: the inlined helper's caller is in its stack.
   for (const auto& e : s.entries) {
     if (e.name != "main.inlinedHelper") continue;
@@ -220,9 +225,7 @@ TEST(GoSnapshotCgo, ExternalLinkBuildMatchesCensus) {
   auto rec = capture_process(fx.proc->pid(), opts, err);
   ASSERT_TRUE(rec) << err;
   ASSERT_EQ(rec->result.snapshot.status, SnapshotStatus::kComplete) << rec->result.snapshot.reason;
-  auto got = entries_by_name(rec->result.snapshot);
-  for (auto& [name, site] : fx.census["sites"].items())
-    EXPECT_EQ(got[name].first, site["objects"].get<uint64_t>()) << name;
+  expect_census_exact(rec->result.snapshot, fx.census);
 }
 
 TEST(GoSnapshotEdges, RateZeroIsUnavailable) {
@@ -319,9 +322,7 @@ TEST(GoSnapshotEdges, TargetInAnotherMountNamespace) {
   auto rec = capture_process(fx.proc->pid(), opts, err);
   ASSERT_TRUE(rec) << err;
   ASSERT_EQ(rec->result.snapshot.status, SnapshotStatus::kComplete) << rec->result.snapshot.reason;
-  auto got = entries_by_name(rec->result.snapshot);
-  for (auto& [name, site] : fx.census["sites"].items())
-    EXPECT_EQ(got[name].first, site["objects"].get<uint64_t>()) << name;
+  expect_census_exact(rec->result.snapshot, fx.census);
   fx.proc->kill_now();
   fs::remove(mnt);
 }
