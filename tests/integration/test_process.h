@@ -28,13 +28,21 @@ inline bool read_file(const std::string& path, std::string& out) {
 
 class Process {
  public:
-  explicit Process(const std::vector<std::string>& argv, const std::vector<std::string>& env = {}) {
+  // cgroup_dir: when set, the child moves itself into that cgroup (writes 0 to
+  // its cgroup.procs) before exec, so everything it allocates is charged there.
+  explicit Process(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
+                   const std::string& cgroup_dir = "") {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
     pid_ = fork();
     if (pid_ < 0) throw std::runtime_error("fork");
     if (pid_ == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a killed test binary
+      if (!cgroup_dir.empty()) {
+        int cfd = open((cgroup_dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+        if (cfd < 0 || write(cfd, "0\n", 2) != 2) _exit(126);
+        close(cfd);
+      }
       dup2(fds[1], 1);
       std::vector<char*> av;
       for (auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
@@ -54,6 +62,16 @@ class Process {
   Process& operator=(const Process&) = delete;
 
   pid_t pid() const { return pid_; }
+  // Reaps the child if it has exited; returns its wait status, or -1 while it runs.
+  int try_wait() {
+    if (pid_ <= 0) return status_;
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      status_ = st;
+    }
+    return pid_ > 0 ? -1 : status_;
+  }
   // The first line the child writes to stdout, or "" on timeout/EOF.
   std::string read_line(std::chrono::milliseconds timeout) {
     auto end = std::chrono::steady_clock::now() + timeout;
@@ -85,6 +103,7 @@ class Process {
 
  private:
   pid_t pid_ = -1;
+  int status_ = -1;
   int out_fd_ = -1;
   std::string buf_;
 };
