@@ -33,7 +33,33 @@ TEST(Config, EmptyTextGivesDefaults) {
   EXPECT_EQ(c.storage_max_files, 5);
   EXPECT_TRUE(c.trigger_blacklist.empty());
   EXPECT_EQ(c.cgroup_root, "");
+  EXPECT_EQ(c.cgroup_scope, "/");
   EXPECT_TRUE(c.stdout_sink);
+  EXPECT_TRUE(c.file_sink);
+  EXPECT_EQ(c.batch_window, std::chrono::milliseconds(5));
+  EXPECT_EQ(c.oom_kill_window, std::chrono::milliseconds(60000));
+  EXPECT_EQ(c.rescan_interval, std::chrono::milliseconds(2000));
+}
+
+TEST(Config, AgentTimingAndScopeKeys) {
+  AgentConfig c = parse_config(R"(
+BatchWindow = 2
+OomKillWindow = 0.5
+RescanInterval = 1
+[storage]
+LocalFile = false
+[cgroup]
+Scope = "/kubepods"
+)");
+  EXPECT_EQ(c.batch_window, std::chrono::milliseconds(2000));
+  EXPECT_EQ(c.oom_kill_window, std::chrono::milliseconds(500));
+  EXPECT_EQ(c.rescan_interval, std::chrono::milliseconds(1000));
+  EXPECT_FALSE(c.file_sink);
+  EXPECT_EQ(c.cgroup_scope, "/kubepods");
+  EXPECT_NE(error_of("[cgroup]\nScope = \"kubepods\"\n").find("'cgroup.Scope' (line 2)"), std::string::npos);
+  EXPECT_NE(error_of("[cgroup]\nScope = \"/a/../b\"\n").find("cgroup.Scope"), std::string::npos);
+  EXPECT_NE(error_of("BatchWindow = 0\n").find("'BatchWindow'"), std::string::npos);
+  EXPECT_NE(error_of("OomKillWindow = \"1s\"\n").find("'OomKillWindow'"), std::string::npos);
 }
 
 TEST(Config, FullValidFile) {

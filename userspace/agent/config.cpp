@@ -90,6 +90,8 @@ void parse_storage(const toml::table& t, AgentConfig& cfg) {
       cfg.storage_max_files = static_cast<int>(get_int(key, v, 1, INT_MAX));
     } else if (k == "Stdout") {
       cfg.stdout_sink = get_bool(key, v);
+    } else if (k == "LocalFile") {
+      cfg.file_sink = get_bool(key, v);
     } else {
       throw ConfigError("config: unknown key " + where(key, k.source()));
     }
@@ -119,8 +121,16 @@ void parse_triggers(const toml::table& t, AgentConfig& cfg) {
 void parse_cgroup(const toml::table& t, AgentConfig& cfg) {
   for (auto&& [k, v] : t) {
     const std::string key = "cgroup." + std::string(k.str());
-    if (k != "Root") throw ConfigError("config: unknown key " + where(key, k.source()));
-    cfg.cgroup_root = get_string(key, v);
+    if (k == "Root") {
+      cfg.cgroup_root = get_string(key, v);
+    } else if (k == "Scope") {
+      cfg.cgroup_scope = get_string(key, v);
+      if (cfg.cgroup_scope.empty() || cfg.cgroup_scope[0] != '/' ||
+          cfg.cgroup_scope.find("..") != std::string::npos)
+        fail(key, v, "must be an absolute path within the cgroup hierarchy, e.g. \"/kubepods\"");
+    } else {
+      throw ConfigError("config: unknown key " + where(key, k.source()));
+    }
   }
 }
 
@@ -152,6 +162,12 @@ AgentConfig parse_config(const std::string& toml_text) {
       cfg.run_tracing_tool_timeout = get_seconds_ms(key, v);
     } else if (key == "MaxMemoryObjectEntries") {
       cfg.max_memory_object_entries = static_cast<size_t>(get_int(key, v, 1, 100000));
+    } else if (key == "BatchWindow") {
+      cfg.batch_window = get_seconds_ms(key, v);
+    } else if (key == "OomKillWindow") {
+      cfg.oom_kill_window = get_seconds_ms(key, v);
+    } else if (key == "RescanInterval") {
+      cfg.rescan_interval = get_seconds_ms(key, v);
     } else if (key == "storage") {
       parse_storage(get_table(key, v), cfg);
     } else if (key == "triggers") {

@@ -24,7 +24,12 @@ struct AgentConfig {
   int storage_max_files = 5;                                // [storage] MaxFiles, > 0
   std::vector<std::string> trigger_blacklist;               // [triggers] Blacklist
   std::string cgroup_root;                                  // [cgroup] Root; empty = autodetect
+  std::string cgroup_scope = "/";                           // [cgroup] Scope: subtree watched, relative to the mount
   bool stdout_sink = true;                                  // [storage] Stdout
+  bool file_sink = true;                                    // [storage] LocalFile: write under Path
+  std::chrono::milliseconds batch_window{5};                // BatchWindow (s): candidates merged into one decision
+  std::chrono::milliseconds oom_kill_window{60000};         // OomKillWindow (s): how long a record waits for a kill
+  std::chrono::milliseconds rescan_interval{2000};          // RescanInterval (s): new cgroups and limit changes
 };
 
 // Trigger names accepted in [triggers] Blacklist.
