@@ -1,6 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
-/* OOM kill events: oom:mark_victim as a raw tracepoint (tp_btf/fentry are
- * refused on our target kernels; raw_tp needs no tracefs). */
+/* The agent's kernel side: three events into one ring buffer.
+ *
+ *   OOMSNAP_EV_OOM_KILL        oom:mark_victim
+ *   OOMSNAP_EV_MEMCG_PRESSURE  vmscan:mm_vmscan_memcg_reclaim_begin (rate-limited per memcg)
+ *   OOMSNAP_EV_PROCESS_EXIT    sched:sched_process_exit (whole group dead; by signal or tracked)
+ *
+ * Every event has two program variants: SEC("raw_tp/...") (preferred: no
+ * tracefs, the tracepoint's raw arguments) and SEC("tp/<category>/<name>")
+ * (fallback: the formatted trace entry, needs tracefs). tp_btf/fentry are
+ * refused on our target kernels. User space loads exactly one variant per
+ * event (bpf_program__set_autoload) — see userspace/agent/bpf_events.cpp.
+ *
+ * Everything that reads kernel structures goes through BPF_CORE_READ (probe
+ * reads with CO-RE relocations), so the object loads on 6.x kernels whose
+ * layouts differ from the build machine's vmlinux.h. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -14,35 +27,316 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
+/* Processes whose exit is reported even when they exit normally: tgid → 1.
+ * Filled by user space; an entry is removed here once its process is dead
+ * (the tgid may be reused). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} tracked SEC(".maps");
+
+/* Processes whose exit was reported, so the group's exit is sent once: see
+ * handle_exit. Keyed by tgid + the group leader's start time (a process
+ * identity that survives pid reuse); entries only need to live for the
+ * microseconds in which a group's threads exit together, so LRU eviction is
+ * harmless. */
+struct exit_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 start_time_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct exit_key);
+	__type(value, __u8);
+} exit_seen SEC(".maps");
+
+/* Per-memcg rate limit of pressure events, keyed by memcg inode. An LRU map:
+ * a node with more memcgs than entries forgets the least recently reclaiming
+ * ones (their next event is sent at once; a pending suppressed count is lost). */
+struct pressure_state {
+	__u64 last_sent_ns;  /* ktime of the last event sent (or claimed) */
+	__u64 suppressed;    /* events not sent since then */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct pressure_state);
+} pressure_limit SEC(".maps");
+
+/* At most one pressure event per memcg per this many ns (0: no limit). Set
+ * by user space between open and load. */
+const volatile __u64 pressure_min_interval_ns = 100000000;
+
 /* Ring-buffer reservations that failed, read by user space. */
 __u64 dropped_events = 0;
 
-static __always_inline __u64 rss_pages(struct mm_struct *mm, int member)
-{
-	/* mm->rss_stat is an array of percpu_counter since 6.2. */
-	struct percpu_counter *c = &mm->rss_stat[member];
-	return (__u64)BPF_CORE_READ(c, count);
-}
+/* ---- helpers ---------------------------------------------------------- */
 
-/* TP_PROTO(struct task_struct *task, uid_t uid) on 6.x kernels. */
-SEC("raw_tp/mark_victim")
-int handle_mark_victim(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline struct oomsnap_event *reserve_event(__u32 type)
 {
-	struct task_struct *task = (struct task_struct *)ctx->args[0];
 	struct oomsnap_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&dropped_events, 1);
-		return 0;
+		return NULL;
 	}
-	e->type = OOMSNAP_EV_OOM_KILL;
-	e->tgid = BPF_CORE_READ(task, tgid);
+	/* Ring-buffer memory is not zeroed; fields an event does not fill are 0. */
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = type;
 	e->ktime_ns = bpf_ktime_get_ns();
-	e->cgroup_id = BPF_CORE_READ(task, cgroups, subsys[memory_cgrp_id], cgroup, kn, id);
-	struct mm_struct *mm = BPF_CORE_READ(task, mm);
-	e->rss_anon_pages = mm ? rss_pages(mm, MM_ANONPAGES) : 0;
-	e->rss_file_pages = mm ? rss_pages(mm, MM_FILEPAGES) : 0;
-	e->rss_shmem_pages = mm ? rss_pages(mm, MM_SHMEMPAGES) : 0;
+	return e;
+}
+
+/* The memory cgroup's kernfs id (= st_ino of its directory, v1 and v2). The
+ * controller's index in css_set->subsys[] depends on the kernel config, so it
+ * is a CO-RE enum relocation, not vmlinux.h's constant. */
+static __always_inline __u64 task_memcg_id(struct task_struct *task)
+{
+	struct cgroup_subsys_state *css = NULL;
+	struct css_set *cgroups;
+	int idx;
+
+	if (!bpf_core_enum_value_exists(enum cgroup_subsys_id, memory_cgrp_id))
+		return 0;
+	idx = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+	if (idx < 0 || idx >= bpf_core_enum_value(enum cgroup_subsys_id, CGROUP_SUBSYS_COUNT))
+		return 0;
+	cgroups = BPF_CORE_READ(task, cgroups);
+	if (!cgroups)
+		return 0;
+	bpf_core_read(&css, sizeof(css), &cgroups->subsys[idx]);
+	if (!css)
+		return 0;
+	return BPF_CORE_READ(css, cgroup, kn, id);
+}
+
+/* mm->rss_stat[] is an array of percpu_counter since 6.2. ->count is the
+ * folded value without the per-CPU deltas (each below the counter's batch,
+ * so off by at most ~batch × nr_cpus pages); clamped at 0. */
+static __always_inline __u64 rss_pages(struct mm_struct *mm, int member)
+{
+	struct percpu_counter *c = &mm->rss_stat[member];
+	__s64 v = BPF_CORE_READ(c, count);
+	return v > 0 ? (__u64)v : 0;
+}
+
+/* ---- OOM kill: oom:mark_victim ---------------------------------------- */
+
+/* TP_PROTO(struct task_struct *task, uid_t uid) */
+SEC("raw_tp/mark_victim")
+int oom_kill_raw(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx->args[0];
+	struct oomsnap_event *e = reserve_event(OOMSNAP_EV_OOM_KILL);
+	struct mm_struct *mm;
+
+	if (!e)
+		return 0;
+	e->tgid = BPF_CORE_READ(task, tgid);
+	e->cgroup_id = task_memcg_id(task);
+	mm = BPF_CORE_READ(task, mm);
+	if (mm) {
+		e->rss_anon_pages = rss_pages(mm, MM_ANONPAGES);
+		e->rss_file_pages = rss_pages(mm, MM_FILEPAGES);
+		e->rss_shmem_pages = rss_pages(mm, MM_SHMEMPAGES);
+	}
 	BPF_CORE_READ_STR_INTO(&e->comm, task, comm);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
+}
+
+/* The formatted entry has the pid of the task the OOM killer chose (normally
+ * the thread-group leader: find_lock_task_mm() picks the first thread that
+ * still has an mm, so it is the tgid unless the leader had already exited)
+ * and, since 6.8, the victim's rss in kB and its comm. The task itself is not
+ * in the entry, so the memcg is current's: the task whose charge ran into the
+ * limit, in the OOM-ing memcg's hierarchy (the victim may be in a child memcg
+ * of it). */
+SEC("tp/oom/mark_victim")
+int oom_kill_tp(struct trace_event_raw_mark_victim *ctx)
+{
+	struct oomsnap_event *e = reserve_event(OOMSNAP_EV_OOM_KILL);
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+
+	if (!e)
+		return 0;
+	e->tgid = BPF_CORE_READ(ctx, pid);
+	e->cgroup_id = task_memcg_id(cur);
+	if (bpf_core_field_exists(ctx->anon_rss)) {
+		/* kB → pages (PAGE_SIZE is 4 KiB on x86-64). */
+		e->rss_anon_pages = BPF_CORE_READ(ctx, anon_rss) / 4;
+		e->rss_file_pages = BPF_CORE_READ(ctx, file_rss) / 4;
+		e->rss_shmem_pages = BPF_CORE_READ(ctx, shmem_rss) / 4;
+	}
+	if (bpf_core_field_exists(ctx->__data_loc_comm)) {
+		/* __data_loc: low 16 bits = offset of the string in the entry. */
+		__u32 loc = BPF_CORE_READ(ctx, __data_loc_comm);
+		bpf_probe_read_kernel_str(&e->comm, sizeof(e->comm), (void *)ctx + (loc & 0xffff));
+	}
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* ---- memcg pressure: vmscan:mm_vmscan_memcg_reclaim_begin -------------- */
+
+/* Decides whether this reclaim of memcg `id` is sent. Returns 1 to send, with
+ * *suppressed = the events of this memcg not sent since the last one; 0 when
+ * it is counted as suppressed instead.
+ *
+ * Races (two CPUs reclaiming in the same memcg): the slot is claimed with a
+ * compare-and-swap of last_sent_ns, so only one of them sends per interval;
+ * the loser counts itself as suppressed. The winner takes the count with an
+ * atomic exchange, so an increment lands either in this event or in the next
+ * one, never in neither. Counts are lost only when the LRU map evicts a
+ * memcg's entry (more than 4096 memcgs reclaiming) or when the event cannot be
+ * reserved (then dropped_events says so). First event of a memcg: two CPUs may
+ * both miss the lookup; BPF_NOEXIST lets only one insert, the other counts as
+ * suppressed. */
+static __always_inline int pressure_admit(__u64 id, __u64 now, __u32 *suppressed)
+{
+	struct pressure_state *st, fresh = { .last_sent_ns = now, .suppressed = 0 };
+	__u64 last, n;
+
+	*suppressed = 0;
+	if (pressure_min_interval_ns == 0)
+		return 1;
+	st = bpf_map_lookup_elem(&pressure_limit, &id);
+	if (!st) {
+		if (bpf_map_update_elem(&pressure_limit, &id, &fresh, BPF_NOEXIST) == 0)
+			return 1;
+		st = bpf_map_lookup_elem(&pressure_limit, &id);
+		if (st)
+			__sync_fetch_and_add(&st->suppressed, 1);
+		return 0;
+	}
+	last = st->last_sent_ns;
+	/* Signed: another CPU may have claimed the slot with a ktime later than
+	 * the `now` read here; that is inside its interval, not 2^64 ns after. */
+	if ((__s64)(now - last) < (__s64)pressure_min_interval_ns ||
+	    __sync_val_compare_and_swap(&st->last_sent_ns, last, now) != last) {
+		__sync_fetch_and_add(&st->suppressed, 1);
+		return 0;
+	}
+	n = __sync_lock_test_and_set(&st->suppressed, 0);
+	*suppressed = n > 0xffffffffULL ? 0xffffffffU : (__u32)n;
+	return 1;
+}
+
+/* The event could not be reserved: give the taken count back so the next
+ * event carries it (the event itself is counted in dropped_events). */
+static __always_inline void pressure_unadmit(__u64 id, __u32 suppressed)
+{
+	struct pressure_state *st;
+
+	if (!suppressed)
+		return;
+	st = bpf_map_lookup_elem(&pressure_limit, &id);
+	if (st)
+		__sync_fetch_and_add(&st->suppressed, suppressed);
+}
+
+static __always_inline int handle_pressure(__u32 order, __u32 gfp_flags)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	__u64 id = task_memcg_id(cur);
+	__u64 now = bpf_ktime_get_ns();
+	struct oomsnap_event *e;
+	__u32 suppressed;
+
+	if (!pressure_admit(id, now, &suppressed))
+		return 0;
+	e = reserve_event(OOMSNAP_EV_MEMCG_PRESSURE);
+	if (!e) {
+		pressure_unadmit(id, suppressed);
+		return 0;
+	}
+	e->ktime_ns = now;
+	e->tgid = bpf_get_current_pid_tgid() >> 32;
+	e->cgroup_id = id;
+	e->order = order;
+	e->gfp_flags = gfp_flags;
+	e->suppressed = suppressed;
+	bpf_get_current_comm(&e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* TP_PROTO(int order, gfp_t gfp_flags) */
+SEC("raw_tp/mm_vmscan_memcg_reclaim_begin")
+int pressure_raw(struct bpf_raw_tracepoint_args *ctx)
+{
+	return handle_pressure((__u32)ctx->args[0], (__u32)ctx->args[1]);
+}
+
+/* Event class mm_vmscan_direct_reclaim_begin_template: order, gfp_flags. */
+SEC("tp/vmscan/mm_vmscan_memcg_reclaim_begin")
+int pressure_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *ctx)
+{
+	return handle_pressure((__u32)BPF_CORE_READ(ctx, order), (__u32)BPF_CORE_READ(ctx, gfp_flags));
+}
+
+/* ---- process exit: sched:sched_process_exit ---------------------------- */
+
+/* The tracepoint fires in do_exit after signal->live was decremented and
+ * exit_code set, so live == 0 means the whole group is dead: this thread or
+ * one exiting at the same time was the last. (The group_dead argument exists
+ * only since 6.16.) When a group dies all at once (a fatal signal wakes every
+ * thread), several threads routinely read 0 — one decremented before another
+ * reached the tracepoint — so the first of them to insert the process into
+ * exit_seen (BPF_NOEXIST: atomic) sends the event and the others stay quiet. */
+static __always_inline int handle_exit(struct task_struct *task)
+{
+	struct exit_key key = {};
+	struct oomsnap_event *e;
+	__u32 tgid, code;
+	__u8 one = 1;
+	int live;
+
+	live = BPF_CORE_READ(task, signal, live.counter);
+	if (live != 0)
+		return 0;
+	tgid = BPF_CORE_READ(task, tgid);
+	code = BPF_CORE_READ(task, exit_code);
+	if ((code & 0x7f) == 0) {
+		if (!bpf_map_lookup_elem(&tracked, &tgid))
+			return 0;
+	}
+	key.tgid = tgid;
+	key.start_time_ns = BPF_CORE_READ(task, group_leader, start_time);
+	if (bpf_map_update_elem(&exit_seen, &key, &one, BPF_NOEXIST) != 0)
+		return 0;  /* another thread of the group reported it */
+	/* Dead now: a later process with the same tgid is not tracked. */
+	bpf_map_delete_elem(&tracked, &tgid);
+	e = reserve_event(OOMSNAP_EV_PROCESS_EXIT);
+	if (!e)
+		return 0;
+	e->tgid = tgid;
+	e->exit_code = code;
+	e->cgroup_id = task_memcg_id(task);
+	/* The process's name: the group leader's comm (the last thread to exit
+	 * may be a worker thread with its own name). */
+	BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* TP_PROTO(struct task_struct *p [, bool group_dead since 6.16]) */
+SEC("raw_tp/sched_process_exit")
+int exit_raw(struct bpf_raw_tracepoint_args *ctx)
+{
+	return handle_exit((struct task_struct *)ctx->args[0]);
+}
+
+/* The formatted entry (pid, comm, prio) lacks exit_code; current is the
+ * exiting task. */
+SEC("tp/sched/sched_process_exit")
+int exit_tp(void *ctx)
+{
+	return handle_exit((struct task_struct *)bpf_get_current_task());
 }

@@ -11,17 +11,24 @@
 #define OOMSNAP_COMM_LEN 16
 
 enum oomsnap_event_type {
-	OOMSNAP_EV_OOM_KILL = 1, /* oom:mark_victim */
+	OOMSNAP_EV_OOM_KILL = 1,       /* oom:mark_victim: the kernel chose tgid */
+	OOMSNAP_EV_MEMCG_PRESSURE = 2, /* vmscan:mm_vmscan_memcg_reclaim_begin (rate-limited per memcg) */
+	OOMSNAP_EV_PROCESS_EXIT = 3,   /* sched:sched_process_exit, whole thread group, by signal or tracked */
 };
 
+/* One record per event; fields an event type does not fill are zero. */
 struct oomsnap_event {
 	__u32 type;         /* enum oomsnap_event_type */
-	__u32 tgid;         /* the victim's tgid */
-	__u64 ktime_ns;     /* bpf_ktime_get_ns() at the event */
-	__u64 cgroup_id;    /* memcg inode of the task (v1 and v2) */
-	__u64 rss_anon_pages;
+	__u32 tgid;         /* OOM_KILL: the victim; PRESSURE: the reclaiming task; EXIT: the exiting process */
+	__u64 ktime_ns;     /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at the event */
+	__u64 cgroup_id;    /* memory-cgroup inode of the task (v1 and v2; st_ino of its directory) */
+	__u64 rss_anon_pages;   /* OOM_KILL: the victim's mm counters */
 	__u64 rss_file_pages;
 	__u64 rss_shmem_pages;
+	__u32 exit_code;    /* EXIT: task->exit_code (signal in the low 7 bits, status << 8) */
+	__u32 order;        /* PRESSURE: allocation order of the charge that started reclaim */
+	__u32 gfp_flags;    /* PRESSURE: its gfp flags */
+	__u32 suppressed;   /* PRESSURE: events of this memcg dropped by the rate limit since the last one sent */
 	char comm[OOMSNAP_COMM_LEN];
 };
 

@@ -1,0 +1,123 @@
+// The agent's kernel event source: loads bpf/agent.bpf.c (skeleton
+// agent.skel.h), attaches one program per event and hands every record of its
+// ring buffer to a handler.
+//
+//   OOMSNAP_EV_OOM_KILL        oom:mark_victim
+//   OOMSNAP_EV_MEMCG_PRESSURE  vmscan:mm_vmscan_memcg_reclaim_begin, at most one
+//                              per memcg per pressure_min_interval (rate-limited
+//                              in BPF; `suppressed` counts the events not sent)
+//   OOMSNAP_EV_PROCESS_EXIT    sched:sched_process_exit when the whole thread
+//                              group is dead and it was killed by a signal or
+//                              its tgid is tracked (track_pid)
+//
+// What the events mean exactly:
+// - MEMCG_PRESSURE is the memcg of the task that entered memcg reclaim
+//   (current). That is the charging task's memcg for charges (page faults,
+//   page cache) but the writer's own memcg when reclaim is forced by writing a
+//   limit (memory.limit_in_bytes / memory.max / memory.reclaim /
+//   force_empty): the tracepoint does not carry the target memcg.
+//   The rate limit's races are resolved in BPF (compare-and-swap on the last
+//   send time, atomic exchange of the count): no duplicates within an
+//   interval and no lost counts, except when the per-memcg state is evicted
+//   from its LRU map (more than 4096 memcgs reclaiming) or an event cannot be
+//   reserved (then dropped() grows and its count moves to the next event).
+// - PROCESS_EXIT is sent once per process (the threads of a group killed at
+//   once are de-duplicated in BPF); exit_code is the kernel's: signal in the
+//   low 7 bits, 0x80 for a core dump, exit status << 8. A tracked tgid is
+//   untracked when it is reported.
+// - rss_* are the mm's folded per-CPU counters (get_mm_counter): they may lag
+//   the exact value by a few dozen pages.
+//
+// Two attach modes with the same events: raw tracepoints (preferred; no
+// tracefs) and classic tracepoints (fallback; needs tracefs, which open()
+// mounts at /sys/kernel/tracing when it is missing). They differ in one case:
+// a tracepoint-mode OOM_KILL gets the victim's pid from the trace entry (the
+// tgid unless the victim's group leader had already exited), its rss from the
+// entry (6.8+ kernels; zero before) and the memcg of the task whose charge hit
+// the limit (the OOM-ing memcg's hierarchy; for a system-wide OOM the
+// allocating task's memcg, which may be unrelated) instead of the victim's own
+// memcg.
+//
+// Not thread-safe as a whole: consume() from one thread. track_pid(),
+// untrack_pid() and dropped() may be called from any thread.
+#pragma once
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "oomsnap_events.h"
+
+struct agent_bpf;
+struct ring_buffer;
+
+namespace oomsnap {
+
+enum class BpfAttachMode { Auto, RawTracepoint, Tracepoint };
+
+// "auto", "raw_tp", "tracepoint".
+const char* to_string(BpfAttachMode mode);
+
+struct BpfEventOptions {
+  BpfAttachMode mode = BpfAttachMode::Auto;
+  // At most one MEMCG_PRESSURE event per memcg per interval; 0 = every reclaim.
+  std::chrono::milliseconds pressure_min_interval{100};
+};
+
+class BpfEventSource {
+ public:
+  using Handler = std::function<void(const oomsnap_event&)>;
+
+  // Opens, loads, attaches. Auto: raw tracepoints for all three events; if
+  // loading or any attach fails, everything is destroyed and the tracepoint
+  // variants are tried (tracefs mounted at /sys/kernel/tracing if
+  // /sys/kernel/tracing/events is missing). nullptr + error on failure; the
+  // error names the step and program, the libbpf error text and libbpf's
+  // warnings (e.g. the verifier log), and on EPERM/EACCES says that root
+  // (CAP_BPF + CAP_PERFMON, or CAP_SYS_ADMIN) is needed.
+  static std::unique_ptr<BpfEventSource> open(const BpfEventOptions& opts, Handler handler,
+                                              std::string& error);
+  ~BpfEventSource();
+  BpfEventSource(const BpfEventSource&) = delete;
+  BpfEventSource& operator=(const BpfEventSource&) = delete;
+
+  // ring_buffer__epoll_fd: readable when events are waiting.
+  int fd() const;
+  // Drains the ring buffer into the handler: the number of events, or -errno.
+  // An exception thrown by the handler stops the drain (the record that threw
+  // is consumed, the rest stay queued) and is rethrown here.
+  int consume();
+  // Ring-buffer reservation failures so far (events lost in the kernel).
+  uint64_t dropped() const;
+  // What was attached: RawTracepoint or Tracepoint.
+  BpfAttachMode mode() const { return mode_; }
+  // e.g. "raw_tp: mark_victim, mm_vmscan_memcg_reclaim_begin, sched_process_exit";
+  // in tracepoint mode also why the raw_tp attempt failed and whether tracefs
+  // was mounted.
+  std::string description() const { return description_; }
+  // The exit of this tgid is reported even when it exits normally. The entry
+  // is removed when the process is dead (reported) or by untrack_pid. false
+  // when the map is full (4096) or the update failed.
+  bool track_pid(pid_t tgid);
+  void untrack_pid(pid_t tgid);
+
+ private:
+  BpfEventSource() = default;
+  // One attempt in one mode (RawTracepoint or Tracepoint). On failure: false,
+  // error = what failed (without the libbpf log), err = the errno.
+  bool init(BpfAttachMode mode, const BpfEventOptions& opts, std::string& error, int& err);
+  static int on_sample(void* ctx, void* data, size_t size);
+
+  agent_bpf* skel_ = nullptr;
+  ring_buffer* rb_ = nullptr;
+  Handler handler_;
+  BpfAttachMode mode_ = BpfAttachMode::Auto;
+  std::string description_;
+  std::exception_ptr handler_error_;
+};
+
+}  // namespace oomsnap
