@@ -1,0 +1,333 @@
+// The deployment files in deploy/ checked against the code they deploy: the
+// example and ConfigMap TOML go through the agent's own parser, the systemd
+// unit and the DaemonSet are parsed and their essentials asserted, so none of
+// them can silently drift from what the agent accepts or needs.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/config.h"
+
+using namespace oomsnap;
+using nlohmann::json;
+
+namespace {
+
+const std::string kDeploy = std::string(OOMSNAP_SOURCE_DIR) + "/deploy/";
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+// A systemd unit file as INI: section -> key -> values (keys may repeat).
+// Enough of systemd's syntax for our own unit: comments (# ;), [Section],
+// Key=Value; no line continuations (the test fails on one rather than
+// misreading it).
+using Ini = std::map<std::string, std::map<std::string, std::vector<std::string>>>;
+
+Ini parse_ini(const std::string& text) {
+  Ini ini;
+  std::string section;
+  std::istringstream in(text);
+  int lineno = 0;
+  for (std::string raw; std::getline(in, raw);) {
+    ++lineno;
+    const std::string line = trim(raw);
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.back() == '\\') ADD_FAILURE() << "line " << lineno << ": continuation not supported";
+    if (line.front() == '[') {
+      if (line.back() != ']') ADD_FAILURE() << "line " << lineno << ": bad section " << line;
+      section = line.substr(1, line.size() - 2);
+      ini[section];
+      continue;
+    }
+    const auto eq = line.find('=');
+    if (eq == std::string::npos || section.empty()) {
+      ADD_FAILURE() << "line " << lineno << ": not key=value in a section: " << line;
+      continue;
+    }
+    ini[section][trim(line.substr(0, eq))].push_back(trim(line.substr(eq + 1)));
+  }
+  return ini;
+}
+
+// The single value of `key`, or "" (failing the test) when absent or repeated.
+std::string one(const Ini& ini, const std::string& section, const std::string& key) {
+  auto s = ini.find(section);
+  if (s == ini.end() || !s->second.count(key)) {
+    ADD_FAILURE() << "[" << section << "] " << key << " missing";
+    return "";
+  }
+  const auto& v = s->second.at(key);
+  EXPECT_EQ(v.size(), 1u) << "[" << section << "] " << key << " set more than once";
+  return v.back();
+}
+
+std::vector<std::string> words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> w;
+  for (std::string x; in >> x;) w.push_back(x);
+  return w;
+}
+
+// Runs `python3 <script> <arg>` and returns its stdout; fails the test with
+// stderr's gist when it exits non-zero.
+std::string run_python(const std::string& script, const std::string& arg) {
+  char tmpl[] = "/tmp/oomsnap-deploy-XXXXXX.py";
+  int fd = ::mkstemps(tmpl, 3);
+  if (fd < 0) throw std::runtime_error("mkstemps failed");
+  if (::write(fd, script.data(), script.size()) != static_cast<ssize_t>(script.size()))
+    throw std::runtime_error("write script failed");
+  ::close(fd);
+  const std::string cmd = "python3 '" + std::string(tmpl) + "' '" + arg + "' 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) throw std::runtime_error("popen python3 failed");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  ::unlink(tmpl);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "python3 failed (PyYAML comes from tools/setup.sh: python3-yaml):\n" << out;
+  return out;
+}
+
+// Reduces the manifests to what the checks below need, as JSON.
+const char* kYamlSummary = R"PY(
+import json, sys
+import yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+out = {"kinds": [d["kind"] for d in docs], "configmaps": {}, "daemonsets": []}
+for d in docs:
+    meta = d.get("metadata", {})
+    if d["kind"] == "ConfigMap":
+        out["configmaps"][meta["name"]] = {"namespace": meta.get("namespace"),
+                                           "data": d.get("data", {})}
+    if d["kind"] == "DaemonSet":
+        spec = d["spec"]["template"]["spec"]
+        vols = {v["name"]: v for v in spec.get("volumes", [])}
+        containers = []
+        for c in spec["containers"]:
+            mounts = []
+            for m in c.get("volumeMounts", []):
+                v = vols.get(m["name"], {})
+                mounts.append({"mountPath": m["mountPath"],
+                               "readOnly": m.get("readOnly", False),
+                               "hostPath": v.get("hostPath", {}).get("path"),
+                               "configMap": v.get("configMap", {}).get("name")})
+            containers.append({"image": c.get("image"),
+                               "argv": c.get("command", []) + c.get("args", []),
+                               "privileged": c.get("securityContext", {}).get("privileged", False),
+                               "resources": c.get("resources", {}),
+                               "mounts": mounts})
+        out["daemonsets"].append({
+            "namespace": meta.get("namespace"),
+            "hostPID": spec.get("hostPID", False),
+            "tolerations": spec.get("tolerations", []),
+            "selector": d["spec"]["selector"].get("matchLabels", {}),
+            "labels": d["spec"]["template"]["metadata"].get("labels", {}),
+            "containers": containers})
+print(json.dumps(out))
+)PY";
+
+// Every key name config.cpp compares against (`k == "Path"`, `key ==
+// "storage"`, `k != "Blacklist"`, ...): what the parser accepts.
+std::set<std::string> parser_keys() {
+  const std::string src = read_file(std::string(OOMSNAP_SOURCE_DIR) + "/userspace/agent/config.cpp");
+  static const std::regex cmp(R"re(\b(?:k|key)\s*[!=]=\s*"([A-Za-z_][A-Za-z0-9_]*)")re");
+  std::set<std::string> keys;
+  for (std::sregex_iterator it(src.begin(), src.end(), cmp), end; it != end; ++it)
+    keys.insert((*it)[1].str());
+  return keys;
+}
+
+void expect_same_config(const AgentConfig& a, const AgentConfig& b, const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(a.threshold_percent, b.threshold_percent);
+  EXPECT_EQ(a.interval_tracing, b.interval_tracing);
+  EXPECT_EQ(a.run_tracing_tool_timeout, b.run_tracing_tool_timeout);
+  EXPECT_EQ(a.max_memory_object_entries, b.max_memory_object_entries);
+  EXPECT_EQ(a.storage_path, b.storage_path);
+  EXPECT_EQ(a.storage_max_bytes, b.storage_max_bytes);
+  EXPECT_EQ(a.storage_max_files, b.storage_max_files);
+  EXPECT_EQ(a.trigger_blacklist, b.trigger_blacklist);
+  EXPECT_EQ(a.cgroup_root, b.cgroup_root);
+  EXPECT_EQ(a.cgroup_scope, b.cgroup_scope);
+  EXPECT_EQ(a.stdout_sink, b.stdout_sink);
+  EXPECT_EQ(a.file_sink, b.file_sink);
+  EXPECT_EQ(a.batch_window, b.batch_window);
+  EXPECT_EQ(a.oom_kill_window, b.oom_kill_window);
+  EXPECT_EQ(a.rescan_interval, b.rescan_interval);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ oomsnap.toml
+
+TEST(DeployConfig, ExampleLoadsAndStatesTheDefaults) {
+  AgentConfig c;
+  ASSERT_NO_THROW(c = load_config(kDeploy + "oomsnap.toml"));
+  // The example promises "behaves exactly like no file at all".
+  expect_same_config(c, AgentConfig{}, "deploy/oomsnap.toml vs defaults");
+}
+
+TEST(DeployConfig, ExampleSetsEveryKeyTheParserAccepts) {
+  const std::set<std::string> keys = parser_keys();
+  // If config.cpp stops comparing key names this way, this scan finds nothing
+  // and must be adapted rather than pass vacuously.
+  ASSERT_GE(keys.size(), 10u) << "config.cpp's key comparisons changed shape; update parser_keys()";
+  const std::string text = read_file(kDeploy + "oomsnap.toml");
+  for (const auto& k : keys) {
+    const std::regex set_line("(^|\\n)[ \\t]*" + k + "[ \\t]*=");
+    const std::regex table_line("(^|\\n)[ \\t]*\\[" + k + "\\]");
+    EXPECT_TRUE(std::regex_search(text, set_line) || std::regex_search(text, table_line))
+        << "deploy/oomsnap.toml does not set or document key '" << k << "'";
+  }
+}
+
+// ------------------------------------------------------------------ oomsnap.service
+
+TEST(DeployService, RunsTheAgentAsRootWithReload) {
+  const Ini ini = parse_ini(read_file(kDeploy + "oomsnap.service"));
+  ASSERT_TRUE(ini.count("Unit"));
+  ASSERT_TRUE(ini.count("Service"));
+  ASSERT_TRUE(ini.count("Install"));
+
+  const auto argv = words(one(ini, "Service", "ExecStart"));
+  ASSERT_GE(argv.size(), 4u);
+  EXPECT_EQ(argv[0], "/usr/local/bin/oomsnap");
+  EXPECT_EQ(argv[1], "watch");
+  EXPECT_EQ(argv[2], "--config");
+  EXPECT_EQ(argv[3], "/etc/oomsnap/oomsnap.toml");  // deploy/oomsnap.toml installed
+
+  EXPECT_EQ(one(ini, "Service", "Restart"), "on-failure");
+  EXPECT_EQ(one(ini, "Service", "ExecReload"), "/bin/kill -HUP $MAINPID");
+  EXPECT_EQ(one(ini, "Service", "KillSignal"), "SIGTERM");
+  EXPECT_EQ(one(ini, "Service", "LimitMEMLOCK"), "infinity");
+  EXPECT_EQ(one(ini, "Install", "WantedBy"), "multi-user.target");
+  // Root: BPF, other processes' memory, cgroupfs writes.
+  EXPECT_FALSE(ini.at("Service").count("User"));
+  EXPECT_FALSE(ini.at("Service").count("DynamicUser"));
+}
+
+TEST(DeployService, HardeningLeavesWhatTheAgentNeeds) {
+  const Ini ini = parse_ini(read_file(kDeploy + "oomsnap.service"));
+  const auto& svc = ini.at("Service");
+  auto value = [&](const std::string& k) {
+    return svc.count(k) ? svc.at(k).back() : std::string();
+  };
+  EXPECT_EQ(value("ProtectSystem"), "full");  // "strict" would need every path listed
+  std::set<std::string> rw;
+  for (const auto& v : svc.count("ReadWritePaths") ? svc.at("ReadWritePaths") : std::vector<std::string>{})
+    for (const auto& p : words(v)) rw.insert(p[0] == '-' ? p.substr(1) : p);
+  EXPECT_TRUE(rw.count("/sys/fs/cgroup")) << "cgroup.event_control, memory.pressure triggers";
+  // The records go where the example config says.
+  EXPECT_TRUE(rw.count(load_config(kDeploy + "oomsnap.toml").storage_path));
+  // Each of these would make cgroupfs read-only or hide other processes.
+  EXPECT_NE(value("ProtectControlGroups"), "yes");
+  EXPECT_NE(value("ProtectKernelTunables"), "yes");
+  EXPECT_EQ(value("ProtectProc"), "");
+  EXPECT_EQ(value("ProcSubset"), "");
+  EXPECT_NE(value("PrivateUsers"), "yes");
+  EXPECT_EQ(value("SystemCallFilter"), "");  // bpf(2), perf_event_open(2)
+  // A bounding set, if any, must keep BPF and cross-process reads.
+  if (svc.count("CapabilityBoundingSet")) {
+    const auto caps = words(value("CapabilityBoundingSet"));
+    for (const char* need : {"CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN", "CAP_SYS_PTRACE",
+                             "CAP_DAC_READ_SEARCH"})
+      EXPECT_NE(std::find(caps.begin(), caps.end(), need), caps.end()) << need;
+  }
+}
+
+// ------------------------------------------------------------------ daemonset.yaml
+
+TEST(DeployDaemonSet, PrivilegedHostPidWithTheMountsTheAgentNeeds) {
+  const std::string out = run_python(kYamlSummary, kDeploy + "daemonset.yaml");
+  json s;
+  ASSERT_NO_THROW(s = json::parse(out)) << out;
+  ASSERT_EQ(s["daemonsets"].size(), 1u) << out;
+  const json& ds = s["daemonsets"][0];
+  const std::string ns = ds["namespace"].get<std::string>();
+  EXPECT_TRUE(ns == "oomsnap" || ns == "kube-system") << ns;
+  EXPECT_TRUE(std::find(s["kinds"].begin(), s["kinds"].end(), "ConfigMap") != s["kinds"].end());
+
+  EXPECT_EQ(ds["hostPID"], true);
+  // Runs on every node whatever its taints.
+  bool tolerates_all = false;
+  for (const auto& t : ds["tolerations"])
+    if (t.value("operator", "") == "Exists" && !t.contains("key")) tolerates_all = true;
+  EXPECT_TRUE(tolerates_all) << ds["tolerations"].dump();
+  for (const auto& item : ds["selector"].items())
+    EXPECT_EQ(ds["labels"].value(item.key(), json()), item.value())
+        << "selector label " << item.key() << " not on the pod template";
+
+  ASSERT_EQ(ds["containers"].size(), 1u);
+  const json& c = ds["containers"][0];
+  EXPECT_EQ(c["image"], "oomsnap:latest");
+  EXPECT_EQ(c["privileged"], true);
+  const auto argv = c["argv"].get<std::vector<std::string>>();
+  ASSERT_GE(argv.size(), 4u);
+  EXPECT_EQ(argv[0], "/usr/local/bin/oomsnap");
+  EXPECT_EQ(argv[1], "watch");
+  EXPECT_EQ(argv[2], "--config");
+  const std::string config_path = argv[3];
+  EXPECT_EQ(c["resources"]["requests"]["cpu"], "50m");
+  EXPECT_EQ(c["resources"]["requests"]["memory"], "64Mi");
+  EXPECT_TRUE(c["resources"].contains("limits"));
+
+  std::map<std::string, json> by_path;
+  for (const auto& m : c["mounts"]) by_path[m["mountPath"].get<std::string>()] = m;
+  // Host paths mounted at the same place in the container.
+  for (const char* p : {"/sys/fs/cgroup", "/sys/kernel/btf", "/sys/fs/bpf", "/var/log/oomsnap"}) {
+    ASSERT_TRUE(by_path.count(p)) << p << " not mounted";
+    EXPECT_EQ(by_path[p]["hostPath"], p) << p;
+  }
+  EXPECT_EQ(by_path["/sys/fs/cgroup"]["readOnly"], false) << "cgroup.event_control is written";
+  EXPECT_EQ(by_path["/var/log/oomsnap"]["readOnly"], false);
+  // hostPID already shows every process in the container's /proc.
+  EXPECT_FALSE(by_path.count("/host/proc"));
+
+  // The config file comes from a ConfigMap in the same namespace, it parses,
+  // and it writes records into the hostPath mount.
+  const auto slash = config_path.rfind('/');
+  const std::string config_dir = config_path.substr(0, slash);
+  const std::string config_file = config_path.substr(slash + 1);
+  ASSERT_TRUE(by_path.count(config_dir)) << config_dir << " not mounted";
+  const std::string cm_name = by_path[config_dir]["configMap"].get<std::string>();
+  ASSERT_TRUE(s["configmaps"].contains(cm_name)) << cm_name;
+  const json& cm = s["configmaps"][cm_name];
+  EXPECT_EQ(cm["namespace"], ns);
+  ASSERT_TRUE(cm["data"].contains(config_file)) << "ConfigMap has no key " << config_file;
+  AgentConfig cfg;
+  try {
+    cfg = parse_config(cm["data"][config_file].get<std::string>());
+  } catch (const ConfigError& e) {
+    FAIL() << "ConfigMap " << cm_name << "/" << config_file << ": " << e.what();
+  }
+  ASSERT_TRUE(cfg.file_sink);
+  ASSERT_TRUE(by_path.count(cfg.storage_path)) << "[storage] Path " << cfg.storage_path << " not mounted";
+  EXPECT_FALSE(by_path[cfg.storage_path]["hostPath"].is_null());
+  // The ConfigMap is the example without its comments.
+  expect_same_config(cfg, load_config(kDeploy + "oomsnap.toml"), "ConfigMap vs deploy/oomsnap.toml");
+}
