@@ -36,7 +36,7 @@ inline std::string slurp(const std::string& path) {
 inline OwnMemcg own_memcg() {
   auto fs = oomsnap::find_memory_cgroupfs(slurp("/proc/self/mountinfo"));
   if (!fs) throw std::runtime_error("no memory cgroup controller mounted");
-  auto rel = oomsnap::memcg_path_of(slurp("/proc/self/cgroup"), fs->version);
+  auto rel = oomsnap::memcg_rel_path_of(*fs, slurp("/proc/self/cgroup"));
   if (!rel) throw std::runtime_error("own memcg not found in /proc/self/cgroup");
   return {*fs, *rel};
 }

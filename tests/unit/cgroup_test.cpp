@@ -287,3 +287,189 @@ TEST(CgroupLive, ReadsOwnMemcgOnThisHost) {
   auto pids = cgroup_pids(*cfs, *path);
   EXPECT_NE(std::find(pids.begin(), pids.end(), ::getpid()), pids.end());
 }
+
+// ---- mount roots, parents and tree walks ----
+
+TEST(CgroupMountinfo, RecordsMountRoot) {
+  auto host = find_memory_cgroupfs(kMountinfoV1, "", fake_files({}));
+  ASSERT_TRUE(host);
+  EXPECT_EQ(host->root, "/");
+  // Inside a container the cgroupfs is a bind mount of the container's own
+  // cgroup: mountinfo's 4th field names it.
+  auto inner = find_memory_cgroupfs(
+      "1234 1200 0:31 /kubepods/burstable/pod1/" + kHex64 +
+          " /sys/fs/cgroup/memory ro,nosuid - cgroup cgroup rw,memory\n",
+      "", fake_files({}));
+  ASSERT_TRUE(inner);
+  EXPECT_EQ(inner->mount, "/sys/fs/cgroup/memory");
+  EXPECT_EQ(inner->root, "/kubepods/burstable/pod1/" + kHex64);
+  auto v2 = find_memory_cgroupfs("30 22 0:26 /kubepods.slice/x.scope/ /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", "",
+                                 fake_files({{"/sys/fs/cgroup/cgroup.controllers", "memory pids\n"}}));
+  ASSERT_TRUE(v2);
+  EXPECT_EQ(v2->version, 2);
+  EXPECT_EQ(v2->root, "/kubepods.slice/x.scope");  // trailing '/' dropped
+  // Escapes in the root are decoded like those in the mount point.
+  auto esc = find_memory_cgroupfs("14 30 0:31 /a\\040b /m rw - cgroup cgroup rw,memory\n", "", fake_files({}));
+  ASSERT_TRUE(esc);
+  EXPECT_EQ(esc->root, "/a b");
+  TempTree t;
+  t.write("memory.usage_in_bytes", "1\n");
+  EXPECT_EQ(find_memory_cgroupfs("", t.root)->root, "/");  // an override is a whole hierarchy
+}
+
+TEST(CgroupMountinfo, WholeHierarchyMountBeatsSubtreeBindMount) {
+  const std::string text =
+      "50 30 0:31 /docker/" + kHex64 + " /mnt/sub rw - cgroup cgroup rw,memory\n" +
+      "34 30 0:31 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n" +
+      "60 30 0:31 /x /mnt/other rw - cgroup cgroup rw,memory\n";
+  auto fsys = find_memory_cgroupfs(text, "", fake_files({}));
+  ASSERT_TRUE(fsys);
+  EXPECT_EQ(fsys->mount, "/sys/fs/cgroup/memory");
+  EXPECT_EQ(fsys->root, "/");
+  // Only subtree mounts: the one showing the most (shortest root), first on ties.
+  auto sub = find_memory_cgroupfs("1 0 0:31 /a/b /m1 rw - cgroup cgroup memory\n"
+                                  "2 0 0:31 /c /m2 rw - cgroup cgroup memory\n"
+                                  "3 0 0:31 /d /m3 rw - cgroup cgroup memory\n",
+                                  "", fake_files({}));
+  ASSERT_TRUE(sub);
+  EXPECT_EQ(sub->mount, "/m2");
+}
+
+TEST(CgroupMountRelative, StripsTheMountRoot) {
+  CgroupFs host{1, "/sys/fs/cgroup/memory", "/"};
+  EXPECT_EQ(to_mount_relative(host, "/a/b").value(), "/a/b");
+  EXPECT_EQ(to_mount_relative(host, "/").value(), "/");
+  EXPECT_EQ(to_mount_relative(host, "/a/b/").value(), "/a/b");
+
+  CgroupFs pod{2, "/sys/fs/cgroup", "/kubepods/pod1"};
+  EXPECT_EQ(to_mount_relative(pod, "/kubepods/pod1").value(), "/");
+  EXPECT_EQ(to_mount_relative(pod, "/kubepods/pod1/").value(), "/");
+  EXPECT_EQ(to_mount_relative(pod, "/kubepods/pod1/c1").value(), "/c1");
+  EXPECT_EQ(to_mount_relative(pod, "/kubepods/pod1/c1/sub").value(), "/c1/sub");
+  EXPECT_FALSE(to_mount_relative(pod, "/kubepods/pod12"));  // prefix, not a parent
+  EXPECT_FALSE(to_mount_relative(pod, "/kubepods"));
+  EXPECT_FALSE(to_mount_relative(pod, "/other"));
+  EXPECT_FALSE(to_mount_relative(pod, "/"));
+  CgroupFs slash_root{2, "/sys/fs/cgroup", "/kubepods/pod1/"};
+  EXPECT_EQ(to_mount_relative(slash_root, "/kubepods/pod1/c1").value(), "/c1");
+
+  // Outside the reader's cgroup namespace the kernel prints "/../..": never
+  // a path below the mount, whatever the root.
+  EXPECT_FALSE(to_mount_relative(host, "/../../system.slice"));
+  EXPECT_FALSE(to_mount_relative(host, "/a/../b"));
+  EXPECT_FALSE(to_mount_relative(host, ""));
+  EXPECT_FALSE(to_mount_relative(host, "relative/path"));
+  EXPECT_EQ(to_mount_relative(host, "/a..b/c").value(), "/a..b/c");  // ".." only as a whole component
+}
+
+TEST(CgroupMountRelative, MemcgRelPathOfProcFile) {
+  const std::string v1_text = "4:memory:/kubepods/pod1/c1\n0::/\n";
+  EXPECT_EQ(memcg_rel_path_of(CgroupFs{1, "/m", "/kubepods/pod1"}, v1_text).value(), "/c1");
+  EXPECT_EQ(memcg_rel_path_of(CgroupFs{1, "/m", "/"}, v1_text).value(), "/kubepods/pod1/c1");
+  EXPECT_FALSE(memcg_rel_path_of(CgroupFs{1, "/m", "/elsewhere"}, v1_text));
+  EXPECT_EQ(memcg_rel_path_of(CgroupFs{2, "/sys/fs/cgroup", "/"}, v1_text).value(), "/");
+  EXPECT_FALSE(memcg_rel_path_of(CgroupFs{2, "/sys/fs/cgroup", "/"}, "4:memory:/x\n"));
+}
+
+TEST(CgroupPaths, ParentOf) {
+  EXPECT_EQ(parent_of("/a/b/c"), "/a/b");
+  EXPECT_EQ(parent_of("/a/b/"), "/a");
+  EXPECT_EQ(parent_of("/a"), "/");
+  EXPECT_EQ(parent_of("/"), "/");
+  EXPECT_EQ(parent_of(""), "/");
+  EXPECT_EQ(parent_of("a"), "/");
+}
+
+TEST(CgroupPaths, MemcgDir) {
+  EXPECT_EQ(memcg_dir(CgroupFs{1, "/sys/fs/cgroup/memory/", "/"}, "/"), "/sys/fs/cgroup/memory");
+  EXPECT_EQ(memcg_dir(CgroupFs{1, "/sys/fs/cgroup/memory", "/"}, "/a/b"), "/sys/fs/cgroup/memory/a/b");
+  EXPECT_EQ(memcg_dir(CgroupFs{2, "/sys/fs/cgroup", "/"}, "a"), "/sys/fs/cgroup/a");
+  EXPECT_EQ(memcg_dir(CgroupFs{2, "/sys/fs/cgroup", "/"}, ""), "/sys/fs/cgroup");
+}
+
+namespace {
+
+uint64_t inode_of(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+std::vector<std::string> rel_paths(const std::vector<MemcgNode>& nodes) {
+  std::vector<std::string> out;
+  for (const auto& n : nodes) out.push_back(n.rel_path);
+  return out;
+}
+
+// a/{x/deep/deeper, y}, b, plus files and symlinks that must not be entered.
+void build_fake_tree(const TempTree& t) {
+  t.write("a/x/deep/deeper/memory.current", "1\n");
+  t.write("a/y/memory.current", "1\n");
+  t.write("b/memory.current", "1\n");
+  t.write("memory.current", "1\n");
+  fs::create_symlink(t.root + "/a", t.root + "/b/link-to-a");  // would loop into a/
+  fs::create_symlink(t.root + "/a", t.root + "/zz-link");
+}
+
+}  // namespace
+
+TEST(CgroupTreeWalk, ListsDirectoriesBreadthFirstWithoutFollowingSymlinks) {
+  TempTree t;
+  build_fake_tree(t);
+  CgroupFs cfs{2, t.root, "/"};
+  auto nodes = list_memcgs(cfs, "/");
+  EXPECT_EQ(rel_paths(nodes), (std::vector<std::string>{"/", "/a", "/b", "/a/x", "/a/y", "/a/x/deep",
+                                                        "/a/x/deep/deeper"}));
+  for (const auto& n : nodes) {
+    EXPECT_EQ(n.inode, inode_of(memcg_dir(cfs, n.rel_path))) << n.rel_path;
+    EXPECT_NE(n.inode, 0u);
+  }
+  // A subtree, with a trailing slash.
+  EXPECT_EQ(rel_paths(list_memcgs(cfs, "/a/")),
+            (std::vector<std::string>{"/a", "/a/x", "/a/y", "/a/x/deep", "/a/x/deep/deeper"}));
+  // The start itself must not be a symlink either.
+  EXPECT_TRUE(list_memcgs(cfs, "/zz-link").empty());
+  EXPECT_TRUE(list_memcgs(cfs, "/missing").empty());
+  EXPECT_TRUE(list_memcgs(cfs, "/memory.current").empty());  // a file is no cgroup
+}
+
+TEST(CgroupTreeWalk, DepthAndNodeBounds) {
+  TempTree t;
+  build_fake_tree(t);
+  CgroupFs cfs{1, t.root, "/"};
+  EXPECT_EQ(rel_paths(list_memcgs(cfs, "/", 100000, 0)), (std::vector<std::string>{"/"}));
+  EXPECT_EQ(rel_paths(list_memcgs(cfs, "/", 100000, 1)), (std::vector<std::string>{"/", "/a", "/b"}));
+  EXPECT_EQ(rel_paths(list_memcgs(cfs, "/", 100000, 2)),
+            (std::vector<std::string>{"/", "/a", "/b", "/a/x", "/a/y"}));
+  // Depth counts from the start, not from the mount.
+  EXPECT_EQ(rel_paths(list_memcgs(cfs, "/a/x", 100000, 1)), (std::vector<std::string>{"/a/x", "/a/x/deep"}));
+  // The node cap keeps the shallow part.
+  EXPECT_EQ(rel_paths(list_memcgs(cfs, "/", 4)), (std::vector<std::string>{"/", "/a", "/b", "/a/x"}));
+  EXPECT_EQ(rel_paths(list_memcgs(cfs, "/", 1)), (std::vector<std::string>{"/"}));
+  EXPECT_TRUE(list_memcgs(cfs, "/", 0).empty());
+}
+
+TEST(CgroupTreeWalk, WideDirectoryIsCappedToo) {
+  TempTree t;
+  for (int i = 0; i < 300; ++i) fs::create_directories(fs::path(t.root) / ("c" + std::to_string(1000 + i)));
+  CgroupFs cfs{2, t.root, "/"};
+  auto nodes = list_memcgs(cfs, "/", 50);
+  ASSERT_EQ(nodes.size(), 50u);
+  EXPECT_EQ(nodes[1].rel_path, "/c1000");  // siblings in name order
+  EXPECT_EQ(nodes[49].rel_path, "/c1048");
+  EXPECT_EQ(list_memcgs(cfs, "/").size(), 301u);
+}
+
+// Live: the mount root on this host is "/", and the walk sees our own memcg.
+TEST(CgroupLive, MountRootAndWalkOnThisHost) {
+  std::string mountinfo, proc_cgroup;
+  ASSERT_TRUE(read_text_file("/proc/self/mountinfo", mountinfo));
+  ASSERT_TRUE(read_text_file("/proc/self/cgroup", proc_cgroup));
+  auto cfs = find_memory_cgroupfs(mountinfo);
+  ASSERT_TRUE(cfs);
+  auto rel = memcg_rel_path_of(*cfs, proc_cgroup);
+  ASSERT_TRUE(rel) << proc_cgroup << " root " << cfs->root;
+  auto nodes = list_memcgs(*cfs, parent_of(*rel), 10000, 1);
+  auto it = std::find_if(nodes.begin(), nodes.end(), [&](const MemcgNode& n) { return n.rel_path == *rel; });
+  ASSERT_NE(it, nodes.end()) << *rel;
+  EXPECT_EQ(it->inode, read_memcg(*cfs, *rel).inode);
+}

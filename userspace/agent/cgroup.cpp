@@ -1,10 +1,15 @@
 #include "agent/cgroup.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <deque>
 #include <sstream>
 
 #include "core/proc_info.h"
@@ -55,13 +60,10 @@ std::string unescape_octal(const std::string& s) {
   return out;
 }
 
-// The cgroup directory: rel_path is absolute within the hierarchy ("/" = root).
-std::string cgroup_dir(const CgroupFs& fs, const std::string& rel_path) {
-  std::string dir = fs.mount;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  if (rel_path.empty() || rel_path == "/") return dir;
-  if (rel_path.front() != '/') dir.push_back('/');
-  return dir + rel_path;
+// "/a/b/" → "/a/b", "" → "/": one spelling per cgroup so prefixes compare.
+std::string strip_trailing_slashes(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p.empty() ? "/" : p;
 }
 
 std::optional<uint64_t> read_value(const std::string& dir, const char* name) {
@@ -122,12 +124,18 @@ std::optional<CgroupFs> find_memory_cgroupfs(const std::string& mountinfo_text, 
                                              const FileReader& read_file) {
   if (!root_override.empty()) {
     while (root_override.size() > 1 && root_override.back() == '/') root_override.pop_back();
-    if (path_exists(root_override + "/memory.usage_in_bytes")) return CgroupFs{1, root_override};
-    if (path_exists(root_override + "/memory.current")) return CgroupFs{2, root_override};
+    if (path_exists(root_override + "/memory.usage_in_bytes")) return CgroupFs{1, root_override, "/"};
+    if (path_exists(root_override + "/memory.current")) return CgroupFs{2, root_override, "/"};
     return std::nullopt;
   }
   const FileReader& reader = read_file ? read_file : FileReader(read_real_file);
-  std::optional<CgroupFs> v2;
+  // The same hierarchy can be mounted more than once (e.g. a bind mount of a
+  // subtree next to the full one); the mount with the shortest root shows the
+  // most cgroups, so it wins, the first one on a tie.
+  auto better = [](const std::optional<CgroupFs>& best, const std::string& root) {
+    return !best || root.size() < best->root.size();
+  };
+  std::optional<CgroupFs> v1, v2;
   std::istringstream in(mountinfo_text);
   std::string line;
   while (std::getline(in, line)) {
@@ -140,25 +148,28 @@ std::optional<CgroupFs> find_memory_cgroupfs(const std::string& mountinfo_text, 
     if (!(head >> id >> parent >> dev >> root >> mountpoint)) continue;
     if (!(tail >> fstype >> source >> superopts)) continue;
     mountpoint = unescape_octal(mountpoint);
+    root = strip_trailing_slashes(unescape_octal(root));
     if (fstype == "cgroup" && list_contains(superopts, "memory")) {
-      return CgroupFs{1, mountpoint};
-    }
-    if (fstype == "cgroup2" && !v2) {
-      // Controllers bound to v1 hierarchies are absent from cgroup2's list.
+      if (better(v1, root)) v1 = CgroupFs{1, mountpoint, root};
+    } else if (fstype == "cgroup2" && !v1 && better(v2, root)) {
+      // Controllers bound to v1 hierarchies are absent from cgroup2's list
+      // (and once a v1 memory mount is known, cgroup2 cannot have it).
       auto controllers = reader(mountpoint + "/cgroup.controllers");
       if (controllers) {
         std::istringstream words(*controllers);
         std::string w;
         while (words >> w) {
           if (w == "memory") {
-            v2 = CgroupFs{2, mountpoint};
+            v2 = CgroupFs{2, mountpoint, root};
             break;
           }
         }
       }
     }
   }
-  return v2;
+  // A v1 memory mount means the controller is bound there and cgroup2 cannot
+  // have it, whatever a (stale or faked) cgroup.controllers says.
+  return v1 ? v1 : v2;
 }
 
 std::optional<std::string> memcg_path_of(const std::string& text, int version) {
@@ -206,7 +217,7 @@ std::map<std::string, uint64_t> parse_flat_keyed(const std::string& text) {
 
 MemcgStats read_memcg(const CgroupFs& fs, const std::string& rel_path) {
   MemcgStats s;
-  const std::string dir = cgroup_dir(fs, rel_path);
+  const std::string dir = memcg_dir(fs, rel_path);
   struct stat st;
   if (::stat(dir.c_str(), &st) == 0) s.inode = st.st_ino;
   if (fs.version == 1) {
@@ -229,7 +240,7 @@ MemcgStats read_memcg(const CgroupFs& fs, const std::string& rel_path) {
 
 std::vector<pid_t> cgroup_pids(const CgroupFs& fs, const std::string& rel_path) {
   std::vector<pid_t> pids;
-  auto text = read_real_file(cgroup_dir(fs, rel_path) + "/cgroup.procs");
+  auto text = read_real_file(memcg_dir(fs, rel_path) + "/cgroup.procs");
   if (!text) return pids;
   std::istringstream in(*text);
   std::string word;
@@ -268,6 +279,99 @@ std::optional<ContainerRef> container_of(const std::string& cgroup_path) {
 std::optional<double> usage_ratio(const MemcgStats& s) {
   if (!s.usage_bytes || !s.limit_bytes || *s.limit_bytes == 0) return std::nullopt;
   return static_cast<double>(*s.usage_bytes) / static_cast<double>(*s.limit_bytes);
+}
+
+std::string memcg_dir(const CgroupFs& fs, const std::string& rel_path) {
+  std::string dir = fs.mount;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (rel_path.empty() || rel_path == "/") return dir;
+  if (rel_path.front() != '/') dir.push_back('/');
+  return dir + rel_path;
+}
+
+std::optional<std::string> to_mount_relative(const CgroupFs& fs, const std::string& proc_cgroup_path) {
+  if (proc_cgroup_path.empty() || proc_cgroup_path.front() != '/') return std::nullopt;
+  for (const auto& c : split(proc_cgroup_path, '/')) {
+    if (c == "..") return std::nullopt;
+  }
+  const std::string path = strip_trailing_slashes(proc_cgroup_path);
+  const std::string root = strip_trailing_slashes(fs.root);
+  if (root == "/") return path;
+  if (path == root) return std::string("/");
+  // A whole-component prefix: root "/a/b" must not match "/a/bc".
+  if (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/') {
+    return path.substr(root.size());
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> memcg_rel_path_of(const CgroupFs& fs, const std::string& proc_cgroup_text) {
+  auto path = memcg_path_of(proc_cgroup_text, fs.version);
+  if (!path) return std::nullopt;
+  return to_mount_relative(fs, *path);
+}
+
+std::string parent_of(const std::string& rel_path) {
+  const std::string p = strip_trailing_slashes(rel_path);
+  auto slash = p.rfind('/');
+  if (slash == std::string::npos || slash == 0) return "/";
+  return p.substr(0, slash);
+}
+
+std::vector<MemcgNode> list_memcgs(const CgroupFs& fs, const std::string& under_rel_path, size_t max_nodes,
+                                   int max_depth) {
+  std::vector<MemcgNode> out;
+  if (max_nodes == 0) return out;
+  struct Pending {
+    std::string rel_path;
+    int depth;
+  };
+  std::deque<Pending> queue{{strip_trailing_slashes(under_rel_path.empty() ? "/" : under_rel_path), 0}};
+  while (!queue.empty() && out.size() < max_nodes) {
+    Pending cur = std::move(queue.front());
+    queue.pop_front();
+    // O_NOFOLLOW: the last component was seen as a directory in its parent's
+    // listing, but it may have been swapped for a symlink since (or be one at
+    // the start); refusing it keeps the walk inside the tree.
+    int dfd = ::open(memcg_dir(fs, cur.rel_path).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) continue;  // removed meanwhile, or not a directory: nothing to list
+    struct stat st;
+    if (::fstat(dfd, &st) != 0) {
+      ::close(dfd);
+      continue;
+    }
+    out.push_back({cur.rel_path, static_cast<uint64_t>(st.st_ino)});
+    if (cur.depth >= max_depth) {
+      ::close(dfd);
+      continue;
+    }
+    DIR* dir = ::fdopendir(dfd);  // owns dfd from here on
+    if (!dir) {
+      ::close(dfd);
+      continue;
+    }
+    std::vector<std::string> children;
+    while (struct dirent* e = ::readdir(dir)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      bool is_dir = e->d_type == DT_DIR;
+      if (e->d_type == DT_UNKNOWN) {  // file systems without d_type: ask, without following links
+        struct stat cst;
+        is_dir = ::fstatat(::dirfd(dir), e->d_name, &cst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(cst.st_mode);
+      }
+      if (is_dir) children.push_back(name);
+    }
+    ::closedir(dir);
+    std::sort(children.begin(), children.end());
+    const std::string prefix = cur.rel_path == "/" ? "" : cur.rel_path;
+    for (auto& c : children) {
+      // Never queue more than could be returned: one directory with a
+      // million children must not cost a million strings.
+      if (out.size() + queue.size() >= max_nodes) break;
+      queue.push_back({prefix + "/" + c, cur.depth + 1});
+    }
+  }
+  return out;
 }
 
 }  // namespace oomsnap

@@ -15,6 +15,11 @@ namespace oomsnap {
 struct CgroupFs {
   int version = 0;     // 1 or 2
   std::string mount;   // e.g. "/sys/fs/cgroup/memory" (v1) or "/sys/fs/cgroup" (v2)
+  // Which cgroup of the hierarchy the mount shows at its top (mountinfo field
+  // 4): "/" normally; inside a container whose cgroupfs is a bind mount of its
+  // own subtree, e.g. "/kubepods/burstable/pod.../<id>". /proc/PID/cgroup
+  // paths are relative to the hierarchy (or cgroup namespace), not to this.
+  std::string root = "/";
 };
 
 // Returns a file's contents, or nullopt when it cannot be read. Injected so
@@ -31,10 +36,45 @@ std::optional<CgroupFs> find_memory_cgroupfs(const std::string& mountinfo_text,
                                              std::string root_override = "",
                                              const FileReader& read_file = {});
 
-// The memory cgroup path (relative to the mount, starting with '/') from
-// /proc/PID/cgroup text: v1 the line whose controller list holds "memory",
-// v2 the "0::" line.
+// The memory cgroup path from /proc/PID/cgroup text (starting with '/'): v1
+// the line whose controller list holds "memory", v2 the "0::" line. It is the
+// path within the hierarchy, which is the path below the mount only when the
+// mount's root is "/"; to_mount_relative / memcg_rel_path_of make it so.
 std::optional<std::string> memcg_path_of(const std::string& proc_cgroup_text, int version);
+
+// A hierarchy path (as /proc/PID/cgroup prints it) made relative to the mount
+// by stripping fs.root: root "/kubepods/x" turns "/kubepods/x/y" into "/y" and
+// "/kubepods/x" into "/". nullopt when the cgroup is not visible below this
+// mount: outside its root, not absolute, or containing ".." (what the kernel
+// prints for cgroups outside the reader's cgroup namespace; joining it to
+// the mount would point outside the cgroupfs).
+std::optional<std::string> to_mount_relative(const CgroupFs& fs, const std::string& proc_cgroup_path);
+
+// memcg_path_of + to_mount_relative: the path to pass to read_memcg & co.
+std::optional<std::string> memcg_rel_path_of(const CgroupFs& fs, const std::string& proc_cgroup_text);
+
+// The directory of a cgroup: fs.mount joined with rel_path ("/" = the mount).
+std::string memcg_dir(const CgroupFs& fs, const std::string& rel_path);
+
+// The parent of a mount-relative path: "/a/b" → "/a", "/a" → "/", "/" → "/".
+std::string parent_of(const std::string& rel_path);
+
+struct MemcgNode {
+  std::string rel_path;  // relative to the mount, starts with '/'
+  uint64_t inode = 0;    // st_ino of the directory = the cgroup id BPF reports
+};
+
+// The cgroup at under_rel_path and every cgroup below it, breadth first
+// (parents before children, siblings by name), so a cap keeps the shallow
+// part of a huge tree. Directories are opened with O_NOFOLLOW and symlinks
+// are not entered, so a crafted tree cannot loop. Stops after max_nodes
+// nodes (a result of exactly max_nodes may be truncated) and does not
+// descend below max_depth levels under the start (the start is depth 0).
+// Empty if the start cannot be opened. On v2 a directory is listed even when
+// the memory controller is not enabled for it (no memory.current): its pages
+// are charged to the nearest ancestor that has one.
+std::vector<MemcgNode> list_memcgs(const CgroupFs& fs, const std::string& under_rel_path,
+                                   size_t max_nodes = 100000, int max_depth = 32);
 
 // Counters of one memory cgroup. A file that is missing or unparsable leaves
 // its field empty, never zero; an unlimited limit/high is also empty.
