@@ -1,0 +1,109 @@
+// When to collect, and which container: pure decisions over triggers, usage
+// figures and a monotonic clock, so every rule is unit-testable without a
+// kernel. The agent feeds it triggers and asks it at the deadlines it names.
+//
+// Rules (issue #3):
+// - a container is a candidate only with a finite limit and usage/limit at or
+//   above the threshold;
+// - candidates arriving within a short batch window are merged; at the end of
+//   the window each is re-read and re-checked, they are sorted by usage ratio
+//   (containers collected within the last two cooldown periods rank after the
+//   others, so one container cannot starve the rest) and only the top one is
+//   collected;
+// - node-wide cooldown between collections; candidates that arrive during the
+//   cooldown, or lose a batch, are deferred and re-checked when it ends.
+// OOM kills are not decided here: the agent records every one.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/cgroup.h"
+
+namespace oomsnap {
+
+using MonoNs = uint64_t;  // CLOCK_MONOTONIC nanoseconds, the clock of bpf_ktime_get_ns()
+
+MonoNs monotonic_now_ns();
+
+// What made the agent look at a container.
+struct Trigger {
+  std::string type;        // a known_triggers() name: "memcg_pressure", "threshold", ...
+  std::string source;      // how it arrived, e.g. "bpf raw_tp/mm_vmscan_memcg_reclaim_begin"
+  MonoNs kernel_ns = 0;    // when the kernel saw it (BPF timestamp), else when it was read
+  MonoNs received_ns = 0;  // when the agent took it in
+  pid_t pid = 0;           // the task involved, when the kernel names one
+  nlohmann::json counters = nlohmann::json::object();
+};
+
+struct PolicyOptions {
+  int threshold_percent = 90;
+  std::chrono::nanoseconds cooldown{std::chrono::seconds(300)};
+  std::chrono::nanoseconds batch_window{std::chrono::milliseconds(5)};
+};
+
+struct Candidate {
+  std::string memcg;   // relative cgroup path of the limited container
+  Trigger trigger;     // the first trigger that made it a candidate
+  uint64_t merged = 0; // further triggers for it that were folded in
+  MemcgStats stats;    // as re-read when the decision was made
+  double ratio = 0;
+};
+
+enum class OfferResult {
+  kOpenedBatch,     // first candidate: a batch window started
+  kJoinedBatch,     // added to (or merged into) the open batch
+  kDeferred,        // node in cooldown: re-checked when it ends
+  kUnlimited,       // no finite limit: never a candidate
+  kBelowThreshold,  // usage/limit under the threshold
+};
+const char* to_string(OfferResult r);
+
+struct Decision {
+  std::optional<Candidate> collect;                          // at most one per batch
+  std::vector<std::pair<std::string, std::string>> dropped;  // memcg, why it was not collected
+};
+
+class Policy {
+ public:
+  using Reread = std::function<MemcgStats(const std::string& memcg)>;
+
+  explicit Policy(PolicyOptions options) : options_(options) {}
+  void set_options(PolicyOptions options) { options_ = options; }
+  const PolicyOptions& options() const { return options_; }
+
+  // A trigger for `memcg` whose counters right now are `stats`.
+  OfferResult offer(const std::string& memcg, const Trigger& trigger, const MemcgStats& stats, MonoNs now);
+
+  // When on_deadline() should next be called (batch end, or cooldown end while
+  // candidates are deferred); nullopt when nothing is pending.
+  std::optional<MonoNs> next_deadline() const;
+
+  // Closes a due batch (or opens one from the deferred candidates when the
+  // cooldown is over). A collection decision starts the cooldown at `now`.
+  Decision on_deadline(MonoNs now, const Reread& reread);
+
+  bool in_cooldown(MonoNs now) const { return cooldown_until_ && now < *cooldown_until_; }
+  size_t deferred_count() const { return deferred_.size(); }
+  void forget(const std::string& memcg);  // the cgroup was removed
+
+ private:
+  static std::optional<double> ratio_of(const MemcgStats& s);
+  bool recently_collected(const std::string& memcg, MonoNs now) const;
+  void add(std::map<std::string, Candidate>& into, const std::string& memcg, const Trigger& t);
+
+  PolicyOptions options_;
+  std::map<std::string, Candidate> batch_;
+  std::optional<MonoNs> batch_deadline_;
+  std::map<std::string, Candidate> deferred_;
+  std::optional<MonoNs> cooldown_until_;
+  std::map<std::string, MonoNs> last_collected_;
+};
+
+}  // namespace oomsnap
