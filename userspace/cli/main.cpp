@@ -4,13 +4,15 @@
 #include <vector>
 
 #include "cli/snapshot_command.h"
+#include "cli/watch_command.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   const char* usage =
       "usage: oomsnap <command> [options]\n"
       "commands:\n"
-      "  snapshot --pid PID   capture one process's heap profile (JSON or pprof)\n";
+      "  snapshot --pid PID   capture one process's heap profile (JSON or pprof)\n"
+      "  watch [--config F]   the agent: one JSON record per memory-pressure incident\n";
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
     (args.empty() ? std::cerr : std::cout) << usage;
     return args.empty() ? 2 : 0;
@@ -18,6 +20,7 @@ int main(int argc, char** argv) {
   std::string cmd = args[0];
   args.erase(args.begin());
   if (cmd == "snapshot") return oomsnap::run_snapshot_command(args, std::cout, std::cerr);
+  if (cmd == "watch") return oomsnap::run_watch_command(args, std::cerr);
   std::cerr << "oomsnap: unknown command '" << cmd << "'\n" << usage;
   return 2;
 }

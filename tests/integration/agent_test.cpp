@@ -1,0 +1,334 @@
+// `oomsnap watch` end to end on this machine: real memory cgroups (v1 here)
+// below the test's own memcg, real Go fixtures leaking into them, real OOM
+// kills, the real BPF programs. The agent is scoped to one parent cgroup per
+// test so nothing else on the machine reaches it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "test_cgroup.h"
+#include "test_process.h"
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using oomsnap_test::Process;
+using oomsnap_test::TestMemcg;
+
+namespace {
+
+const std::string kFixture = std::string(OOMSNAP_FIXTURES) + "/go/1.26/default/heapfixture";
+constexpr uint64_t kMiB = 1 << 20;
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/oomsnap-agent-XXXXXX";
+  const char* d = mkdtemp(tmpl);
+  if (!d) throw std::runtime_error("mkdtemp");
+  return d;
+}
+
+// The agent as a child process: records arrive as lines on its stdout, the
+// log goes to a file the test can search.
+class AgentProcess {
+ public:
+  AgentProcess(const std::string& dir, const std::string& config_text, std::vector<std::string> extra_args = {})
+      : dir_(dir), log_(dir + "/agent.log") {
+    std::ofstream(dir + "/agent.toml") << config_text;
+    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"" + log_ + "\"", OOMSNAP_BINARY,
+                                     "watch", "--config", dir + "/agent.toml", "--log-level", "debug"};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    proc_ = std::make_unique<Process>(argv);
+  }
+  ~AgentProcess() {
+    if (proc_ && proc_->try_wait() < 0) {
+      ::kill(proc_->pid(), SIGTERM);
+      for (int i = 0; i < 100 && proc_->try_wait() < 0; ++i) std::this_thread::sleep_for(50ms);
+    }
+  }
+  // Waits for a log line containing `what`.
+  bool wait_log(const std::string& what, std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      if (log().find(what) != std::string::npos) return true;
+      if (proc_->try_wait() >= 0) return log().find(what) != std::string::npos;
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  }
+  std::string log() const { return oomsnap_test::slurp(log_); }
+  // The next record (parsed), or null on timeout.
+  json next_record(std::chrono::milliseconds timeout) {
+    std::string line = proc_->read_line(timeout);
+    if (line.empty()) return nullptr;
+    return json::parse(line);
+  }
+  Process& process() { return *proc_; }
+  // SIGTERM and wait for the exit status.
+  int stop() {
+    ::kill(proc_->pid(), SIGTERM);
+    for (int i = 0; i < 200; ++i) {
+      int st = proc_->try_wait();
+      if (st >= 0) return st;
+      std::this_thread::sleep_for(50ms);
+    }
+    return -1;
+  }
+
+ private:
+  std::string dir_, log_;
+  std::unique_ptr<Process> proc_;
+};
+
+std::string config_for(const TestMemcg& scope, const std::string& dir, const std::string& extra) {
+  return extra + "\n[storage]\nPath = \"" + dir + "/records\"\n[cgroup]\nScope = \"" + scope.rel_path() + "\"\n";
+}
+
+// A Go fixture leaking at `mb_per_s` (up to `limit_mb`, 0 = forever) inside `cg`.
+std::unique_ptr<Process> leaker(const TestMemcg& cg, double mb_per_s, double limit_mb = 0) {
+  std::vector<std::string> argv = {kFixture, "-leak-mb-per-s", std::to_string(mb_per_s)};
+  if (limit_mb > 0) {
+    argv.push_back("-leak-limit-mb");
+    argv.push_back(std::to_string(limit_mb));
+  }
+  auto p = std::make_unique<Process>(argv, std::vector<std::string>{}, cg.dir());
+  if (p->read_line(20s).find("\"ready\":true") == std::string::npos)
+    throw std::runtime_error("fixture did not start in " + cg.dir());
+  return p;
+}
+
+uint64_t usage_of(const TestMemcg& cg) {
+  return std::strtoull(oomsnap_test::slurp(cg.dir() + "/memory.usage_in_bytes").c_str(), nullptr, 10);
+}
+
+void require_fixture() {
+  if (access(kFixture.c_str(), X_OK) != 0) FAIL() << "fixture missing: " << kFixture << " (tools/build-go-fixtures.sh)";
+}
+
+}  // namespace
+
+// The headline: a Go program leaks in a 256 MiB container; the agent takes
+// its heap snapshot on a kernel trigger before the OOM killer strikes, and
+// the record ties the kill to the snapshot.
+TEST(AgentEndToEnd, RealOomKillFollowsSnapshotOfLeakingGoProgram) {
+  require_fixture();
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 256 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, "OomKillWindow = 60\nRunTracingToolTimeout = 5"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+
+  auto fixture = leaker(box, 25);
+  const pid_t victim = fixture->pid();
+  json rec = agent.next_record(90s);
+  ASSERT_FALSE(rec.is_null()) << "no record; agent log:\n" << agent.log();
+
+  // The trigger came from the kernel: a v1 usage-threshold eventfd or the
+  // BPF memcg reclaim tracepoint.
+  const std::string type = rec["trigger"]["type"];
+  EXPECT_TRUE(type == "threshold" || type == "memcg_pressure") << rec.dump(2);
+  EXPECT_GT(rec["trigger"]["kernel_ts_ns"].get<uint64_t>(), 0u);
+  EXPECT_EQ(rec["container"]["cgroup_path"], box.rel_path());
+  EXPECT_EQ(rec["container"]["cgroup_inode"], box.inode());
+  EXPECT_EQ(rec["container"]["limit_bytes"], 256 * kMiB);
+  EXPECT_GE(rec["container"]["usage_bytes"].get<uint64_t>(), 256 * kMiB * 90 / 100);
+  EXPECT_EQ(rec["victim_pid"], victim);
+  EXPECT_EQ(rec["comm"], "heapfixture");
+  EXPECT_GT(rec["score"].get<int64_t>(), 0);
+  EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
+
+  // The snapshot: complete, the leaking function on top.
+  const json& snap = rec["tracer_data"]["snapshot"];
+  EXPECT_EQ(rec["tracer_data"]["language"], "go");
+  EXPECT_EQ(snap["status"], "complete") << snap.dump(2);
+  ASSERT_FALSE(snap["entries"].empty());
+  EXPECT_EQ(snap["entries"][0]["name"], "main.leakForever") << snap.dump(2);
+
+  // The kill that followed, and how much earlier the evidence was safe.
+  ASSERT_TRUE(rec.contains("oom_kill")) << rec.dump(2);
+  EXPECT_EQ(rec["oom_kill"]["pid"], victim);
+  EXPECT_EQ(rec["oom_kill"]["matches_victim"], true);
+  EXPECT_GT(rec["oom_kill"]["lead_ms"].get<double>(), 0.0);
+  ASSERT_TRUE(rec.contains("exit"));
+  EXPECT_EQ(rec["exit"]["signal"], SIGKILL);
+
+  // Timeline in kernel-clock order.
+  const json& tl = rec["timeline"];
+  EXPECT_LE(tl["trigger_ns"].get<uint64_t>(), tl["decided_ns"].get<uint64_t>());
+  EXPECT_LE(tl["decided_ns"].get<uint64_t>(), tl["collection_start_ns"].get<uint64_t>());
+  EXPECT_LT(tl["collection_start_ns"].get<uint64_t>(), tl["snapshot_complete_ns"].get<uint64_t>());
+  EXPECT_LT(tl["snapshot_complete_ns"].get<uint64_t>(), tl["oom_kill_ns"].get<uint64_t>());
+  EXPECT_LE(tl["oom_kill_ns"].get<uint64_t>(), tl["exit_ns"].get<uint64_t>());
+  EXPECT_EQ(rec["agent"]["bpf_ring_drops"], 0);
+  EXPECT_FALSE(rec["node"].get<std::string>().empty());
+  EXPECT_EQ(rec["time"].get<std::string>().size(), 24u);  // 2026-11-29T14:21:51.123Z
+
+  // The LocalFile sink holds the same line.
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
+  std::string file = oomsnap_test::slurp(dir + "/records/oomsnap.jsonl");
+  ASSERT_FALSE(file.empty());
+  EXPECT_EQ(json::parse(file.substr(0, file.find('\n'))), rec);
+  std::filesystem::remove_all(dir);
+}
+
+// Two containers over the threshold at once, one without a limit: the higher
+// ratio is collected first, the other only after the cooldown, the unlimited
+// one never.
+TEST(AgentEndToEnd, HigherRatioFirstCooldownHonouredUnlimitedNeverCandidate) {
+  require_fixture();
+  TestMemcg scope("scope");
+  TestMemcg a(scope, "a", 220 * kMiB);  // ~204 MiB used: ~93%
+  TestMemcg b(scope, "b", 212 * kMiB);  // ~204 MiB used: ~96%
+  TestMemcg unlimited(scope, "free");
+  const std::string dir = temp_dir();
+  const int cooldown_s = 6;
+  AgentProcess agent(dir, config_for(scope, dir,
+                                     "IntervalTracing = " + std::to_string(cooldown_s) +
+                                         "\nBatchWindow = 2\nOomKillWindow = 1\n[triggers]\nBlacklist = "
+                                         "[\"process_exit\"]"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+
+  auto fa = leaker(a, 400, 200);
+  auto fb = leaker(b, 400, 200);
+  auto fc = leaker(unlimited, 400, 200);
+
+  json first = agent.next_record(30s);
+  ASSERT_FALSE(first.is_null()) << agent.log();
+  json second = agent.next_record(30s);
+  ASSERT_FALSE(second.is_null()) << agent.log();
+  EXPECT_EQ(first["container"]["cgroup_path"], b.rel_path()) << first.dump(2) << "\n" << agent.log();
+  EXPECT_EQ(second["container"]["cgroup_path"], a.rel_path()) << second.dump(2);
+  EXPECT_EQ(first["victim_pid"], fb->pid());
+  EXPECT_EQ(second["victim_pid"], fa->pid());
+  auto ratio = [](const json& r) {
+    return r["container"]["usage_bytes"].get<double>() / r["container"]["limit_bytes"].get<double>();
+  };
+  EXPECT_GT(ratio(first), ratio(second));
+  EXPECT_GE(ratio(second), 0.90);
+  // Node-wide cooldown between the two collections.
+  const uint64_t gap = second["timeline"]["decided_ns"].get<uint64_t>() - first["timeline"]["decided_ns"].get<uint64_t>();
+  EXPECT_GE(gap, uint64_t(cooldown_s) * 1'000'000'000ull);
+  // The unlimited container holds as much memory but is never a candidate.
+  EXPECT_GE(usage_of(unlimited), 200 * kMiB);
+  EXPECT_TRUE(agent.next_record(3s).is_null());
+  EXPECT_EQ(agent.log().find(unlimited.rel_path() + ":"), std::string::npos) << agent.log();
+  EXPECT_EQ(agent.log().find("collecting in " + unlimited.rel_path()), std::string::npos);
+  EXPECT_EQ(agent.stop(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// A process killed by a signal in a watched container is reported; this one
+// runs with the classic-tracepoint attach mode to cover the fallback path.
+TEST(AgentEndToEnd, ProcessExitBySignalIsReportedInTracepointMode) {
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 64 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, ""), {"--bpf-mode", "tracepoint"});
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  EXPECT_NE(agent.log().find("BPF attached: tracepoint"), std::string::npos) << agent.log();
+
+  Process sleeper({"/bin/sleep", "60"}, {}, box.dir());
+  std::this_thread::sleep_for(200ms);
+  ::kill(sleeper.pid(), SIGTERM);
+  json rec = agent.next_record(15s);
+  ASSERT_FALSE(rec.is_null()) << agent.log();
+  EXPECT_EQ(rec["trigger"]["type"], "process_exit");
+  EXPECT_EQ(rec["trigger"]["pid"], sleeper.pid());
+  EXPECT_EQ(rec["exit"]["pid"], sleeper.pid());
+  EXPECT_EQ(rec["exit"]["signal"], SIGTERM);
+  EXPECT_EQ(rec["exit"]["signal_name"], "SIGTERM");
+  EXPECT_EQ(rec["container"]["cgroup_path"], box.rel_path());
+  EXPECT_EQ(rec["collection"]["status"], "not_attempted");
+  EXPECT_EQ(agent.stop(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// The process that filled the container is gone by the time the batch
+// closes, but its memory is still charged (a tmpfs file): the incident is
+// recorded with the reason, and the agent carries on.
+TEST(AgentEndToEnd, VictimGoneBeforeCollectionGivesRecordWithReason) {
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 64 * kMiB);
+  const std::string dir = temp_dir();
+  const std::string shm = "/dev/shm/oomsnap-test-" + std::to_string(getpid());
+  AgentProcess agent(dir, config_for(scope, dir, "BatchWindow = 1.5\nOomKillWindow = 0.5"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  // 58 MiB of tmpfs pages charged to the box, then the writer exits at once.
+  Process writer({"/bin/dd", "if=/dev/zero", "of=" + shm, "bs=1M", "count=58"}, {}, box.dir());
+  for (int i = 0; i < 200 && writer.try_wait() < 0; ++i) std::this_thread::sleep_for(50ms);
+  json rec = agent.next_record(20s);
+  unlink(shm.c_str());
+  ASSERT_FALSE(rec.is_null()) << agent.log();
+  EXPECT_EQ(rec["container"]["cgroup_path"], box.rel_path());
+  EXPECT_EQ(rec["collection"]["status"], "no_victim") << rec.dump(2);
+  EXPECT_NE(rec["collection"]["reason"].get<std::string>().find("no processes"), std::string::npos);
+  EXPECT_TRUE(rec["victim_pid"].is_null());
+  EXPECT_FALSE(rec.contains("tracer_data"));
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(AgentCli, BadConfigIsRejectedNamingTheKey) {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/bad.toml") << "ThresholdPercent = 90\nIntervalTracin = 5\n";
+  Process p({"/bin/sh", "-c", std::string("exec \"$0\" watch --config \"$1\" 2>&1"), OOMSNAP_BINARY, dir + "/bad.toml"});
+  std::string line = p.read_line(10s);
+  EXPECT_NE(line.find("'IntervalTracin' (line 2)"), std::string::npos) << line;
+  int st = -1;
+  for (int i = 0; i < 100 && (st = p.try_wait()) < 0; ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(AgentCli, MissingPrivilegesGiveAClearErrorAndExitOne) {
+  if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv (util-linux) not installed";
+  // A copy the unprivileged user can execute, wherever the build lives.
+  const std::string dir = temp_dir();
+  chmod(dir.c_str(), 0755);
+  const std::string bin = dir + "/oomsnap";
+  std::filesystem::copy_file(OOMSNAP_BINARY, bin);
+  chmod(bin.c_str(), 0755);
+  std::ofstream(dir + "/ok.toml") << "[storage]\nPath = \"" << dir << "/records\"\n";
+  chmod((dir + "/ok.toml").c_str(), 0644);
+  Process p({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+             "--bounding-set=-all", "/bin/sh", "-c", "exec \"$0\" watch --config \"$1\" 2>&1", bin, dir + "/ok.toml"});
+  std::string out;
+  for (std::string l; !(l = p.read_line(10s)).empty();) out += l + "\n";
+  int st = -1;
+  for (int i = 0; i < 100 && (st = p.try_wait()) < 0; ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(WIFEXITED(st)) << out;
+  EXPECT_EQ(WEXITSTATUS(st), 1) << out;
+  EXPECT_NE(out.find("cannot start"), std::string::npos) << out;
+  EXPECT_NE(out.find("root"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
+// SIGHUP re-reads the file: a broken edit is refused (the agent keeps
+// running with the old configuration), a good one is applied.
+TEST(AgentCli, SighupReloadsConfigAndRefusesBadEdits) {
+  TestMemcg scope("scope");
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, "ThresholdPercent = 90"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  std::ofstream(dir + "/agent.toml") << "ThresholdPercent = 900\n";
+  ::kill(agent.process().pid(), SIGHUP);
+  ASSERT_TRUE(agent.wait_log("not reloaded", 10s)) << agent.log();
+  EXPECT_NE(agent.log().find("'ThresholdPercent'"), std::string::npos);
+  std::ofstream(dir + "/agent.toml") << config_for(scope, dir, "ThresholdPercent = 80");
+  ::kill(agent.process().pid(), SIGHUP);
+  ASSERT_TRUE(agent.wait_log("configuration reloaded", 10s)) << agent.log();
+  EXPECT_LT(agent.process().try_wait(), 0);  // still running
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,546 @@
+#include "agent/agent.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include <boost/asio/post.hpp>
+
+#include "agent/collect.h"
+#include "core/proc_info.h"
+
+namespace oomsnap {
+
+namespace asio = boost::asio;
+
+// An incident between its decision and its record.
+struct Agent::Pending {
+  explicit Pending(asio::io_context& io) : timer(io) {}
+  Incident inc;
+  bool collecting = false;
+  MonoNs window_end = 0;  // an OOM kill in the container until then belongs to it
+  Agent::Timer timer;     // window / wait-for-exit
+};
+
+namespace {
+
+std::string host_name() {
+  if (const char* n = std::getenv("OOMSNAP_NODE_NAME"); n && *n) return n;
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::chrono::nanoseconds until(MonoNs deadline) {
+  MonoNs now = monotonic_now_ns();
+  return std::chrono::nanoseconds(deadline > now ? deadline - now : 0);
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+// How long a record waits for the exit of a process the kernel chose.
+constexpr std::chrono::milliseconds kExitWait{1000};
+
+}  // namespace
+
+Agent::Agent(asio::io_context& io, AgentOptions options, std::shared_ptr<spdlog::logger> log)
+    : io_(io),
+      options_(std::move(options)),
+      log_(std::move(log)),
+      node_(options_.node_name.empty() ? host_name() : options_.node_name),
+      policy_(PolicyOptions{}),
+      signals_(io),
+      rescan_timer_(io),
+      policy_timer_(io),
+      worker_(std::make_unique<SerialWorker>(16)) {}
+
+Agent::~Agent() {
+  if (worker_) worker_->stop();
+}
+
+bool Agent::blacklisted(const std::string& trigger) const {
+  const auto& b = options_.config.trigger_blacklist;
+  return std::find(b.begin(), b.end(), trigger) != b.end();
+}
+
+CaptureOptions Agent::capture_options() const {
+  CaptureOptions o;
+  o.max_entries = options_.config.max_memory_object_entries;
+  o.budget = options_.config.run_tracing_tool_timeout;
+  return o;
+}
+
+nlohmann::json Agent::counters() const {
+  return {{"bpf_ring_drops", bpf_ ? bpf_->dropped() : 0},
+          {"queue_overflows", queue_overflows_},
+          {"events", events_seen_},
+          {"pressure_events_suppressed", suppressed_pressure_},
+          {"unknown_cgroup_events", unknown_cgroup_events_},
+          {"records_written", records_written_},
+          {"sink_errors", sink_errors_}};
+}
+
+void Agent::apply_config() {
+  const AgentConfig& c = options_.config;
+  PolicyOptions p;
+  p.threshold_percent = c.threshold_percent;
+  p.cooldown = c.interval_tracing;
+  p.batch_window = c.batch_window;
+  policy_.set_options(p);
+}
+
+bool Agent::open_sinks(std::string& error) {
+  SinkSet sinks;
+  const AgentConfig& c = options_.config;
+  if (c.stdout_sink) sinks.add(make_stream_sink(STDOUT_FILENO, "stdout"));
+  if (c.file_sink) {
+    auto f = make_rotating_file_sink(c.storage_path, c.storage_max_bytes, c.storage_max_files, error);
+    if (!f) return false;
+    sinks.add(std::move(f));
+  }
+  if (sinks.size() == 0) {
+    error = "no sink: both storage.Stdout and storage.LocalFile are off";
+    return false;
+  }
+  sinks_ = std::move(sinks);
+  return true;
+}
+
+bool Agent::start(std::string& error) {
+  const AgentConfig& c = options_.config;
+  apply_config();
+
+  std::string mountinfo;
+  read_text_file("/proc/self/mountinfo", mountinfo);
+  auto fs = find_memory_cgroupfs(mountinfo, c.cgroup_root);
+  if (!fs) {
+    error = c.cgroup_root.empty()
+                ? "no memory cgroup controller found in /proc/self/mountinfo (neither v1 'memory' nor a cgroup2 "
+                  "mount with 'memory' in cgroup.controllers)"
+                : "cgroup.Root '" + c.cgroup_root + "' is not a memory cgroup directory";
+    return false;
+  }
+  if (list_memcgs(*fs, c.cgroup_scope, 1).empty()) {
+    error = "cgroup.Scope '" + c.cgroup_scope + "' does not exist under " + fs->mount;
+    return false;
+  }
+
+  BpfEventOptions bo;
+  bo.mode = options_.bpf_mode;
+  bpf_ = BpfEventSource::open(bo, [this](const oomsnap_event& e) { on_bpf_event(e); }, error);
+  if (!bpf_) return false;
+  log_->info("BPF attached: {}", bpf_->description());
+
+  if (!open_sinks(error)) return false;
+
+  CgroupTriggerOptions to;
+  to.scope = c.cgroup_scope;
+  to.threshold_percent = c.threshold_percent;
+  to.threshold = !blacklisted("threshold");
+  to.memory_events = !blacklisted("memory_events");
+  to.psi = !blacklisted("psi");
+  cgroups_ = std::make_unique<CgroupTriggers>(
+      io_, *fs, to, [this](const std::string& memcg, Trigger t) { offer(memcg, std::move(t)); }, log_);
+
+  int bpf_fd = ::dup(bpf_->fd());
+  if (bpf_fd < 0) {
+    error = "dup of the ring-buffer fd failed";
+    return false;
+  }
+  bpf_desc_ = std::make_unique<asio::posix::stream_descriptor>(io_, bpf_fd);
+  arm_bpf();
+  signals_.add(SIGTERM);
+  signals_.add(SIGINT);
+  signals_.add(SIGHUP);
+  arm_signals();
+  cgroups_->rescan();
+  arm_rescan();
+  log_->info("ready: node {}; {}; threshold {}%, cooldown {}s, batch window {}ms, OOM-kill window {}ms; "
+             "blacklist [{}]; sinks: {}{}",
+             node_, cgroups_->describe(), c.threshold_percent, c.interval_tracing.count(), c.batch_window.count(),
+             c.oom_kill_window.count(), join(c.trigger_blacklist), c.stdout_sink ? "stdout " : "",
+             c.file_sink ? c.storage_path : "");
+  return true;
+}
+
+void Agent::arm_bpf() {
+  bpf_desc_->async_wait(asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    int n = bpf_->consume();
+    if (n < 0) log_->warn("ring buffer consume failed: {}", n);
+    arm_bpf();
+  });
+}
+
+void Agent::arm_signals() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    if (sig == SIGHUP) {
+      reload_config();
+      arm_signals();
+      return;
+    }
+    log_->info("signal {}: stopping", sig);
+    stop();
+  });
+}
+
+void Agent::arm_rescan() {
+  rescan_timer_.expires_after(options_.config.rescan_interval);
+  rescan_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    for (const auto& gone : cgroups_->rescan()) policy_.forget(gone);
+    arm_rescan();
+  });
+}
+
+void Agent::reload_config() {
+  try {
+    AgentConfig c = load_config(options_.config_path);
+    options_.config = std::move(c);
+  } catch (const ConfigError& e) {
+    log_->error("SIGHUP: configuration not reloaded, keeping the running one: {}", e.what());
+    return;
+  }
+  apply_config();
+  std::string error;
+  if (!open_sinks(error)) log_->error("SIGHUP: sinks not reopened, keeping the old ones: {}", error);
+  CgroupTriggerOptions to;
+  to.scope = options_.config.cgroup_scope;
+  to.threshold_percent = options_.config.threshold_percent;
+  to.threshold = !blacklisted("threshold");
+  to.memory_events = !blacklisted("memory_events");
+  to.psi = !blacklisted("psi");
+  cgroups_->set_options(to);
+  cgroups_->rescan();
+  log_->info("SIGHUP: configuration reloaded from {}; {}",
+             options_.config_path.empty() ? "(defaults)" : options_.config_path, cgroups_->describe());
+}
+
+std::optional<std::string> Agent::memcg_of_event(uint64_t cgroup_id, pid_t pid) {
+  auto path = cgroups_->path_of_inode(cgroup_id);
+  if (!path) {
+    // A cgroup created since the last rescan: look again, at most every 200 ms.
+    MonoNs now = monotonic_now_ns();
+    if (now - last_unknown_rescan_ > 200'000'000ull) {
+      last_unknown_rescan_ = now;
+      cgroups_->rescan();
+      path = cgroups_->path_of_inode(cgroup_id);
+    }
+  }
+  if (!path && pid > 0) path = memcg_of_pid(cgroups_->fs(), pid);
+  if (!path) {
+    ++unknown_cgroup_events_;
+    return std::nullopt;
+  }
+  if (!cgroups_->in_scope(*path)) return std::nullopt;
+  return path;
+}
+
+void Agent::on_bpf_event(const oomsnap_event& e) {
+  ++events_seen_;
+  switch (e.type) {
+    case OOMSNAP_EV_MEMCG_PRESSURE: on_pressure(e); break;
+    case OOMSNAP_EV_OOM_KILL: on_oom_kill(e); break;
+    case OOMSNAP_EV_PROCESS_EXIT: on_exit(e); break;
+    default: log_->warn("unknown BPF event type {}", e.type);
+  }
+}
+
+void Agent::on_pressure(const oomsnap_event& e) {
+  suppressed_pressure_ += e.suppressed;
+  if (blacklisted("memcg_pressure")) return;
+  auto memcg = memcg_of_event(e.cgroup_id, static_cast<pid_t>(e.tgid));
+  if (!memcg) return;
+  auto container = cgroups_->limited_container_of(*memcg);
+  if (!container) return;  // no finite limit anywhere above: never a candidate
+  Trigger t;
+  t.type = "memcg_pressure";
+  t.source = std::string("bpf ") + to_string(bpf_->mode()) + ": mm_vmscan_memcg_reclaim_begin";
+  t.kernel_ns = e.ktime_ns;
+  t.received_ns = monotonic_now_ns();
+  t.pid = static_cast<pid_t>(e.tgid);
+  t.counters = {{"reclaiming_memcg", *memcg}, {"order", e.order}, {"gfp_flags", e.gfp_flags},
+                {"suppressed_since_last", e.suppressed}};
+  offer(*container, std::move(t));
+}
+
+void Agent::offer(const std::string& memcg, Trigger trigger) {
+  if (stopping_) return;
+  if (!trigger.received_ns) trigger.received_ns = monotonic_now_ns();
+  MemcgStats stats = read_memcg(cgroups_->fs(), memcg);
+  OfferResult r = policy_.offer(memcg, trigger, stats, monotonic_now_ns());
+  log_->debug("trigger {} ({}) for {}: {}", trigger.type, trigger.source, memcg, to_string(r));
+  if (r == OfferResult::kOpenedBatch || r == OfferResult::kDeferred) arm_policy_timer();
+}
+
+void Agent::arm_policy_timer() {
+  auto deadline = policy_.next_deadline();
+  if (!deadline) {
+    policy_timer_.cancel();
+    return;
+  }
+  policy_timer_.expires_after(until(*deadline));
+  policy_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    on_policy_deadline();
+  });
+}
+
+void Agent::on_policy_deadline() {
+  const MonoNs now = monotonic_now_ns();
+  const CgroupFs& fs = cgroups_->fs();
+  Decision d = policy_.on_deadline(now, [&fs](const std::string& m) { return read_memcg(fs, m); });
+  for (const auto& [memcg, why] : d.dropped) log_->info("not collecting {}: {}", memcg, why);
+  if (d.collect) start_collection(std::move(*d.collect), now);
+  arm_policy_timer();
+}
+
+void Agent::start_collection(Candidate c, MonoNs decided) {
+  const uint64_t id = next_id_++;
+  auto p = std::make_unique<Pending>(io_);
+  Incident& inc = p->inc;
+  inc.id = id;
+  inc.trigger = c.trigger;
+  inc.merged_triggers = c.merged;
+  inc.container.cgroup_path = c.memcg;
+  inc.container.inode = c.stats.inode;
+  inc.container.stats = c.stats;
+  inc.container.ref = container_of(c.memcg);
+  inc.timeline.trigger = c.trigger.kernel_ns;
+  inc.timeline.received = c.trigger.received_ns;
+  inc.timeline.decided = decided;
+  p->collecting = true;
+  p->window_end = decided + static_cast<MonoNs>(
+                                std::chrono::duration_cast<std::chrono::nanoseconds>(options_.config.oom_kill_window).count());
+  log_->info("incident {}: collecting in {} ({:.1f}% of the limit, trigger {})", id, c.memcg, c.ratio * 100.0,
+             c.trigger.type);
+
+  Incident job_inc = inc;
+  pending_[id] = std::move(p);
+  CgroupFs fs = cgroups_->fs();
+  CaptureOptions opts = capture_options();
+  bool queued = worker_->post([this, job_inc, fs, opts]() mutable {
+    collect_incident(job_inc, fs, opts);
+    asio::post(io_, [this, done = std::move(job_inc)]() mutable { on_collected(std::move(done)); });
+  });
+  if (!queued) {
+    ++queue_overflows_;
+    Incident& pinc = pending_[id]->inc;
+    pinc.outcome = CollectionOutcome::kQueueFull;
+    pinc.reason = "the collection queue was full; incident recorded without a snapshot";
+    pending_[id]->collecting = false;
+    finalize(id);
+  }
+}
+
+void Agent::on_collected(Incident done) {
+  auto it = pending_.find(done.id);
+  if (it == pending_.end()) return;
+  Pending& p = *it->second;
+  // What arrived while the worker was busy stays.
+  if (p.inc.oom_kill) {
+    done.oom_kill = p.inc.oom_kill;
+    done.timeline.oom_kill = p.inc.timeline.oom_kill;
+  }
+  if (p.inc.exit) {
+    done.exit = p.inc.exit;
+    done.timeline.exit = p.inc.timeline.exit;
+  }
+  if (done.oom_kill) done.oom_kill->matches_victim = done.victim && done.victim->pid == done.oom_kill->pid;
+  p.inc = std::move(done);
+  p.collecting = false;
+  const Incident& inc = p.inc;
+  log_->info("incident {}: {}{}{} in {} ms", inc.id, to_string(inc.outcome),
+             inc.victim ? " victim " + std::to_string(inc.victim->pid) + " (" + inc.victim->comm + ")" : "",
+             inc.capture ? ", snapshot " + std::string(to_string(inc.capture->result.snapshot.status)) : "",
+             inc.timeline.snapshot_complete && inc.timeline.collection_start
+                 ? (inc.timeline.snapshot_complete - inc.timeline.collection_start) / 1'000'000
+                 : 0);
+  if (inc.victim && !inc.exit) bpf_->track_pid(inc.victim->pid);
+  if (inc.exit) {
+    finalize(inc.id);
+  } else if (inc.oom_kill) {
+    wait_then_finalize(inc.id, kExitWait);
+  } else {
+    wait_then_finalize(inc.id, std::chrono::duration_cast<std::chrono::milliseconds>(until(p.window_end)));
+  }
+}
+
+void Agent::on_oom_kill(const oomsnap_event& e) {
+  if (blacklisted("oom_kill")) return;
+  const pid_t pid = static_cast<pid_t>(e.tgid);
+  auto memcg = memcg_of_event(e.cgroup_id, pid);
+  if (!memcg) return;
+  OomKillInfo k;
+  k.pid = pid;
+  k.comm = std::string(e.comm, strnlen(e.comm, sizeof e.comm));
+  k.memcg = *memcg;
+  k.kernel_ns = e.ktime_ns;
+  k.rss_bytes = (e.rss_anon_pages + e.rss_file_pages + e.rss_shmem_pages) * static_cast<uint64_t>(getpagesize());
+
+  // The latest incident of a container that holds the killed process.
+  Pending* match = nullptr;
+  for (auto& [id, p] : pending_) {
+    if (p->inc.oom_kill || e.ktime_ns > p->window_end) continue;
+    if (!memcg_within(*memcg, p->inc.container.cgroup_path)) continue;
+    if (!match || p->inc.timeline.decided > match->inc.timeline.decided) match = p.get();
+  }
+  if (match) {
+    Incident& inc = match->inc;
+    inc.oom_kill = k;
+    inc.timeline.oom_kill = e.ktime_ns;
+    if (!match->collecting) {
+      inc.oom_kill->matches_victim = inc.victim && inc.victim->pid == pid;
+      auto lead = lead_ms(inc);
+      log_->info("incident {}: OOM kill of {} ({}) in {}; matches victim: {}; lead {} ms", inc.id, pid, k.comm,
+                 *memcg, inc.oom_kill->matches_victim, lead ? std::to_string(*lead) : "n/a");
+      wait_then_finalize(inc.id, kExitWait);
+    } else {
+      log_->info("incident {}: OOM kill of {} arrived during collection", inc.id, pid);
+    }
+    return;
+  }
+
+  // No snapshot before this kill: the kill is recorded anyway.
+  const uint64_t id = next_id_++;
+  auto p = std::make_unique<Pending>(io_);
+  Incident& inc = p->inc;
+  inc.id = id;
+  inc.trigger.type = "oom_kill";
+  inc.trigger.source = std::string("bpf ") + to_string(bpf_->mode()) + ": mark_victim";
+  inc.trigger.kernel_ns = e.ktime_ns;
+  inc.trigger.received_ns = monotonic_now_ns();
+  inc.trigger.pid = pid;
+  inc.trigger.counters = {{"rss_anon_pages", e.rss_anon_pages},
+                          {"rss_file_pages", e.rss_file_pages},
+                          {"rss_shmem_pages", e.rss_shmem_pages}};
+  const std::string container = cgroups_->limited_container_of(*memcg).value_or(*memcg);
+  inc.container.cgroup_path = container;
+  inc.container.stats = read_memcg(cgroups_->fs(), container);
+  inc.container.inode = inc.container.stats.inode;
+  inc.container.ref = container_of(container);
+  inc.oom_kill = k;
+  inc.timeline.trigger = e.ktime_ns;
+  inc.timeline.received = inc.trigger.received_ns;
+  inc.timeline.oom_kill = e.ktime_ns;
+  inc.reason = policy_.in_cooldown(monotonic_now_ns())
+                   ? "no snapshot of this container before the kill: the node was in its collection cooldown"
+                   : "no snapshot of this container before the kill";
+  log_->info("incident {}: OOM kill of {} ({}) in {} without a prior snapshot", id, pid, k.comm, *memcg);
+  pending_[id] = std::move(p);
+  wait_then_finalize(id, kExitWait);
+}
+
+void Agent::on_exit(const oomsnap_event& e) {
+  const pid_t pid = static_cast<pid_t>(e.tgid);
+  ExitInfo x;
+  x.pid = pid;
+  x.kernel_ns = e.ktime_ns;
+  x.exit_code = e.exit_code;
+  for (auto& [id, p] : pending_) {
+    Incident& inc = p->inc;
+    if (inc.exit) continue;
+    bool killed = inc.oom_kill && inc.oom_kill->pid == pid;
+    bool victim = inc.victim && inc.victim->pid == pid;
+    if (!killed && !victim) continue;
+    inc.exit = x;
+    inc.timeline.exit = e.ktime_ns;
+    if (!p->collecting) finalize(id);
+    return;
+  }
+  if (!(e.exit_code & 0x7f) || blacklisted("process_exit")) return;
+  auto memcg = memcg_of_event(e.cgroup_id, 0);
+  if (!memcg) return;
+  const uint64_t id = next_id_++;
+  auto p = std::make_unique<Pending>(io_);
+  Incident& inc = p->inc;
+  inc.id = id;
+  inc.trigger.type = "process_exit";
+  inc.trigger.source = std::string("bpf ") + to_string(bpf_->mode()) + ": sched_process_exit";
+  inc.trigger.kernel_ns = e.ktime_ns;
+  inc.trigger.received_ns = monotonic_now_ns();
+  inc.trigger.pid = pid;
+  inc.trigger.counters = {{"comm", std::string(e.comm, strnlen(e.comm, sizeof e.comm))},
+                          {"exit_code", e.exit_code}};
+  inc.container.cgroup_path = *memcg;
+  inc.container.stats = read_memcg(cgroups_->fs(), *memcg);
+  inc.container.inode = e.cgroup_id;
+  inc.container.ref = container_of(*memcg);
+  inc.exit = x;
+  inc.timeline.trigger = e.ktime_ns;
+  inc.timeline.received = inc.trigger.received_ns;
+  inc.timeline.exit = e.ktime_ns;
+  pending_[id] = std::move(p);
+  finalize(id);
+}
+
+void Agent::wait_then_finalize(uint64_t id, std::chrono::milliseconds wait) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;
+  it->second->timer.expires_after(wait);
+  it->second->timer.async_wait([this, id](const boost::system::error_code& ec) {
+    if (ec) return;
+    finalize(id);
+  });
+}
+
+void Agent::finalize(uint64_t id) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;
+  std::unique_ptr<Pending> p = std::move(it->second);
+  pending_.erase(it);
+  p->timer.cancel();
+  Incident& inc = p->inc;
+  if (inc.victim && bpf_) bpf_->untrack_pid(inc.victim->pid);
+  RecordContext ctx;
+  ctx.node = node_;
+  ctx.clocks = ClockPair::now();
+  ++records_written_;
+  ctx.agent = counters();
+  std::vector<std::string> errors;
+  if (!sinks_.write(to_json(inc, ctx), errors)) {
+    ++sink_errors_;
+    for (const auto& e : errors) log_->error("incident {}: record not written: {}", id, e);
+  }
+  log_->info("incident {} recorded: trigger {}, container {}, victim {}, collection {}{}", id, inc.trigger.type,
+             inc.container.cgroup_path, inc.victim ? std::to_string(inc.victim->pid) : "none",
+             to_string(inc.outcome), inc.oom_kill ? ", OOM kill of " + std::to_string(inc.oom_kill->pid) : "");
+}
+
+void Agent::stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  policy_timer_.cancel();
+  rescan_timer_.cancel();
+  signals_.cancel();
+  if (bpf_desc_) bpf_desc_->cancel();
+  // The running collection finishes (bounded by RunTracingToolTimeout); its
+  // result is posted before the final step below, which then sees it.
+  size_t dropped = worker_->stop();
+  if (dropped) log_->warn("{} queued collections dropped at shutdown", dropped);
+  asio::post(io_, [this] {
+    std::vector<uint64_t> ids;
+    for (auto& [id, p] : pending_) {
+      if (p->collecting) {
+        p->inc.reason = "the agent stopped before this collection ran";
+        p->collecting = false;
+      }
+      ids.push_back(id);
+    }
+    for (uint64_t id : ids) finalize(id);
+    cgroups_.reset();
+    bpf_desc_.reset();
+    log_->info("stopped: {}", counters().dump());
+    io_.stop();
+  });
+}
+
+}  // namespace oomsnap

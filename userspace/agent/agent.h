@@ -1,0 +1,104 @@
+// `oomsnap watch`: kernel events (BPF ring buffer), cgroup notifications,
+// signals and timers in one Boost.Asio loop; collection on a serial worker;
+// one JSON line per incident to the sinks.
+//
+//   BPF memcg_pressure / v1 threshold / v2 memory.events / PSI
+//        -> Policy (threshold, batch by ratio, cooldown)
+//        -> victim choice + heap capture (worker thread)
+//        -> incident waits up to OomKillWindow for an OOM kill in its container
+//        -> record (with oom_kill.lead_ms) to stdout / rotating file
+//   BPF oom_kill -> always recorded (with the pending snapshot if any)
+//   BPF process_exit by signal -> recorded, or folded into its incident
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/logger.h>
+
+#include "agent/bpf_events.h"
+#include "agent/cgroup_triggers.h"
+#include "agent/config.h"
+#include "agent/incident.h"
+#include "agent/policy.h"
+#include "agent/serial_worker.h"
+#include "agent/sink.h"
+
+namespace oomsnap {
+
+struct AgentOptions {
+  AgentConfig config;
+  std::string config_path;  // re-read on SIGHUP; empty = defaults
+  BpfAttachMode bpf_mode = BpfAttachMode::Auto;
+  std::string node_name;    // empty: $OOMSNAP_NODE_NAME, else the host name
+};
+
+class Agent {
+ public:
+  Agent(boost::asio::io_context& io, AgentOptions options, std::shared_ptr<spdlog::logger> log);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Finds the memory cgroups, opens the sinks, loads and attaches BPF, starts
+  // listening. false + error (naming what and why) when the agent cannot run.
+  bool start(std::string& error);
+  // Writes every pending incident with what it has, stops the worker and
+  // every wait; io.run() then returns.
+  void stop();
+
+ private:
+  struct Pending;
+  using Timer = boost::asio::steady_timer;
+
+  void apply_config();
+  bool open_sinks(std::string& error);
+  void arm_bpf();
+  void arm_signals();
+  void arm_rescan();
+  void arm_policy_timer();
+  void reload_config();
+
+  void on_bpf_event(const oomsnap_event& e);
+  void on_pressure(const oomsnap_event& e);
+  void on_oom_kill(const oomsnap_event& e);
+  void on_exit(const oomsnap_event& e);
+  void offer(const std::string& memcg, Trigger trigger);
+  void on_policy_deadline();
+  void start_collection(Candidate c, MonoNs decided);
+  void on_collected(Incident inc);
+  void wait_then_finalize(uint64_t id, std::chrono::milliseconds wait);
+  void finalize(uint64_t id);
+  std::optional<std::string> memcg_of_event(uint64_t cgroup_id, pid_t pid);
+  bool blacklisted(const std::string& trigger) const;
+  nlohmann::json counters() const;
+  CaptureOptions capture_options() const;
+
+  boost::asio::io_context& io_;
+  AgentOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::string node_;
+  Policy policy_;
+  SinkSet sinks_;
+  std::unique_ptr<CgroupTriggers> cgroups_;
+  std::unique_ptr<BpfEventSource> bpf_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> bpf_desc_;
+  boost::asio::signal_set signals_;
+  Timer rescan_timer_, policy_timer_;
+  std::map<uint64_t, std::unique_ptr<Pending>> pending_;
+  uint64_t next_id_ = 1;
+  MonoNs last_unknown_rescan_ = 0;
+  bool stopping_ = false;
+  // Counters reported in every record and in the log.
+  uint64_t events_seen_ = 0, unknown_cgroup_events_ = 0, records_written_ = 0, sink_errors_ = 0,
+           suppressed_pressure_ = 0, queue_overflows_ = 0;
+  std::unique_ptr<SerialWorker> worker_;  // last: joined first, before what its jobs post to
+};
+
+}  // namespace oomsnap

@@ -1,0 +1,32 @@
+// The collection step of an incident, run on the agent's worker thread: pick
+// the process the kernel would kill in the container, check it is still the
+// same process in the same cgroup, capture its heap through the one-shot
+// capture path, and check again.
+#pragma once
+#include <sys/types.h>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/cgroup.h"
+#include "agent/incident.h"
+#include "core/collector.h"
+
+namespace oomsnap {
+
+// Every pid in the container's subtree (its own cgroup.procs and its
+// descendants'): on v1 and v2 a container's processes may sit in child cgroups.
+std::vector<pid_t> container_pids(const CgroupFs& fs, const std::string& memcg);
+
+// The memory cgroup of a live process, relative to the mount; nullopt when it
+// has exited or its cgroup is outside the mount's root.
+std::optional<std::string> memcg_of_pid(const CgroupFs& fs, pid_t pid);
+
+// True when `path` is `ancestor` or below it.
+bool memcg_within(const std::string& path, const std::string& ancestor);
+
+// Fills inc.victim, inc.capture, inc.outcome, inc.reason and the collection
+// timestamps. Never throws for target-side trouble.
+void collect_incident(Incident& inc, const CgroupFs& fs, const CaptureOptions& options);
+
+}  // namespace oomsnap

@@ -1,0 +1,100 @@
+// One incident: what triggered it, the container, the victim and its heap
+// snapshot, and the OOM kill / exit that followed. The agent fills it in
+// stages (decision → collection → kill) and writes it once, as one JSON line.
+#pragma once
+#include <sys/types.h>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/cgroup.h"
+#include "agent/policy.h"
+#include "agent/victim.h"
+#include "core/capture.h"
+
+namespace oomsnap {
+
+struct IncidentContainer {
+  std::string cgroup_path;  // relative to the memory cgroup mount
+  uint64_t inode = 0;
+  MemcgStats stats;         // usage/limit/high when the decision was made
+  std::optional<ContainerRef> ref;
+};
+
+struct OomKillInfo {
+  pid_t pid = 0;
+  std::string comm;
+  std::string memcg;         // the victim's memory cgroup
+  MonoNs kernel_ns = 0;      // mark_victim
+  uint64_t rss_bytes = 0;    // anon + file + shmem at the kill
+  bool matches_victim = false;
+};
+
+struct ExitInfo {
+  pid_t pid = 0;
+  MonoNs kernel_ns = 0;
+  uint32_t exit_code = 0;  // as the kernel keeps it: signal in bits 0-6, core flag 0x80, status << 8
+};
+
+// CLOCK_MONOTONIC ns of each step; 0 = did not happen.
+struct Timeline {
+  MonoNs trigger = 0;            // the kernel's timestamp of the first trigger
+  MonoNs received = 0;           // the agent took the trigger in
+  MonoNs decided = 0;            // the batch closed with this container on top
+  MonoNs collection_start = 0;
+  MonoNs snapshot_complete = 0;
+  MonoNs oom_kill = 0;
+  MonoNs exit = 0;
+};
+
+// How the collection went, apart from the snapshot's own status.
+enum class CollectionOutcome {
+  kNotAttempted,  // e.g. an OOM kill with no snapshot before it, or an exit record
+  kCollected,     // snapshot taken (its own status says complete/partial/failed)
+  kNoVictim,      // no killable process in the container
+  kVictimGone,    // the victim exited (or was replaced) before collection started
+  kDiscarded,     // identity or cgroup changed during collection: snapshot dropped
+  kQueueFull,     // the collection queue overflowed
+};
+const char* to_string(CollectionOutcome o);
+
+struct Incident {
+  uint64_t id = 0;
+  Trigger trigger;
+  uint64_t merged_triggers = 0;
+  IncidentContainer container;
+  std::optional<VictimCandidate> victim;
+  std::optional<CaptureRecord> capture;
+  CollectionOutcome outcome = CollectionOutcome::kNotAttempted;
+  std::string reason;
+  std::optional<OomKillInfo> oom_kill;
+  std::optional<ExitInfo> exit;
+  Timeline timeline;
+};
+
+// lead_ms = kill time − snapshot completion (negative: the kill came first);
+// nullopt without both.
+std::optional<double> lead_ms(const Incident& inc);
+
+// Maps CLOCK_MONOTONIC to wall-clock time (sampled once per conversion).
+struct ClockPair {
+  MonoNs mono_ns = 0;
+  int64_t realtime_ns = 0;
+  static ClockPair now();
+  int64_t to_realtime_ns(MonoNs mono) const { return realtime_ns - static_cast<int64_t>(mono_ns - mono); }
+};
+
+struct RecordContext {
+  std::string node;      // host name
+  ClockPair clocks;
+  nlohmann::json agent;  // agent counters at write time (ring drops, queue overflows, ...)
+};
+
+// The record line (issue #3 shape): time, node, trigger, container,
+// victim_pid, comm, start_time_ticks, score, process_memory, tracer_data,
+// collection, oom_kill, exit, timeline, agent.
+nlohmann::json to_json(const Incident& inc, const RecordContext& ctx);
+
+}  // namespace oomsnap

@@ -1,0 +1,90 @@
+#include "cli/watch_command.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <boost/asio/io_context.hpp>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "agent/agent.h"
+
+namespace oomsnap {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: oomsnap watch [--config FILE] [--bpf-mode auto|raw_tp|tracepoint] [--log-level "
+    "debug|info|warn|error]\n"
+    "  Records go to stdout and/or the LocalFile sink as JSON lines; logs go to stderr.\n"
+    "  SIGHUP reloads the configuration, SIGTERM/SIGINT stop cleanly.\n";
+
+// Every fd is a notification (one or two per watched cgroup): use the hard limit.
+void raise_fd_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+
+}  // namespace
+
+int run_watch_command(const std::vector<std::string>& args, std::ostream& err) {
+  AgentOptions options;
+  std::string level = "info";
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string& out) {
+      if (i + 1 >= args.size()) return false;
+      out = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "-h" || a == "--help") {
+      err << kUsage;
+      return 0;
+    } else if (a == "--config") {
+      if (!value(options.config_path)) return err << "oomsnap watch: --config needs a file\n" << kUsage, 2;
+    } else if (a == "--bpf-mode") {
+      if (!value(v)) return err << "oomsnap watch: --bpf-mode needs a value\n" << kUsage, 2;
+      if (v == "auto") options.bpf_mode = BpfAttachMode::Auto;
+      else if (v == "raw_tp") options.bpf_mode = BpfAttachMode::RawTracepoint;
+      else if (v == "tracepoint") options.bpf_mode = BpfAttachMode::Tracepoint;
+      else return err << "oomsnap watch: unknown --bpf-mode '" << v << "'\n" << kUsage, 2;
+    } else if (a == "--log-level") {
+      if (!value(level)) return err << "oomsnap watch: --log-level needs a value\n" << kUsage, 2;
+      if (spdlog::level::from_str(level) == spdlog::level::off && level != "off")
+        return err << "oomsnap watch: unknown --log-level '" << level << "'\n" << kUsage, 2;
+    } else {
+      return err << "oomsnap watch: unknown argument '" << a << "'\n" << kUsage, 2;
+    }
+  }
+  try {
+    options.config = load_config(options.config_path);
+  } catch (const ConfigError& e) {
+    err << "oomsnap watch: " << e.what() << "\n";
+    return 2;
+  }
+
+  auto log = std::make_shared<spdlog::logger>("oomsnap", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  log->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ oomsnap: %v");
+  log->set_level(spdlog::level::from_str(level));
+  log->flush_on(spdlog::level::trace);  // log lines are events for whoever tails them
+
+  // A closed stdout pipe must be a write error on the record, not a signal
+  // that kills the agent.
+  signal(SIGPIPE, SIG_IGN);
+  raise_fd_limit();
+
+  boost::asio::io_context io;
+  Agent agent(io, options, log);
+  std::string error;
+  if (!agent.start(error)) {
+    log->error("cannot start: {}", error);
+    return 1;
+  }
+  io.run();
+  return 0;
+}
+
+}  // namespace oomsnap

@@ -1,0 +1,14 @@
+// `oomsnap watch [--config FILE] [--bpf-mode auto|raw_tp|tracepoint] [--log-level LEVEL]`
+#pragma once
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace oomsnap {
+
+// Runs the agent until SIGTERM/SIGINT. Exit status: 0 clean stop, 2 bad
+// arguments or configuration, 1 the agent cannot run here (privileges, no
+// memory cgroup, BPF refused, unwritable storage).
+int run_watch_command(const std::vector<std::string>& args, std::ostream& err);
+
+}  // namespace oomsnap
