@@ -34,9 +34,8 @@ bool memcg_within(const std::string& path, const std::string& ancestor) {
          path[ancestor.size()] == '/';
 }
 
-void collect_incident(Incident& inc, const CgroupFs& fs, const CaptureOptions& options) {
-  const std::string& container = inc.container.cgroup_path;
-  const auto pids = container_pids(fs, container);
+std::optional<VictimCandidate> choose_victim(Incident& inc, const CgroupFs& fs) {
+  const auto pids = container_pids(fs, inc.container.cgroup_path);
   // The kernel scales oom_score_adj by the limit of the OOM-ing cgroup.
   const uint64_t limit = inc.container.stats.limit_bytes.value_or(0);
   auto victim = pick_victim(read_candidates(pids), limit);
@@ -44,9 +43,18 @@ void collect_incident(Incident& inc, const CgroupFs& fs, const CaptureOptions& o
     inc.outcome = CollectionOutcome::kNoVictim;
     inc.reason = pids.empty() ? "the container has no processes"
                               : "no process the OOM killer could pick (exited, no memory, or oom_score_adj -1000)";
-    return;
   }
-  inc.victim = victim;
+  return victim;
+}
+
+void collect_incident(Incident& inc, const CgroupFs& fs, const CaptureOptions& options) {
+  if (auto victim = choose_victim(inc, fs)) capture_victim(inc, *victim, fs, options);
+}
+
+void capture_victim(Incident& inc, const VictimCandidate& chosen, const CgroupFs& fs, const CaptureOptions& options) {
+  const std::string& container = inc.container.cgroup_path;
+  inc.victim = chosen;
+  const VictimCandidate* victim = &chosen;
   const pid_t pid = victim->pid;
   const std::string who = "victim pid " + std::to_string(pid) + " (" + victim->comm + ")";
 

@@ -25,8 +25,17 @@ std::optional<std::string> memcg_of_pid(const CgroupFs& fs, pid_t pid);
 // True when `path` is `ancestor` or below it.
 bool memcg_within(const std::string& path, const std::string& ancestor);
 
-// Fills inc.victim, inc.capture, inc.outcome, inc.reason and the collection
-// timestamps. Never throws for target-side trouble.
+// The process the kernel's OOM killer would pick in the incident's container
+// (badness scaled by its limit; oom_score_adj -1000 never). nullopt with
+// inc.outcome = kNoVictim and the reason when there is none.
+std::optional<VictimCandidate> choose_victim(Incident& inc, const CgroupFs& fs);
+
+// Checks the victim is still the scored process in the container, captures
+// it, and checks again: fills inc.victim, inc.capture, inc.outcome,
+// inc.reason and the collection timestamps. Never throws for target-side trouble.
+void capture_victim(Incident& inc, const VictimCandidate& victim, const CgroupFs& fs, const CaptureOptions& options);
+
+// choose_victim + capture_victim.
 void collect_incident(Incident& inc, const CgroupFs& fs, const CaptureOptions& options);
 
 }  // namespace oomsnap

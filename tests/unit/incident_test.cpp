@@ -1,0 +1,116 @@
+// The incident record's shape: the fields a log pipeline keys on, lead_ms
+// only when a snapshot preceded the kill, exits decoded, absent data absent.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "agent/incident.h"
+
+using namespace oomsnap;
+
+namespace {
+
+RecordContext ctx() {
+  RecordContext c;
+  c.node = "node-1";
+  c.clocks.mono_ns = 10'000'000'000ull;                   // monotonic 10 s ...
+  c.clocks.realtime_ns = 1'796'000'000'000'000'000ll;     // ... is this wall time
+  return c;
+}
+
+Incident collected() {
+  Incident inc;
+  inc.id = 7;
+  inc.trigger.type = "threshold";
+  inc.trigger.source = "eventfd";
+  inc.trigger.kernel_ns = 9'000'000'000ull;
+  inc.container.cgroup_path =
+      "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b7c3c4e_1f2a_4c1b_9a7e_2b3c4d5e6f70.slice/"
+      "cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope";
+  inc.container.ref = container_of(inc.container.cgroup_path);
+  inc.container.inode = 42;
+  inc.container.stats.usage_bytes = 95;
+  inc.container.stats.limit_bytes = 100;
+  VictimCandidate v;
+  v.pid = 1234;
+  v.comm = "leaker";
+  v.start_time_ticks = 555;
+  v.score_pages = 99;
+  inc.victim = v;
+  CaptureRecord rec;
+  rec.identity.pid = 1234;
+  rec.result.language = "go";
+  rec.result.snapshot.set_status(SnapshotStatus::kComplete, "");
+  inc.capture = rec;
+  inc.outcome = CollectionOutcome::kCollected;
+  inc.timeline.trigger = 9'000'000'000ull;
+  inc.timeline.collection_start = 9'100'000'000ull;
+  inc.timeline.snapshot_complete = 9'150'000'000ull;
+  return inc;
+}
+
+}  // namespace
+
+TEST(IncidentRecord, CollectedIncidentWithKill) {
+  Incident inc = collected();
+  inc.oom_kill = OomKillInfo{1234, "leaker", "/x", 9'400'000'000ull, 4096, true};
+  inc.timeline.oom_kill = 9'400'000'000ull;
+  inc.exit = ExitInfo{1234, 9'401'000'000ull, SIGKILL};
+  inc.timeline.exit = 9'401'000'000ull;
+  nlohmann::json j = to_json(inc, ctx());
+  EXPECT_EQ(j["time"], "2026-11-30T00:53:19.000Z");  // wall time of the trigger: 1 s before the clock pair
+  EXPECT_EQ(j["node"], "node-1");
+  EXPECT_EQ(j["trigger"]["type"], "threshold");
+  EXPECT_EQ(j["container"]["runtime"], "containerd");
+  EXPECT_EQ(j["container"]["pod_uid"], "0b7c3c4e-1f2a-4c1b-9a7e-2b3c4d5e6f70");
+  EXPECT_EQ(j["container"]["limit_bytes"], 100);
+  EXPECT_FALSE(j["container"].contains("high_bytes"));
+  EXPECT_EQ(j["victim_pid"], 1234);
+  EXPECT_EQ(j["start_time_ticks"], 555);
+  EXPECT_EQ(j["score"], 99);
+  EXPECT_EQ(j["tracer_data"]["language"], "go");
+  EXPECT_EQ(j["tracer_data"]["snapshot"]["status"], "complete");
+  EXPECT_EQ(j["oom_kill"]["matches_victim"], true);
+  EXPECT_DOUBLE_EQ(j["oom_kill"]["lead_ms"].get<double>(), 250.0);
+  EXPECT_EQ(j["exit"]["signal_name"], "SIGKILL");
+  EXPECT_EQ(j["timeline"]["oom_kill_ns"], 9'400'000'000ull);
+}
+
+TEST(IncidentRecord, KillBeforeSnapshotHasNegativeLead) {
+  Incident inc = collected();
+  inc.oom_kill = OomKillInfo{1234, "leaker", "/x", 9'120'000'000ull, 0, true};
+  inc.timeline.oom_kill = 9'120'000'000ull;
+  EXPECT_DOUBLE_EQ(*lead_ms(inc), -30.0);
+}
+
+TEST(IncidentRecord, KillWithoutSnapshotHasNoLeadAndNoTracerData) {
+  Incident inc;
+  inc.trigger.type = "oom_kill";
+  inc.container.cgroup_path = "/box";
+  inc.oom_kill = OomKillInfo{77, "x", "/box", 9'000'000'000ull, 0, false};
+  inc.timeline.oom_kill = inc.timeline.trigger = 9'000'000'000ull;
+  inc.reason = "no snapshot of this container before the kill";
+  nlohmann::json j = to_json(inc, ctx());
+  EXPECT_TRUE(j["victim_pid"].is_null());
+  EXPECT_FALSE(j.contains("tracer_data"));
+  EXPECT_TRUE(j["oom_kill"]["lead_ms"].is_null());
+  EXPECT_TRUE(j["container"]["limit_bytes"].is_null());
+  EXPECT_EQ(j["collection"]["status"], "not_attempted");
+  EXPECT_EQ(j["collection"]["reason"], inc.reason);
+}
+
+TEST(IncidentRecord, DiscardedSnapshotIsNotPrinted) {
+  Incident inc = collected();
+  inc.outcome = CollectionOutcome::kDiscarded;
+  inc.reason = "pid 1234 was reused by another process during collection";
+  nlohmann::json j = to_json(inc, ctx());
+  EXPECT_FALSE(j.contains("tracer_data"));
+  EXPECT_EQ(j["collection"]["status"], "discarded");
+}
+
+TEST(IncidentRecord, NormalExitShowsStatus) {
+  Incident inc = collected();
+  inc.exit = ExitInfo{1234, 9'500'000'000ull, 3 << 8};
+  nlohmann::json j = to_json(inc, ctx());
+  EXPECT_EQ(j["exit"]["exit_status"], 3);
+  EXPECT_FALSE(j["exit"].contains("signal"));
+}
