@@ -167,6 +167,12 @@ TEST(CgroupFakeTree, V1LimitedAndUnlimited) {
   EXPECT_FALSE(u.limit_bytes);
   EXPECT_FALSE(usage_ratio(u));
   EXPECT_TRUE(cgroup_pids(cfs, "/unlimited").empty());  // no cgroup.procs
+
+  // The rescan's light read: limits only.
+  auto l = read_memcg_limits(cfs, "/limited");
+  EXPECT_EQ(l.limit_bytes.value(), 209715200u);
+  EXPECT_FALSE(l.usage_bytes);
+  EXPECT_FALSE(read_memcg_limits(cfs, "/unlimited").limit_bytes);
 }
 
 TEST(CgroupFakeTree, V2LimitedUnlimitedAndEvents) {
@@ -198,6 +204,12 @@ TEST(CgroupFakeTree, V2LimitedUnlimitedAndEvents) {
   EXPECT_FALSE(f.high_bytes);
   EXPECT_FALSE(f.swap_bytes);  // missing file: empty, not zero
   EXPECT_TRUE(f.events.empty());
+
+  auto l = read_memcg_limits(cfs, "/pod");
+  EXPECT_EQ(l.limit_bytes.value(), 4000u);
+  EXPECT_EQ(l.high_bytes.value(), 3000u);
+  EXPECT_FALSE(l.usage_bytes);
+  EXPECT_FALSE(read_memcg_limits(cfs, "free").limit_bytes);
   EXPECT_FALSE(usage_ratio(f));
 }
 

@@ -215,6 +215,18 @@ std::map<std::string, uint64_t> parse_flat_keyed(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// v1 has no "max" keyword: unlimited reads as PAGE_COUNTER_MAX * PAGE_SIZE
+// (≈ 2^63, rounded down to the page size), so anything ≥ 2^62 is no limit.
+std::optional<uint64_t> v1_limit(const std::string& dir) {
+  auto v = read_value(dir, "memory.limit_in_bytes");
+  if (v && *v >= (uint64_t{1} << 62)) v.reset();
+  return v;
+}
+
+}  // namespace
+
 MemcgStats read_memcg(const CgroupFs& fs, const std::string& rel_path) {
   MemcgStats s;
   const std::string dir = memcg_dir(fs, rel_path);
@@ -222,10 +234,7 @@ MemcgStats read_memcg(const CgroupFs& fs, const std::string& rel_path) {
   if (::stat(dir.c_str(), &st) == 0) s.inode = st.st_ino;
   if (fs.version == 1) {
     s.usage_bytes = read_value(dir, "memory.usage_in_bytes");
-    s.limit_bytes = read_value(dir, "memory.limit_in_bytes");
-    // v1 has no "max" keyword: unlimited reads as PAGE_COUNTER_MAX * PAGE_SIZE
-    // (≈ 2^63, rounded down to the page size), so anything ≥ 2^62 is no limit.
-    if (s.limit_bytes && *s.limit_bytes >= (uint64_t{1} << 62)) s.limit_bytes.reset();
+    s.limit_bytes = v1_limit(dir);
     // v1 only reports swap folded into memsw.usage; the split is not exact, so none.
     if (auto oom = read_real_file(dir + "/memory.oom_control")) s.events = parse_flat_keyed(*oom);
   } else if (fs.version == 2) {
@@ -234,6 +243,18 @@ MemcgStats read_memcg(const CgroupFs& fs, const std::string& rel_path) {
     s.high_bytes = read_value(dir, "memory.high");
     s.swap_bytes = read_value(dir, "memory.swap.current");
     if (auto ev = read_real_file(dir + "/memory.events")) s.events = parse_flat_keyed(*ev);
+  }
+  return s;
+}
+
+MemcgStats read_memcg_limits(const CgroupFs& fs, const std::string& rel_path) {
+  MemcgStats s;
+  const std::string dir = memcg_dir(fs, rel_path);
+  if (fs.version == 1) {
+    s.limit_bytes = v1_limit(dir);
+  } else if (fs.version == 2) {
+    s.limit_bytes = read_value(dir, "memory.max");
+    s.high_bytes = read_value(dir, "memory.high");
   }
   return s;
 }

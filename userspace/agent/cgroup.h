@@ -94,6 +94,9 @@ std::optional<uint64_t> parse_memcg_value(const std::string& text);
 std::map<std::string, uint64_t> parse_flat_keyed(const std::string& text);
 
 MemcgStats read_memcg(const CgroupFs& fs, const std::string& rel_path);
+// Only limit_bytes (and high_bytes on v2): what the agent's periodic rescan
+// needs, one or two reads per cgroup instead of five.
+MemcgStats read_memcg_limits(const CgroupFs& fs, const std::string& rel_path);
 
 // Pids in cgroup.procs (empty if unreadable).
 std::vector<pid_t> cgroup_pids(const CgroupFs& fs, const std::string& rel_path);

@@ -126,7 +126,7 @@ std::vector<std::string> CgroupTriggers::rescan() {
       n.inode = found.inode;
       by_inode_[n.inode] = n.path;
     }
-    n.stats = read_memcg(fs_, n.path);
+    n.stats = read_memcg_limits(fs_, n.path);
     if (fs_.version == 1) {
       watch_v1_threshold(n);
     } else if (fs_.version == 2) {
@@ -177,9 +177,10 @@ void CgroupTriggers::watch_v1_threshold(Node& n) {
   arm_threshold(n.path);
   // The kernel signals crossings only: a cgroup already above the new
   // threshold would never be reported.
-  if (n.stats.usage_bytes && *n.stats.usage_bytes >= want) {
+  const MemcgStats now = read_memcg(fs_, n.path);
+  if (now.usage_bytes && *now.usage_bytes >= want) {
     Trigger t = make_trigger("threshold", "registration: usage already above the threshold");
-    t.counters = {{"threshold_bytes", want}, {"usage_bytes", *n.stats.usage_bytes}};
+    t.counters = {{"threshold_bytes", want}, {"usage_bytes", *now.usage_bytes}};
     report(n.path, std::move(t));
   }
 }
