@@ -227,6 +227,38 @@ TEST(AgentEndToEnd, HigherRatioFirstCooldownHonouredUnlimitedNeverCandidate) {
   std::filesystem::remove_all(dir);
 }
 
+// An OOM kill is recorded even while the node is in its collection
+// cooldown, saying why there is no snapshot.
+TEST(AgentEndToEnd, OomKillDuringCooldownIsStillRecorded) {
+  require_fixture();
+  TestMemcg scope("scope");
+  TestMemcg first(scope, "first", 128 * kMiB);
+  TestMemcg second(scope, "second", 96 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir,
+                                     "IntervalTracing = 300\nOomKillWindow = 1\n[triggers]\nBlacklist = "
+                                     "[\"process_exit\"]"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  auto holder = leaker(first, 400, 120);  // ~124 MiB of 128: collected, starts the cooldown
+  json rec1 = agent.next_record(30s);
+  ASSERT_FALSE(rec1.is_null()) << agent.log();
+  EXPECT_EQ(rec1["container"]["cgroup_path"], first.rel_path());
+  EXPECT_EQ(rec1["collection"]["status"], "collected");
+
+  auto victim = leaker(second, 100);  // runs into its limit during the cooldown
+  json rec2 = agent.next_record(30s);
+  ASSERT_FALSE(rec2.is_null()) << agent.log();
+  EXPECT_EQ(rec2["trigger"]["type"], "oom_kill") << rec2.dump(2);
+  EXPECT_EQ(rec2["container"]["cgroup_path"], second.rel_path());
+  EXPECT_EQ(rec2["oom_kill"]["pid"], victim->pid());
+  EXPECT_TRUE(rec2["oom_kill"]["lead_ms"].is_null());
+  EXPECT_EQ(rec2["collection"]["status"], "not_attempted");
+  EXPECT_NE(rec2["collection"]["reason"].get<std::string>().find("cooldown"), std::string::npos);
+  EXPECT_EQ(rec2["exit"]["signal"], SIGKILL);
+  EXPECT_EQ(agent.stop(), 0);
+  std::filesystem::remove_all(dir);
+}
+
 // A process killed by a signal in a watched container is reported; this one
 // runs with the classic-tracepoint attach mode to cover the fallback path.
 TEST(AgentEndToEnd, ProcessExitBySignalIsReportedInTracepointMode) {

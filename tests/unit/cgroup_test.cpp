@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include "temp_tree.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,25 +41,7 @@ FileReader fake_files(std::map<std::string, std::string> files) {
   };
 }
 
-// A temp directory removed at scope exit.
-struct TempTree {
-  std::string root;
-  TempTree() {
-    char tmpl[] = "/tmp/oomsnap-cgroup-XXXXXX";
-    const char* dir = ::mkdtemp(tmpl);
-    if (!dir) throw std::runtime_error("mkdtemp failed");
-    root = dir;
-  }
-  ~TempTree() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  void write(const std::string& rel, const std::string& text) const {
-    fs::path p = fs::path(root) / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-  }
-};
+using oomsnap_test::TempTree;
 
 const std::string kHex64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 

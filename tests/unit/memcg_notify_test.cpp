@@ -4,6 +4,8 @@
 // mechanisms need the kernel's files and are covered by the integration tests;
 // here only their argument and error handling.
 #include <gtest/gtest.h>
+
+#include "temp_tree.h"
 #include <poll.h>
 #include <unistd.h>
 
@@ -19,25 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempTree {
-  std::string root;
-  TempTree() {
-    char tmpl[] = "/tmp/oomsnap-notify-XXXXXX";
-    const char* dir = ::mkdtemp(tmpl);
-    if (!dir) throw std::runtime_error("mkdtemp failed");
-    root = dir;
-  }
-  ~TempTree() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  // Truncate and rewrite, as the kernel's counters change in place.
-  void write(const std::string& rel, const std::string& text) const {
-    fs::path p = fs::path(root) / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-  }
-};
+using oomsnap_test::TempTree;
 
 std::string events_text(uint64_t high, uint64_t max, uint64_t oom, uint64_t oom_kill) {
   return "low 0\nhigh " + std::to_string(high) + "\nmax " + std::to_string(max) + "\noom " + std::to_string(oom) +

@@ -410,32 +410,18 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   }
 
   // No snapshot before this kill: the kill is recorded anyway.
-  const uint64_t id = next_id_++;
-  auto p = std::make_unique<Pending>(io_);
-  Incident& inc = p->inc;
-  inc.id = id;
-  inc.trigger.type = "oom_kill";
-  inc.trigger.source = std::string("bpf ") + to_string(bpf_->mode()) + ": mark_victim";
-  inc.trigger.kernel_ns = e.ktime_ns;
-  inc.trigger.received_ns = monotonic_now_ns();
-  inc.trigger.pid = pid;
+  Incident& inc = open_kernel_incident(e, "oom_kill", "mark_victim");
+  const uint64_t id = inc.id;
   inc.trigger.counters = {{"rss_anon_pages", e.rss_anon_pages},
                           {"rss_file_pages", e.rss_file_pages},
                           {"rss_shmem_pages", e.rss_shmem_pages}};
-  const std::string container = cgroups_->limited_container_of(*memcg).value_or(*memcg);
-  inc.container.cgroup_path = container;
-  inc.container.stats = read_memcg(cgroups_->fs(), container);
-  inc.container.inode = inc.container.stats.inode;
-  inc.container.ref = container_of(container);
+  describe_container(inc.container, cgroups_->limited_container_of(*memcg).value_or(*memcg));
   inc.oom_kill = k;
-  inc.timeline.trigger = e.ktime_ns;
-  inc.timeline.received = inc.trigger.received_ns;
   inc.timeline.oom_kill = e.ktime_ns;
   inc.reason = policy_.in_cooldown(monotonic_now_ns())
                    ? "no snapshot of this container before the kill: the node was in its collection cooldown"
                    : "no snapshot of this container before the kill";
   log_->info("incident {}: OOM kill of {} ({}) in {} without a prior snapshot", id, pid, k.comm, *memcg);
-  pending_[id] = std::move(p);
   wait_then_finalize(id, kExitWait);
 }
 
@@ -459,27 +445,36 @@ void Agent::on_exit(const oomsnap_event& e) {
   if (!(e.exit_code & 0x7f) || blacklisted("process_exit")) return;
   auto memcg = memcg_of_event(e.cgroup_id, 0);
   if (!memcg) return;
+  Incident& inc = open_kernel_incident(e, "process_exit", "sched_process_exit");
+  inc.trigger.counters = {{"comm", std::string(e.comm, strnlen(e.comm, sizeof e.comm))},
+                          {"exit_code", e.exit_code}};
+  describe_container(inc.container, *memcg);
+  inc.exit = x;
+  inc.timeline.exit = e.ktime_ns;
+  finalize(inc.id);
+}
+
+void Agent::describe_container(IncidentContainer& c, const std::string& memcg) const {
+  c.cgroup_path = memcg;
+  c.stats = read_memcg(cgroups_->fs(), memcg);
+  c.inode = c.stats.inode;
+  c.ref = container_of(memcg);
+}
+
+Incident& Agent::open_kernel_incident(const oomsnap_event& e, const char* type, const char* tracepoint) {
   const uint64_t id = next_id_++;
   auto p = std::make_unique<Pending>(io_);
   Incident& inc = p->inc;
   inc.id = id;
-  inc.trigger.type = "process_exit";
-  inc.trigger.source = std::string("bpf ") + to_string(bpf_->mode()) + ": sched_process_exit";
+  inc.trigger.type = type;
+  inc.trigger.source = std::string("bpf ") + to_string(bpf_->mode()) + ": " + tracepoint;
   inc.trigger.kernel_ns = e.ktime_ns;
   inc.trigger.received_ns = monotonic_now_ns();
-  inc.trigger.pid = pid;
-  inc.trigger.counters = {{"comm", std::string(e.comm, strnlen(e.comm, sizeof e.comm))},
-                          {"exit_code", e.exit_code}};
-  inc.container.cgroup_path = *memcg;
-  inc.container.stats = read_memcg(cgroups_->fs(), *memcg);
-  inc.container.inode = e.cgroup_id;
-  inc.container.ref = container_of(*memcg);
-  inc.exit = x;
+  inc.trigger.pid = static_cast<pid_t>(e.tgid);
   inc.timeline.trigger = e.ktime_ns;
   inc.timeline.received = inc.trigger.received_ns;
-  inc.timeline.exit = e.ktime_ns;
   pending_[id] = std::move(p);
-  finalize(id);
+  return inc;
 }
 
 void Agent::wait_then_finalize(uint64_t id, std::chrono::milliseconds wait) {

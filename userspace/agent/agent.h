@@ -73,6 +73,10 @@ class Agent {
   void on_policy_deadline();
   void start_collection(Candidate c, MonoNs decided);
   void on_collected(Incident inc);
+  // A pending incident for a kernel event that is its own trigger (an OOM
+  // kill without a prior snapshot, an exit by signal).
+  void describe_container(IncidentContainer& c, const std::string& memcg) const;
+  Incident& open_kernel_incident(const oomsnap_event& e, const char* type, const char* tracepoint);
   void wait_then_finalize(uint64_t id, std::chrono::milliseconds wait);
   void finalize(uint64_t id);
   std::optional<std::string> memcg_of_event(uint64_t cgroup_id, pid_t pid);
