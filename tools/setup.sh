@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
       libcapstone-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev libspdlog-dev
       libfmt-dev libtomlplusplus-dev libboost-dev libboost-system-dev libgtest-dev googletest
-      libclang-rt-14-dev python3 python3-yaml ca-certificates)
+      libclang-rt-14-dev python3 python3-yaml ca-certificates qemu-system-x86 busybox-static)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
