@@ -169,6 +169,14 @@ TEST(AgentEndToEnd, RealOomKillFollowsSnapshotOfLeakingGoProgram) {
   EXPECT_LT(tl["collection_start_ns"].get<uint64_t>(), tl["snapshot_complete_ns"].get<uint64_t>());
   EXPECT_LT(tl["snapshot_complete_ns"].get<uint64_t>(), tl["oom_kill_ns"].get<uint64_t>());
   EXPECT_LE(tl["oom_kill_ns"].get<uint64_t>(), tl["exit_ns"].get<uint64_t>());
+  // Every trigger seen for the container is in the record, the first one first;
+  // the reclaim at the limit comes after the threshold crossing.
+  ASSERT_FALSE(rec["triggers_seen"].empty());
+  EXPECT_EQ(rec["triggers_seen"][0]["type"], type);
+  EXPECT_EQ(rec["triggers_seen"][0]["kernel_ts_ns"], rec["trigger"]["kernel_ts_ns"]);
+  bool reclaim_seen = false;
+  for (const auto& s : rec["triggers_seen"]) reclaim_seen |= s["type"] == "memcg_pressure";
+  EXPECT_TRUE(reclaim_seen) << rec["triggers_seen"].dump();
   EXPECT_EQ(rec["agent"]["bpf_ring_drops"], 0);
   EXPECT_FALSE(rec["node"].get<std::string>().empty());
   EXPECT_EQ(rec["time"].get<std::string>().size(), 24u);  // 2026-11-29T14:21:51.123Z

@@ -36,7 +36,7 @@ TEST(Config, EmptyTextGivesDefaults) {
   EXPECT_EQ(c.cgroup_scope, "/");
   EXPECT_TRUE(c.stdout_sink);
   EXPECT_TRUE(c.file_sink);
-  EXPECT_EQ(c.batch_window, std::chrono::milliseconds(5));
+  EXPECT_EQ(c.batch_window, std::chrono::milliseconds(2));
   EXPECT_EQ(c.oom_kill_window, std::chrono::milliseconds(60000));
   EXPECT_EQ(c.rescan_interval, std::chrono::milliseconds(2000));
 }

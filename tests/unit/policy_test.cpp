@@ -89,6 +89,9 @@ TEST(Policy, MergedTriggersKeepTheFirst) {
   ASSERT_TRUE(d.collect);
   EXPECT_EQ(d.collect->trigger.type, "threshold");
   EXPECT_EQ(d.collect->merged, 2u);
+  ASSERT_EQ(d.collect->seen.size(), 3u);  // the timeline keeps all of them, in order
+  EXPECT_EQ(d.collect->seen[1].type, "memcg_pressure");
+  EXPECT_EQ(d.collect->seen[2].kernel_ns, 9u);
 }
 
 TEST(Policy, RecheckDropsContainersThatRecoveredOrLostTheirLimit) {

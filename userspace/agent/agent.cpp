@@ -275,6 +275,14 @@ void Agent::on_pressure(const oomsnap_event& e) {
 void Agent::offer(const std::string& memcg, Trigger trigger) {
   if (stopping_) return;
   if (!trigger.received_ns) trigger.received_ns = monotonic_now_ns();
+  // Triggers that arrive after a decision still belong to the timeline of
+  // the container's open incident.
+  for (auto& [id, p] : pending_) {
+    auto& seen = p->inc.triggers_seen;
+    if (p->inc.container.cgroup_path == memcg && p->inc.trigger.type != "oom_kill" &&
+        p->inc.trigger.type != "process_exit" && seen.size() < kMaxSeenTriggers)
+      seen.push_back({trigger.type, trigger.kernel_ns});
+  }
   MemcgStats stats = read_memcg(cgroups_->fs(), memcg);
   OfferResult r = policy_.offer(memcg, trigger, stats, monotonic_now_ns());
   log_->debug("trigger {} ({}) for {}: {}", trigger.type, trigger.source, memcg, to_string(r));
@@ -310,6 +318,7 @@ void Agent::start_collection(Candidate c, MonoNs decided) {
   inc.id = id;
   inc.trigger = c.trigger;
   inc.merged_triggers = c.merged;
+  inc.triggers_seen = c.seen;
   inc.container.cgroup_path = c.memcg;
   inc.container.inode = c.stats.inode;
   inc.container.stats = c.stats;

@@ -27,7 +27,7 @@ struct AgentConfig {
   std::string cgroup_scope = "/";                           // [cgroup] Scope: subtree watched, relative to the mount
   bool stdout_sink = true;                                  // [storage] Stdout
   bool file_sink = true;                                    // [storage] LocalFile: write under Path
-  std::chrono::milliseconds batch_window{5};                // BatchWindow (s): candidates merged into one decision
+  std::chrono::milliseconds batch_window{2};                // BatchWindow (s): candidates merged into one decision
   std::chrono::milliseconds oom_kill_window{60000};         // OomKillWindow (s): how long a record waits for a kill
   std::chrono::milliseconds rescan_interval{2000};          // RescanInterval (s): new cgroups and limit changes
 };

@@ -99,6 +99,11 @@ nlohmann::json to_json(const Incident& inc, const RecordContext& ctx) {
   t["counters"] = inc.trigger.counters;
   if (inc.merged_triggers) t["merged"] = inc.merged_triggers;
   j["trigger"] = std::move(t);
+  if (!inc.triggers_seen.empty()) {
+    nlohmann::json seen = nlohmann::json::array();
+    for (const auto& s : inc.triggers_seen) seen.push_back({{"type", s.type}, {"kernel_ts_ns", s.kernel_ns}});
+    j["triggers_seen"] = std::move(seen);
+  }
 
   j["container"] = container_json(inc.container);
 

@@ -64,6 +64,9 @@ struct Incident {
   uint64_t id = 0;
   Trigger trigger;
   uint64_t merged_triggers = 0;
+  // Every trigger seen for the container from the first one until the record
+  // is written (capped at kMaxSeenTriggers): the incident's timeline.
+  std::vector<SeenTrigger> triggers_seen;
   IncidentContainer container;
   std::optional<VictimCandidate> victim;
   std::optional<CaptureRecord> capture;

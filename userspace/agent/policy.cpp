@@ -32,10 +32,11 @@ void Policy::add(std::map<std::string, Candidate>& into, const std::string& memc
     Candidate c;
     c.memcg = memcg;
     c.trigger = t;
-    into.emplace(memcg, std::move(c));
+    it = into.emplace(memcg, std::move(c)).first;
   } else {
     ++it->second.merged;  // the first trigger stays: it is when pressure began
   }
+  if (it->second.seen.size() < kMaxSeenTriggers) it->second.seen.push_back({t.type, t.kernel_ns});
 }
 
 OfferResult Policy::offer(const std::string& memcg, const Trigger& trigger, const MemcgStats& stats, MonoNs now) {
@@ -82,8 +83,13 @@ Decision Policy::on_deadline(MonoNs now, const Reread& reread) {
   if (!in_cooldown(now)) {
     for (auto& [memcg, c] : deferred_) {
       auto it = pool.find(memcg);
-      if (it == pool.end()) pool.emplace(memcg, std::move(c));
-      else it->second.merged += 1 + c.merged;
+      if (it == pool.end()) {
+        pool.emplace(memcg, std::move(c));
+      } else {
+        it->second.merged += 1 + c.merged;
+        for (auto& s : c.seen)
+          if (it->second.seen.size() < kMaxSeenTriggers) it->second.seen.push_back(std::move(s));
+      }
     }
     deferred_.clear();
   }

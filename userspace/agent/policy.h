@@ -45,13 +45,21 @@ struct Trigger {
 struct PolicyOptions {
   int threshold_percent = 90;
   std::chrono::nanoseconds cooldown{std::chrono::seconds(300)};
-  std::chrono::nanoseconds batch_window{std::chrono::milliseconds(5)};
+  std::chrono::nanoseconds batch_window{std::chrono::milliseconds(2)};
 };
+
+// One trigger as it was seen, for an incident's timeline.
+struct SeenTrigger {
+  std::string type;
+  MonoNs kernel_ns = 0;
+};
+constexpr size_t kMaxSeenTriggers = 64;  // per candidate / incident: the first ones are what matter
 
 struct Candidate {
   std::string memcg;   // relative cgroup path of the limited container
   Trigger trigger;     // the first trigger that made it a candidate
   uint64_t merged = 0; // further triggers for it that were folded in
+  std::vector<SeenTrigger> seen;  // every trigger folded in, in arrival order (capped)
   MemcgStats stats;    // as re-read when the decision was made
   double ratio = 0;
 };
