@@ -137,6 +137,7 @@ TEST(AgentEndToEnd, RealOomKillFollowsSnapshotOfLeakingGoProgram) {
   // BPF memcg reclaim tracepoint.
   const std::string type = rec["trigger"]["type"];
   EXPECT_TRUE(type == "threshold" || type == "memcg_pressure") << rec.dump(2);
+  EXPECT_EQ(rec["trigger"]["timestamp"], type == "memcg_pressure" ? "bpf_event" : "notification_read");
   EXPECT_GT(rec["trigger"]["kernel_ts_ns"].get<uint64_t>(), 0u);
   EXPECT_EQ(rec["container"]["cgroup_path"], box.rel_path());
   EXPECT_EQ(rec["container"]["cgroup_inode"], box.inode());
@@ -257,6 +258,7 @@ TEST(AgentEndToEnd, OomKillDuringCooldownIsStillRecorded) {
   json rec2 = agent.next_record(30s);
   ASSERT_FALSE(rec2.is_null()) << agent.log();
   EXPECT_EQ(rec2["trigger"]["type"], "oom_kill") << rec2.dump(2);
+  EXPECT_EQ(rec2["trigger"]["timestamp"], "bpf_event");
   EXPECT_EQ(rec2["container"]["cgroup_path"], second.rel_path());
   EXPECT_EQ(rec2["oom_kill"]["pid"], victim->pid());
   EXPECT_TRUE(rec2["oom_kill"]["lead_ms"].is_null());

@@ -265,6 +265,7 @@ void Agent::on_pressure(const oomsnap_event& e) {
   t.type = "memcg_pressure";
   t.source = std::string("bpf ") + to_string(bpf_->mode()) + ": mm_vmscan_memcg_reclaim_begin";
   t.kernel_ns = e.ktime_ns;
+  t.from_bpf_clock = true;
   t.received_ns = monotonic_now_ns();
   t.pid = static_cast<pid_t>(e.tgid);
   t.counters = {{"reclaiming_memcg", *memcg}, {"order", e.order}, {"gfp_flags", e.gfp_flags},
@@ -478,6 +479,7 @@ Incident& Agent::open_kernel_incident(const oomsnap_event& e, const char* type, 
   inc.trigger.type = type;
   inc.trigger.source = std::string("bpf ") + to_string(bpf_->mode()) + ": " + tracepoint;
   inc.trigger.kernel_ns = e.ktime_ns;
+  inc.trigger.from_bpf_clock = true;
   inc.trigger.received_ns = monotonic_now_ns();
   inc.trigger.pid = static_cast<pid_t>(e.tgid);
   inc.timeline.trigger = e.ktime_ns;

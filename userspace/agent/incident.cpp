@@ -95,6 +95,9 @@ nlohmann::json to_json(const Incident& inc, const RecordContext& ctx) {
   t["type"] = inc.trigger.type;
   t["source"] = inc.trigger.source;
   t["kernel_ts_ns"] = inc.trigger.kernel_ns;
+  // cgroup-file notifications carry no kernel timestamp: theirs is when the
+  // agent read the notification (same clock, a little later).
+  t["timestamp"] = inc.trigger.from_bpf_clock ? "bpf_event" : "notification_read";
   if (inc.trigger.pid) t["pid"] = inc.trigger.pid;
   t["counters"] = inc.trigger.counters;
   if (inc.merged_triggers) t["merged"] = inc.merged_triggers;

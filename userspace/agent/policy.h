@@ -37,6 +37,7 @@ struct Trigger {
   std::string type;        // a known_triggers() name: "memcg_pressure", "threshold", ...
   std::string source;      // how it arrived, e.g. "bpf raw_tp/mm_vmscan_memcg_reclaim_begin"
   MonoNs kernel_ns = 0;    // when the kernel saw it (BPF timestamp), else when it was read
+  bool from_bpf_clock = false;  // kernel_ns is the BPF event's own timestamp
   MonoNs received_ns = 0;  // when the agent took it in
   pid_t pid = 0;           // the task involved, when the kernel names one
   nlohmann::json counters = nlohmann::json::object();
