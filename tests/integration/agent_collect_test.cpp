@@ -39,6 +39,7 @@ TEST(AgentCollect, PicksTheBiggestProcessAndCapturesIt) {
   TestMemcg box("collect", 512 << 20);
   TestMemcg child(box, "child");  // processes in child cgroups belong to the container too
   Process small({"/bin/sleep", "60"}, {}, box.dir());
+  ASSERT_TRUE(small.wait_exec(10s));
   Process go({kFixture, "-leak-mb-per-s", "200", "-leak-limit-mb", "40"}, {}, child.dir());
   ASSERT_NE(go.read_line(20s).find("\"ready\":true"), std::string::npos);
   std::this_thread::sleep_for(500ms);  // 40 MiB retained
@@ -56,7 +57,7 @@ TEST(AgentCollect, VictimThatExitsBeforeCollectionGivesReason) {
   TestMemcg box("collect-exit", 256 << 20);
   auto p = std::make_unique<Process>(std::vector<std::string>{"/bin/sleep", "60"}, std::vector<std::string>{},
                                      box.dir());
-  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(p->wait_exec(10s));
   oomsnap::Incident inc = incident_for(box);
   auto victim = oomsnap::choose_victim(inc, box.fs());
   ASSERT_TRUE(victim);
@@ -72,7 +73,7 @@ TEST(AgentCollect, VictimThatExitsBeforeCollectionGivesReason) {
 TEST(AgentCollect, ReusedPidIsNotCaptured) {
   TestMemcg box("collect-reuse", 256 << 20);
   Process p({"/bin/sleep", "60"}, {}, box.dir());
-  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(p.wait_exec(10s));  // exec comes after the move into the cgroup
   oomsnap::Incident inc = incident_for(box);
   auto victim = oomsnap::choose_victim(inc, box.fs());
   ASSERT_TRUE(victim);
@@ -86,7 +87,7 @@ TEST(AgentCollect, VictimThatLeftTheContainerIsNotCaptured) {
   TestMemcg box("collect-move", 256 << 20);
   TestMemcg elsewhere("collect-elsewhere");
   Process p({"/bin/sleep", "60"}, {}, box.dir());
-  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(p.wait_exec(10s));  // exec comes after the move into the cgroup
   oomsnap::Incident inc = incident_for(box);
   auto victim = oomsnap::choose_victim(inc, box.fs());
   ASSERT_TRUE(victim);

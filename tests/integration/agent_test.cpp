@@ -280,7 +280,7 @@ TEST(AgentEndToEnd, ProcessExitBySignalIsReportedInTracepointMode) {
   EXPECT_NE(agent.log().find("BPF attached: tracepoint"), std::string::npos) << agent.log();
 
   Process sleeper({"/bin/sleep", "60"}, {}, box.dir());
-  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(sleeper.wait_exec(10s));
   ::kill(sleeper.pid(), SIGTERM);
   json rec = agent.next_record(15s);
   ASSERT_FALSE(rec.is_null()) << agent.log();

@@ -57,6 +57,7 @@ TEST(SnapshotCli, MissingPidExit1) {
 
 TEST(SnapshotCli, NonGoProcessIsUnknownLanguageExit0) {
   oomsnap_test::Process sleeper({"/bin/sleep", "30"});
+  ASSERT_TRUE(sleeper.wait_exec(std::chrono::seconds(10)));
   CliRun r = run_oomsnap("snapshot --pid " + std::to_string(sleeper.pid()));
   ASSERT_EQ(r.status, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);

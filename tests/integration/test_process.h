@@ -62,6 +62,23 @@ class Process {
   Process& operator=(const Process&) = delete;
 
   pid_t pid() const { return pid_; }
+  // Waits until the child has exec'd (its /proc/PID/exe is no longer this
+  // binary): right after fork it is still a copy of the test, comm and all.
+  bool wait_exec(std::chrono::milliseconds timeout) {
+    auto link = [](const std::string& path) {
+      char buf[4096];
+      ssize_t n = readlink(path.c_str(), buf, sizeof buf - 1);
+      return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+    };
+    const std::string self = link("/proc/self/exe");
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      std::string exe = link("/proc/" + std::to_string(pid_) + "/exe");
+      if (!exe.empty() && exe != self) return true;
+      usleep(2000);
+    }
+    return false;
+  }
   // Reaps the child if it has exited; returns its wait status, or -1 while it runs.
   int try_wait() {
     if (pid_ <= 0) return status_;
