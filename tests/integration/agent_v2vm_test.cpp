@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_process.h"
+#include "v2vm_runner.h"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -39,10 +40,7 @@ constexpr uint64_t kMiB = 1 << 20;
 constexpr int kGuestTimeoutS = 170;
 const std::string kBox = "/oomsnap-v2test/box";
 
-std::string runner_path() {
-  if (const char* e = std::getenv("OOMSNAP_V2VM"); e && *e) return e;
-  return std::string(OOMSNAP_SOURCE_DIR) + "/../shared/v2vm/run-in-v2vm.sh";
-}
+std::string runner_path() { return oomsnap_test::v2vm_runner_path(); }
 
 bool on_path(const std::string& name) {
   const char* path = std::getenv("PATH");

@@ -1,0 +1,22 @@
+// Where the cgroup-v2 QEMU guest runner lives: $OOMSNAP_V2VM, else the
+// shared folder beside the project (../shared/v2vm), else this machine
+// family's fixed location of that folder (a checkout elsewhere, e.g. a CI
+// clone in /tmp, still finds it).
+#pragma once
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace oomsnap_test {
+
+inline std::string v2vm_runner_path() {
+  if (const char* e = std::getenv("OOMSNAP_V2VM"); e && *e) return e;
+  const std::string beside = std::string(OOMSNAP_SOURCE_DIR) + "/../shared/v2vm/run-in-v2vm.sh";
+  if (access(beside.c_str(), X_OK) == 0) return beside;
+  const std::string fixed = "/work/shared/v2vm/run-in-v2vm.sh";
+  if (access(fixed.c_str(), X_OK) == 0) return fixed;
+  return beside;  // absent: the caller reports this path
+}
+
+}  // namespace oomsnap_test
