@@ -3,6 +3,7 @@
 // replaced or leaves the container before collection gives a reason, never a
 // snapshot of the wrong process.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -68,6 +69,28 @@ TEST(AgentCollect, VictimThatExitsBeforeCollectionGivesReason) {
   EXPECT_NE(inc.reason.find("exited before collection"), std::string::npos) << inc.reason;
   EXPECT_FALSE(inc.capture);
   EXPECT_EQ(inc.timeline.collection_start, 0u);
+}
+
+// A victim killed (e.g. by the OOM killer) but not yet reaped is a zombie:
+// its /proc entry is still there, with its cgroup reading as the root. That
+// is an exit, not a move.
+TEST(AgentCollect, ZombieVictimCountsAsExited) {
+  TestMemcg box("collect-zombie", 256 << 20);
+  Process p({"/bin/sleep", "60"}, {}, box.dir());
+  ASSERT_TRUE(p.wait_exec(10s));
+  oomsnap::Incident inc = incident_for(box);
+  auto victim = oomsnap::choose_victim(inc, box.fs());
+  ASSERT_TRUE(victim);
+  ::kill(p.pid(), SIGKILL);  // not reaped: a zombie until p goes out of scope
+  for (int i = 0; i < 500; ++i) {
+    auto id = oomsnap::read_identity(p.pid());
+    if (id && id->exited()) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(oomsnap::read_identity(p.pid())->exited());
+  oomsnap::capture_victim(inc, *victim, box.fs(), quick());
+  EXPECT_EQ(inc.outcome, oomsnap::CollectionOutcome::kVictimGone);
+  EXPECT_NE(inc.reason.find("exited before collection"), std::string::npos) << inc.reason;
 }
 
 TEST(AgentCollect, ReusedPidIsNotCaptured) {

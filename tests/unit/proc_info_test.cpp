@@ -12,6 +12,11 @@ TEST(ProcInfo, ParsesStatWithHostileComm) {
   ASSERT_TRUE(id);
   EXPECT_EQ(id->comm, "a) b (c)");
   EXPECT_EQ(id->start_time_ticks, 123456u);
+  EXPECT_EQ(id->state, 'S');
+  EXPECT_FALSE(id->exited());
+  auto z = parse_proc_stat(42, "42 (x) Z 1 42 42 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 123456 1000 10");
+  ASSERT_TRUE(z);
+  EXPECT_TRUE(z->exited());
 }
 
 TEST(ProcInfo, RejectsTruncatedStat) {

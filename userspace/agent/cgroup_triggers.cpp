@@ -20,6 +20,7 @@ struct CgroupTriggers::Node {
   MemcgStats stats;  // as of the last rescan
   std::unique_ptr<V1ThresholdEvent> threshold;
   std::unique_ptr<Descriptor> threshold_desc;
+  std::unique_ptr<asio::steady_timer> recheck;  // see recheck_threshold
   std::unique_ptr<PsiTrigger> psi;
   std::unique_ptr<Descriptor> psi_desc;
   bool psi_failed = false;  // do not retry on every rescan
@@ -34,6 +35,8 @@ std::unique_ptr<Descriptor> wrap(asio::io_context& io, int fd) {
   if (copy < 0) return nullptr;
   return std::make_unique<Descriptor>(io, copy);
 }
+
+constexpr int kRechecks = 50;  // 10 ms apart: half a second after a notification
 
 Trigger make_trigger(const char* type, std::string source) {
   Trigger t;
@@ -196,9 +199,40 @@ void CgroupTriggers::arm_threshold(const std::string& memcg) {
     if (n.threshold->drain()) {
       Trigger t = make_trigger("threshold", "eventfd: memory.usage_in_bytes crossed the threshold");
       t.counters = {{"threshold_bytes", n.threshold->threshold()}};
+      const MemcgStats now = read_memcg(fs_, memcg);
       report(memcg, std::move(t));
+      if (!now.usage_bytes || *now.usage_bytes < n.threshold->threshold()) recheck_threshold(memcg, kRechecks);
     }
     arm_threshold(memcg);
+  });
+}
+
+// The kernel compares usage with the thresholds only every 128 page events
+// and signals a change of side only. If usage dips under the threshold
+// between its check and our read (a runtime returning a few pages), the
+// notification reads as "below" and the next kernel check, already above
+// again, stays silent: the crossing would be lost. So after a notification
+// that reads below, usage is re-read every 10 ms for a while and reported
+// once it is at or above the threshold.
+void CgroupTriggers::recheck_threshold(const std::string& memcg, int left) {
+  auto it = nodes_.find(memcg);
+  if (it == nodes_.end() || !it->second->threshold || left <= 0) return;
+  Node& n = *it->second;
+  if (!n.recheck) n.recheck = std::make_unique<asio::steady_timer>(io_);
+  n.recheck->expires_after(std::chrono::milliseconds(10));
+  n.recheck->async_wait([this, memcg, left](const boost::system::error_code& ec) {
+    if (ec) return;
+    auto it = nodes_.find(memcg);
+    if (it == nodes_.end() || !it->second->threshold) return;
+    const uint64_t want = it->second->threshold->threshold();
+    const MemcgStats now = read_memcg(fs_, memcg);
+    if (now.usage_bytes && *now.usage_bytes >= want) {
+      Trigger t = make_trigger("threshold", "eventfd: crossing read below the threshold, confirmed by re-read");
+      t.counters = {{"threshold_bytes", want}, {"usage_bytes", *now.usage_bytes}};
+      report(memcg, std::move(t));
+      return;
+    }
+    recheck_threshold(memcg, left - 1);
   });
 }
 

@@ -15,6 +15,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <spdlog/logger.h>
 
 #include "agent/cgroup.h"
@@ -70,6 +71,7 @@ class CgroupTriggers {
   void watch_v1_threshold(Node& n);
   void watch_psi(Node& n);
   void arm_threshold(const std::string& memcg);
+  void recheck_threshold(const std::string& memcg, int left);
   void arm_psi(const std::string& memcg);
   void arm_memory_events();
   void report(const std::string& memcg, Trigger t);

@@ -59,8 +59,10 @@ void capture_victim(Incident& inc, const VictimCandidate& chosen, const CgroupFs
   const std::string who = "victim pid " + std::to_string(pid) + " (" + victim->comm + ")";
 
   // Before: still the process that was scored, still in the container.
+  // A zombie (e.g. just OOM-killed) still has its /proc/PID/stat, but its
+  // memory is being torn down and its cgroup reads as the root.
   auto before = read_identity(pid);
-  if (!before || before->start_time_ticks != victim->start_time_ticks) {
+  if (!before || before->start_time_ticks != victim->start_time_ticks || before->exited()) {
     inc.outcome = CollectionOutcome::kVictimGone;
     inc.reason = who + " exited before collection started";
     return;
@@ -91,6 +93,7 @@ void capture_victim(Incident& inc, const VictimCandidate& chosen, const CgroupFs
   // After: a different process under the same pid, or a move to another
   // cgroup, means the snapshot may not describe the container's victim.
   auto after = read_identity(pid);
+  if (after && after->exited()) after.reset();  // exited: its cgroup no longer says anything
   if (after && after->start_time_ticks != victim->start_time_ticks) {
     inc.outcome = CollectionOutcome::kDiscarded;
     inc.reason = "pid " + std::to_string(pid) + " was reused by another process during collection";

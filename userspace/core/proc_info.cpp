@@ -33,6 +33,7 @@ std::optional<ProcessIdentity> parse_proc_stat(pid_t pid, const std::string& tex
   // After ')' come fields 3.. ; starttime is field 22.
   for (int i = 3; i <= 22; ++i) {
     if (!(rest >> field)) return std::nullopt;
+    if (i == 3 && field.size() == 1) id.state = field[0];
   }
   char* end = nullptr;
   id.start_time_ticks = std::strtoull(field.c_str(), &end, 10);

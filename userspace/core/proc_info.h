@@ -24,6 +24,8 @@ struct ProcessIdentity {
   pid_t pid = 0;
   uint64_t start_time_ticks = 0;  // field 22 of /proc/PID/stat
   std::string comm;
+  char state = '?';               // field 3: 'R', 'S', ..., 'Z' zombie, 'X' dead
+  bool exited() const { return state == 'Z' || state == 'X' || state == 'x'; }
 };
 
 struct Mapping {
