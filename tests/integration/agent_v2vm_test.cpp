@@ -29,6 +29,7 @@
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using oomsnap_test::on_path;
 using oomsnap_test::Process;
 
 namespace {
@@ -41,14 +42,6 @@ constexpr int kGuestTimeoutS = 170;
 const std::string kBox = "/oomsnap-v2test/box";
 
 std::string runner_path() { return oomsnap_test::v2vm_runner_path(); }
-
-bool on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string dir; std::getline(ss, dir, ':');)
-    if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return true;
-  return false;
-}
 
 std::string slurp(const std::string& path) {
   std::string s;

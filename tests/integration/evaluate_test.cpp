@@ -28,6 +28,7 @@
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using oomsnap_test::on_path;
 using oomsnap_test::Process;
 
 namespace {
@@ -57,14 +58,6 @@ std::vector<json> read_jsonl(const std::string& path) {
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) out.push_back(json::parse(line));
   return out;
-}
-
-bool on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string dir; std::getline(ss, dir, ':');)
-    if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return true;
-  return false;
 }
 
 // Runs argv (stdout+stderr to `log`) in its own session; waits at most `limit`, then

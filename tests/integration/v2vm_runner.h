@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 namespace oomsnap_test {
@@ -17,6 +18,15 @@ inline std::string v2vm_runner_path() {
   const std::string fixed = "/work/shared/v2vm/run-in-v2vm.sh";
   if (access(fixed.c_str(), X_OK) == 0) return fixed;
   return beside;  // absent: the caller reports this path
+}
+
+// Is an executable called `name` on $PATH (e.g. qemu-system-x86_64)?
+inline bool on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string dir; std::getline(ss, dir, ':');)
+    if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+  return false;
 }
 
 }  // namespace oomsnap_test
