@@ -259,6 +259,13 @@ MemcgStats read_memcg_limits(const CgroupFs& fs, const std::string& rel_path) {
   return s;
 }
 
+MemcgStats read_memcg_usage(const CgroupFs& fs, const std::string& rel_path) {
+  MemcgStats s;
+  const std::string dir = memcg_dir(fs, rel_path);
+  s.usage_bytes = read_value(dir, fs.version == 1 ? "memory.usage_in_bytes" : "memory.current");
+  return s;
+}
+
 std::vector<pid_t> cgroup_pids(const CgroupFs& fs, const std::string& rel_path) {
   std::vector<pid_t> pids;
   auto text = read_real_file(memcg_dir(fs, rel_path) + "/cgroup.procs");

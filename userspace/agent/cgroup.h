@@ -97,6 +97,8 @@ MemcgStats read_memcg(const CgroupFs& fs, const std::string& rel_path);
 // Only limit_bytes (and high_bytes on v2): what the agent's periodic rescan
 // needs, one or two reads per cgroup instead of five.
 MemcgStats read_memcg_limits(const CgroupFs& fs, const std::string& rel_path);
+// Only usage_bytes: one read (the agent's v2 usage poll).
+MemcgStats read_memcg_usage(const CgroupFs& fs, const std::string& rel_path);
 
 // Pids in cgroup.procs (empty if unreadable).
 std::vector<pid_t> cgroup_pids(const CgroupFs& fs, const std::string& rel_path);

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <boost/asio/posix/descriptor_base.hpp>
 
 #include "agent/collect.h"
@@ -25,6 +27,10 @@ struct CgroupTriggers::Node {
   std::unique_ptr<Descriptor> psi_desc;
   bool psi_failed = false;  // do not retry on every rescan
   bool events_watched = false;
+  // v2 usage poll: when to read memory.current next, and which side of the
+  // threshold it was on (a trigger is reported on each upward crossing).
+  std::chrono::steady_clock::time_point next_poll{};
+  bool above_threshold = false;
 };
 
 namespace {
@@ -38,6 +44,17 @@ std::unique_ptr<Descriptor> wrap(asio::io_context& io, int fd) {
 
 constexpr int kRechecks = 50;  // 10 ms apart: half a second after a notification
 
+// v2 usage poll interval: the time the headroom to the threshold would last
+// at kFastestLeak, kept between 10 ms and 1 s. A cgroup far from its
+// threshold costs one read a second; one close to it is read every 10 ms.
+constexpr double kFastestLeakBytesPerSec = 1024.0 * 1024 * 1024;
+constexpr auto kMinPoll = std::chrono::milliseconds(10);
+constexpr auto kMaxPoll = std::chrono::milliseconds(1000);
+
+uint64_t threshold_bytes(uint64_t limit, int percent) {
+  return limit / 100 * static_cast<uint64_t>(percent) + limit % 100 * static_cast<uint64_t>(percent) / 100;
+}
+
 Trigger make_trigger(const char* type, std::string source) {
   Trigger t;
   t.type = type;
@@ -50,7 +67,12 @@ Trigger make_trigger(const char* type, std::string source) {
 
 CgroupTriggers::CgroupTriggers(asio::io_context& io, CgroupFs fs, CgroupTriggerOptions options, OnTrigger on_trigger,
                                std::shared_ptr<spdlog::logger> log)
-    : io_(io), fs_(std::move(fs)), options_(std::move(options)), on_trigger_(std::move(on_trigger)), log_(std::move(log)) {
+    : io_(io),
+      fs_(std::move(fs)),
+      options_(std::move(options)),
+      on_trigger_(std::move(on_trigger)),
+      log_(std::move(log)),
+      poll_timer_(io) {
   if (fs_.version == 2 && options_.memory_events) {
     std::string error;
     events_watcher_ = MemoryEventsWatcher::create(error);
@@ -141,6 +163,7 @@ std::vector<std::string> CgroupTriggers::rescan() {
       watch_psi(n);
     }
   }
+  if (fs_.version == 2 && options_.threshold) arm_usage_poll();
   std::vector<std::string> removed;
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     if (seen.count(it->first)) {
@@ -161,8 +184,7 @@ void CgroupTriggers::watch_v1_threshold(Node& n) {
     n.threshold.reset();
     return;
   }
-  const uint64_t want = *n.stats.limit_bytes / 100 * static_cast<uint64_t>(options_.threshold_percent) +
-                        *n.stats.limit_bytes % 100 * static_cast<uint64_t>(options_.threshold_percent) / 100;
+  const uint64_t want = threshold_bytes(*n.stats.limit_bytes, options_.threshold_percent);
   if (n.threshold && n.threshold->threshold() == want) return;
   n.threshold_desc.reset();
   n.threshold.reset();
@@ -234,6 +256,40 @@ void CgroupTriggers::recheck_threshold(const std::string& memcg, int left) {
     }
     recheck_threshold(memcg, left - 1);
   });
+}
+
+void CgroupTriggers::arm_usage_poll() {
+  auto next = std::chrono::steady_clock::time_point::max();
+  for (const auto& [path, n] : nodes_)
+    if (n->stats.limit_bytes) next = std::min(next, n->next_poll);
+  if (next == std::chrono::steady_clock::time_point::max()) return;
+  poll_timer_.expires_at(next);
+  poll_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    poll_usage();
+    arm_usage_poll();
+  });
+}
+
+void CgroupTriggers::poll_usage() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [path, np] : nodes_) {
+    Node& n = *np;
+    if (!n.stats.limit_bytes || n.next_poll > now) continue;
+    const uint64_t want = threshold_bytes(*n.stats.limit_bytes, options_.threshold_percent);
+    const MemcgStats cur = read_memcg_usage(fs_, n.path);
+    const uint64_t usage = cur.usage_bytes.value_or(0);
+    const bool above = cur.usage_bytes && usage >= want;
+    if (above && !n.above_threshold) {
+      Trigger t = make_trigger("threshold", "poll: memory.current at or above the threshold");
+      t.counters = {{"threshold_bytes", want}, {"usage_bytes", usage}};
+      report(n.path, std::move(t));
+    }
+    n.above_threshold = above;
+    const double headroom_s = above ? 0.1 : static_cast<double>(want - usage) / kFastestLeakBytesPerSec;
+    auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(headroom_s));
+    n.next_poll = now + std::clamp<std::chrono::steady_clock::duration>(wait, kMinPoll, kMaxPoll);
+  }
 }
 
 void CgroupTriggers::watch_psi(Node& n) {

@@ -1,8 +1,9 @@
 // The cgroup side of the agent's triggers: which memory cgroups exist in the
 // watched scope (rescanned periodically), their limits, and the kernel
 // notifications registered on them — v1 usage thresholds (eventfd at
-// ThresholdPercent of the limit), v2 memory.events changes (inotify) and v2
-// PSI triggers (memory.pressure). Every notification fd lives in the agent's
+// ThresholdPercent of the limit), v2 memory.events changes (inotify), v2
+// PSI triggers (memory.pressure), and on v2, which has no usage-threshold
+// notification, an adaptive poll of memory.current against ThresholdPercent. Every notification fd lives in the agent's
 // Boost.Asio loop; each firing becomes a Trigger handed to the callback.
 #pragma once
 #include <cstdint>
@@ -71,6 +72,8 @@ class CgroupTriggers {
   void watch_v1_threshold(Node& n);
   void watch_psi(Node& n);
   void arm_threshold(const std::string& memcg);
+  void arm_usage_poll();
+  void poll_usage();
   void recheck_threshold(const std::string& memcg, int left);
   void arm_psi(const std::string& memcg);
   void arm_memory_events();
@@ -86,6 +89,7 @@ class CgroupTriggers {
   std::unique_ptr<MemoryEventsWatcher> events_watcher_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> events_desc_;
   bool psi_unavailable_logged_ = false;
+  boost::asio::steady_timer poll_timer_;  // v2 usage polls (see poll_usage)
 };
 
 }  // namespace oomsnap

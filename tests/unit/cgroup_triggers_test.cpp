@@ -1,0 +1,88 @@
+// The agent's v2 usage poll on a fake cgroup2 tree: v2 has no usage-threshold
+// notification, so memory.current is polled against ThresholdPercent (more
+// often the closer it is) and each upward crossing is a "threshold" trigger.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <spdlog/logger.h>
+
+#include "agent/cgroup_triggers.h"
+#include "temp_tree.h"
+
+using namespace oomsnap;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Seen {
+  std::string memcg;
+  Trigger trigger;
+};
+
+// Runs the loop until `n` triggers were seen or `limit` passed.
+void run_until(boost::asio::io_context& io, const std::vector<Seen>& seen, size_t n, std::chrono::milliseconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (seen.size() < n && std::chrono::steady_clock::now() < end) {
+    io.restart();
+    io.run_for(20ms);
+  }
+}
+
+}  // namespace
+
+TEST(CgroupTriggersV2, UsagePollReportsEachUpwardCrossing) {
+  oomsnap_test::TempTree t;
+  t.write("box/memory.max", "1000000\n");
+  t.write("box/memory.high", "max\n");
+  t.write("box/memory.current", "500000\n");
+  t.write("free/memory.max", "max\n");
+  t.write("free/memory.current", "999999999\n");  // unlimited: never polled against anything
+  boost::asio::io_context io;
+  std::vector<Seen> seen;
+  CgroupTriggerOptions o;
+  o.threshold_percent = 90;
+  o.memory_events = false;
+  o.psi = false;
+  CgroupTriggers ct(io, CgroupFs{2, t.root}, o, [&](const std::string& m, Trigger tr) { seen.push_back({m, tr}); },
+                    std::make_shared<spdlog::logger>("test"));
+  ct.rescan();
+  run_until(io, seen, 1, 300ms);
+  EXPECT_TRUE(seen.empty());  // 50 %: below
+
+  t.write("box/memory.current", "950000\n");
+  run_until(io, seen, 1, 3000ms);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].memcg, "/box");
+  EXPECT_EQ(seen[0].trigger.type, "threshold");
+  EXPECT_EQ(seen[0].trigger.counters["threshold_bytes"], 900000);
+  EXPECT_EQ(seen[0].trigger.counters["usage_bytes"], 950000);
+
+  run_until(io, seen, 2, 300ms);
+  EXPECT_EQ(seen.size(), 1u);  // still above: no repeat
+  t.write("box/memory.current", "100000\n");
+  run_until(io, seen, 2, 300ms);
+  t.write("box/memory.current", "990000\n");
+  run_until(io, seen, 2, 3000ms);
+  ASSERT_EQ(seen.size(), 2u);  // the next upward crossing
+  EXPECT_EQ(seen[1].trigger.counters["usage_bytes"], 990000);
+}
+
+TEST(CgroupTriggersV2, BlacklistedThresholdDoesNotPoll) {
+  oomsnap_test::TempTree t;
+  t.write("box/memory.max", "1000\n");
+  t.write("box/memory.current", "999\n");
+  boost::asio::io_context io;
+  std::vector<Seen> seen;
+  CgroupTriggerOptions o;
+  o.threshold = false;
+  o.memory_events = false;
+  o.psi = false;
+  CgroupTriggers ct(io, CgroupFs{2, t.root}, o, [&](const std::string& m, Trigger tr) { seen.push_back({m, tr}); },
+                    std::make_shared<spdlog::logger>("test"));
+  ct.rescan();
+  run_until(io, seen, 1, 300ms);
+  EXPECT_TRUE(seen.empty());
+}
