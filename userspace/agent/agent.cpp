@@ -70,6 +70,16 @@ bool Agent::blacklisted(const std::string& trigger) const {
   return std::find(b.begin(), b.end(), trigger) != b.end();
 }
 
+CgroupTriggerOptions Agent::trigger_options() const {
+  CgroupTriggerOptions to;
+  to.scope = options_.config.cgroup_scope;
+  to.threshold_percent = options_.config.threshold_percent;
+  to.threshold = !blacklisted("threshold");
+  to.memory_events = !blacklisted("memory_events");
+  to.psi = !blacklisted("psi");
+  return to;
+}
+
 CaptureOptions Agent::capture_options() const {
   CaptureOptions o;
   o.max_entries = options_.config.max_memory_object_entries;
@@ -140,14 +150,8 @@ bool Agent::start(std::string& error) {
 
   if (!open_sinks(error)) return false;
 
-  CgroupTriggerOptions to;
-  to.scope = c.cgroup_scope;
-  to.threshold_percent = c.threshold_percent;
-  to.threshold = !blacklisted("threshold");
-  to.memory_events = !blacklisted("memory_events");
-  to.psi = !blacklisted("psi");
   cgroups_ = std::make_unique<CgroupTriggers>(
-      io_, *fs, to, [this](const std::string& memcg, Trigger t) { offer(memcg, std::move(t)); }, log_);
+      io_, *fs, trigger_options(), [this](const std::string& memcg, Trigger t) { offer(memcg, std::move(t)); }, log_);
 
   int bpf_fd = ::dup(bpf_->fd());
   if (bpf_fd < 0) {
@@ -212,13 +216,7 @@ void Agent::reload_config() {
   apply_config();
   std::string error;
   if (!open_sinks(error)) log_->error("SIGHUP: sinks not reopened, keeping the old ones: {}", error);
-  CgroupTriggerOptions to;
-  to.scope = options_.config.cgroup_scope;
-  to.threshold_percent = options_.config.threshold_percent;
-  to.threshold = !blacklisted("threshold");
-  to.memory_events = !blacklisted("memory_events");
-  to.psi = !blacklisted("psi");
-  cgroups_->set_options(to);
+  cgroups_->set_options(trigger_options());
   cgroups_->rescan();
   log_->info("SIGHUP: configuration reloaded from {}; {}",
              options_.config_path.empty() ? "(defaults)" : options_.config_path, cgroups_->describe());

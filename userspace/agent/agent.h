@@ -83,6 +83,7 @@ class Agent {
   bool blacklisted(const std::string& trigger) const;
   nlohmann::json counters() const;
   CaptureOptions capture_options() const;
+  CgroupTriggerOptions trigger_options() const;
 
   boost::asio::io_context& io_;
   AgentOptions options_;

@@ -114,12 +114,6 @@ std::optional<std::string> CgroupTriggers::limited_container_of(const std::strin
   return std::nullopt;
 }
 
-size_t CgroupTriggers::notification_fds() const {
-  size_t n = events_desc_ ? 1 : 0;
-  for (const auto& [path, node] : nodes_) n += (node->threshold ? 1 : 0) + (node->psi ? 1 : 0);
-  return n;
-}
-
 std::string CgroupTriggers::describe() const {
   size_t thr = 0, psi = 0, ev = 0, limited = 0;
   for (const auto& [path, n] : nodes_) {
@@ -202,7 +196,7 @@ void CgroupTriggers::watch_v1_threshold(Node& n) {
   arm_threshold(n.path);
   // The kernel signals crossings only: a cgroup already above the new
   // threshold would never be reported.
-  const MemcgStats now = read_memcg(fs_, n.path);
+  const MemcgStats now = read_memcg_usage(fs_, n.path);
   if (now.usage_bytes && *now.usage_bytes >= want) {
     Trigger t = make_trigger("threshold", "registration: usage already above the threshold");
     t.counters = {{"threshold_bytes", want}, {"usage_bytes", *now.usage_bytes}};
@@ -221,7 +215,7 @@ void CgroupTriggers::arm_threshold(const std::string& memcg) {
     if (n.threshold->drain()) {
       Trigger t = make_trigger("threshold", "eventfd: memory.usage_in_bytes crossed the threshold");
       t.counters = {{"threshold_bytes", n.threshold->threshold()}};
-      const MemcgStats now = read_memcg(fs_, memcg);
+      const MemcgStats now = read_memcg_usage(fs_, memcg);
       report(memcg, std::move(t));
       if (!now.usage_bytes || *now.usage_bytes < n.threshold->threshold()) recheck_threshold(memcg, kRechecks);
     }
@@ -247,7 +241,7 @@ void CgroupTriggers::recheck_threshold(const std::string& memcg, int left) {
     auto it = nodes_.find(memcg);
     if (it == nodes_.end() || !it->second->threshold) return;
     const uint64_t want = it->second->threshold->threshold();
-    const MemcgStats now = read_memcg(fs_, memcg);
+    const MemcgStats now = read_memcg_usage(fs_, memcg);
     if (now.usage_bytes && *now.usage_bytes >= want) {
       Trigger t = make_trigger("threshold", "eventfd: crossing read below the threshold, confirmed by re-read");
       t.counters = {{"threshold_bytes", want}, {"usage_bytes", *now.usage_bytes}};

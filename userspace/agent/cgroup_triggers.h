@@ -64,7 +64,6 @@ class CgroupTriggers {
   bool in_scope(const std::string& memcg) const;
   const CgroupFs& fs() const { return fs_; }
   size_t watched() const { return nodes_.size(); }
-  size_t notification_fds() const;
   std::string describe() const;  // for the log: counts by notification kind
 
  private:

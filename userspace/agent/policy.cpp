@@ -24,8 +24,6 @@ const char* to_string(OfferResult r) {
   return "?";
 }
 
-std::optional<double> Policy::ratio_of(const MemcgStats& s) { return usage_ratio(s); }
-
 void Policy::add(std::map<std::string, Candidate>& into, const std::string& memcg, const Trigger& t) {
   auto it = into.find(memcg);
   if (it == into.end()) {
@@ -41,7 +39,7 @@ void Policy::add(std::map<std::string, Candidate>& into, const std::string& memc
 
 OfferResult Policy::offer(const std::string& memcg, const Trigger& trigger, const MemcgStats& stats, MonoNs now) {
   if (!stats.limit_bytes) return OfferResult::kUnlimited;
-  auto r = ratio_of(stats);
+  auto r = usage_ratio(stats);
   if (!r || *r * 100.0 < options_.threshold_percent) return OfferResult::kBelowThreshold;
   if (in_cooldown(now)) {
     add(deferred_, memcg, trigger);
@@ -97,7 +95,7 @@ Decision Policy::on_deadline(MonoNs now, const Reread& reread) {
   std::vector<Candidate> keep;
   for (auto& [memcg, c] : pool) {
     c.stats = reread(memcg);
-    auto r = ratio_of(c.stats);
+    auto r = usage_ratio(c.stats);
     if (!c.stats.limit_bytes || !r) {
       d.dropped.emplace_back(memcg, "no finite limit at re-check");
       continue;

@@ -103,7 +103,6 @@ class Policy {
   void forget(const std::string& memcg);  // the cgroup was removed
 
  private:
-  static std::optional<double> ratio_of(const MemcgStats& s);
   bool recently_collected(const std::string& memcg, MonoNs now) const;
   void add(std::map<std::string, Candidate>& into, const std::string& memcg, const Trigger& t);
 
