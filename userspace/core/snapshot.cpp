@@ -36,6 +36,13 @@ nlohmann::json to_json(const Snapshot& s) {
   j["duration_ms"] = std::round(s.duration_ms * 1000.0) / 1000.0;
   if (s.sample_rate) j["sample_rate"] = *s.sample_rate;
   j["output_truncated"] = s.output_truncated;
+  if (!s.scope.empty()) j["scope"] = s.scope;
+  if (s.coverage) j["coverage"] = std::round(*s.coverage * 10000.0) / 10000.0;
+  if (!s.totals.empty()) {
+    nlohmann::json t = nlohmann::json::object();
+    for (const auto& [k, v] : s.totals) t[k] = v;
+    j["totals"] = std::move(t);
+  }
   j["read_syscalls"] = s.read_syscalls;
   j["bytes_read"] = s.bytes_read;
   auto entries = nlohmann::json::array();

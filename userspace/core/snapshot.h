@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -30,6 +31,13 @@ struct Snapshot {
   std::optional<int64_t> sample_rate;
   bool output_truncated = false;
   std::vector<SnapshotEntry> entries;  // sorted by bytes descending, capped
+  // What the entries cover, for readers that walk a heap (Python, Java):
+  // scope names the object population; coverage is the share of it read
+  // (1 when complete); totals are counts over everything read, not only the
+  // printed entries. Empty/unset for Go.
+  std::string scope;
+  std::optional<double> coverage;
+  std::vector<std::pair<std::string, uint64_t>> totals;
   // Cost of the capture, for benchmarks and the record.
   uint64_t read_syscalls = 0;
   uint64_t bytes_read = 0;

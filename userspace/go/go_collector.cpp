@@ -8,6 +8,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "core/module_map.h"
 #include "go/go_heap_reader.h"
 #include "go/go_pclntab.h"
 #include "go/go_pprof.h"
@@ -92,14 +93,9 @@ void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem
 
 std::optional<uint64_t> exe_load_bias(const ElfFile& elf, const std::vector<Mapping>& maps, int exe_fd) {
   if (elf.elf_type() == ET_EXEC) return 0;
-  auto first = elf.first_load_vaddr();
-  if (!first) return std::nullopt;
   struct stat st {};
   if (exe_fd < 0 || fstat(exe_fd, &st) != 0) return std::nullopt;
-  for (const auto& m : maps) {
-    if (m.inode == st.st_ino && m.offset == 0) return m.start - (*first & ~uint64_t{0xfff});
-  }
-  return std::nullopt;
+  return module_load_bias(elf, maps, st.st_ino);
 }
 
 bool GoCollector::detect(Target& target) {

@@ -1,0 +1,58 @@
+// A set of non-zero 64-bit addresses (open addressing, linear probing), for
+// "count each remote object once" and cycle checks over millions of objects
+// without a node allocation per entry.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace oomsnap {
+
+class AddressSet {
+ public:
+  explicit AddressSet(size_t expected = 1024) {
+    size_t cap = 16;
+    while (cap < expected * 2) cap <<= 1;
+    slots_.assign(cap, 0);
+  }
+  // True when addr was not in the set (and is now). Zero is never stored.
+  bool insert(uint64_t addr) {
+    if (addr == 0) return false;
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    return place(slots_, addr);
+  }
+  bool contains(uint64_t addr) const {
+    if (addr == 0) return false;
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = hash(addr) & mask;; i = (i + 1) & mask) {
+      if (slots_[i] == addr) return true;
+      if (slots_[i] == 0) return false;
+    }
+  }
+  size_t size() const { return size_; }
+
+ private:
+  static size_t hash(uint64_t a) { return static_cast<size_t>((a >> 3) * 0x9E3779B97F4A7C15ull >> 16); }
+  bool place(std::vector<uint64_t>& table, uint64_t addr) {
+    const size_t mask = table.size() - 1;
+    for (size_t i = hash(addr) & mask;; i = (i + 1) & mask) {
+      if (table[i] == addr) return false;
+      if (table[i] == 0) {
+        table[i] = addr;
+        ++size_;
+        return true;
+      }
+    }
+  }
+  void grow() {
+    std::vector<uint64_t> bigger(slots_.size() * 2, 0);
+    size_ = 0;
+    for (uint64_t a : slots_)
+      if (a) place(bigger, a);
+    slots_.swap(bigger);
+  }
+  std::vector<uint64_t> slots_;
+  size_t size_ = 0;
+};
+
+}  // namespace oomsnap

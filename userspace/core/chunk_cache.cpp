@@ -1,0 +1,130 @@
+#include "core/chunk_cache.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace oomsnap {
+
+ChunkCache::ChunkCache(RemoteMemory& mem, const std::vector<Mapping>& maps, size_t chunk_bytes,
+                       size_t max_cached)
+    : mem_(mem), chunk_(chunk_bytes), nslots_(std::max<size_t>(2, max_cached / chunk_bytes)) {
+  set_maps(maps);
+  slots_.assign(nslots_, Slot{~uint64_t{0}, ~uint64_t{0}, 0, 0});
+  index_.reserve(nslots_ * 2);
+  scratch_.resize(chunk_);
+}
+
+ChunkCache::~ChunkCache() {
+  if (data_) huge_page_free(data_, mapped_bytes_);
+}
+
+void ChunkCache::set_maps(const std::vector<Mapping>& maps) {
+  readable_.clear();
+  for (const auto& m : maps)
+    if (!m.perms.empty() && m.perms[0] == 'r' && m.end > m.start) readable_.push_back(m);
+  std::sort(readable_.begin(), readable_.end(), [](const Mapping& a, const Mapping& b) { return a.start < b.start; });
+}
+
+const Mapping* ChunkCache::find_or_refresh(uint64_t addr) {
+  if (const Mapping* m = find_mapping(addr)) return m;
+  if (refreshes_left_ <= 0 || gone_) return nullptr;
+  --refreshes_left_;
+  auto maps = read_maps(mem_.pid());
+  if (maps.empty()) {
+    gone_ = true;  // no /proc/PID/maps: the target has exited
+    return nullptr;
+  }
+  set_maps(maps);
+  return find_mapping(addr);
+}
+
+const Mapping* ChunkCache::find_mapping(uint64_t addr) const {
+  auto it = std::upper_bound(readable_.begin(), readable_.end(), addr,
+                             [](uint64_t a, const Mapping& m) { return a < m.start; });
+  if (it == readable_.begin()) return nullptr;
+  --it;
+  return addr < it->end ? &*it : nullptr;
+}
+
+bool ChunkCache::budget_ok(size_t len) {
+  if (read_limit_ && mem_.bytes_read() + len > read_limit_) {
+    read_limit_hit_ = true;
+    return false;
+  }
+  return true;
+}
+
+const ChunkCache::Slot* ChunkCache::chunk_for(uint64_t addr) {
+  const uint64_t base = addr & ~(uint64_t{chunk_} - 1);
+  // Fast path: the chunk is keyed by its aligned base.
+  if (auto it = index_.find(base); it != index_.end()) {
+    const Slot& s = slots_[it->second];
+    if (addr >= s.lo && addr < s.hi) return &s;
+  }
+  const Mapping* m = find_or_refresh(addr);
+  if (!m || gone_) return nullptr;
+  // Clamp to the mapping: a chunk never spans two mappings, so one failed
+  // read cannot hide the other. When a mapping starts inside the chunk, that
+  // part is its own slot, keyed by its (unaligned) start.
+  const uint64_t lo = std::max(base, m->start), hi = std::min(base + chunk_, m->end);
+  if (lo != base) {
+    if (auto it = index_.find(lo); it != index_.end()) {
+      const Slot& s = slots_[it->second];
+      return addr >= s.lo && addr < s.hi ? &s : nullptr;
+    }
+  } else if (index_.count(base)) {
+    // Keyed slot exists but does not cover addr (the maps changed): reload it.
+    index_.erase(base);
+  }
+  if (!budget_ok(hi - lo)) return nullptr;
+  if (!data_) data_ = static_cast<uint8_t*>(huge_page_alloc(nslots_ * chunk_, mapped_bytes_));
+  const size_t victim = next_victim_;
+  next_victim_ = (next_victim_ + 1) % nslots_;
+  Slot& s = slots_[victim];
+  if (s.key != ~uint64_t{0}) {
+    auto it = index_.find(s.key);
+    if (it != index_.end() && it->second == victim) index_.erase(it);
+  }
+  s = Slot{lo, base, lo, hi};
+  if (!mem_.read(lo, slot_data(victim) + (lo - base), hi - lo)) {
+    if (mem_.last_errno() == ESRCH) gone_ = true;
+    // Unreadable now (unmapped since the maps were read): remember as empty.
+    s.lo = s.hi = 0;
+  }
+  index_[lo] = static_cast<uint32_t>(victim);
+  return addr >= s.lo && addr < s.hi ? &s : nullptr;
+}
+
+const uint8_t* ChunkCache::view(uint64_t addr, size_t len) {
+  if (len == 0 || len > chunk_ || addr + len < addr) return nullptr;
+  const Slot* s = chunk_for(addr);
+  if (s && addr + len <= s->hi) return slot_data(static_cast<size_t>(s - slots_.data())) + (addr - s->base);
+  // Crosses the end of the chunk (or of the readable part): assemble.
+  return read(addr, scratch_.data(), len) ? scratch_.data() : nullptr;
+}
+
+bool ChunkCache::read(uint64_t addr, void* out, size_t len) {
+  auto* dst = static_cast<uint8_t*>(out);
+  if (addr + len < addr) return false;
+  while (len > 0) {
+    const Slot* s = chunk_for(addr);
+    if (!s) {
+      // Not in a known mapping (or the chunk failed): one exact read.
+      if (gone_ || find_mapping(addr) || !budget_ok(len)) return false;
+      if (!mem_.read(addr, dst, len)) {
+        if (mem_.last_errno() == ESRCH) gone_ = true;
+        return false;
+      }
+      return true;
+    }
+    size_t n = std::min<uint64_t>(len, s->hi - addr);
+    std::memcpy(dst, slot_data(static_cast<size_t>(s - slots_.data())) + (addr - s->base), n);
+    dst += n;
+    addr += n;
+    len -= n;
+  }
+  return true;
+}
+
+}  // namespace oomsnap

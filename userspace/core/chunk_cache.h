@@ -1,0 +1,77 @@
+// Reads another process's memory in aligned chunks and serves small reads from
+// them, for readers that chase pointers through a heap (CPython GC lists,
+// HotSpot regions). Neighbouring objects usually share a chunk, so a walk over
+// N objects costs about (bytes touched / chunk size) syscalls instead of N.
+// Chunks are clamped to the target's readable mappings; an address outside
+// them (stale maps, hostile pointer) falls back to one exact read. Bounded:
+// at most `max_cached` bytes are held, older chunks are evicted in FIFO order.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "core/huge_page_allocator.h"
+#include "core/proc_info.h"
+#include "core/remote_memory.h"
+
+namespace oomsnap {
+
+class ChunkCache {
+ public:
+  static constexpr size_t kDefaultChunk = size_t{128} << 10;
+  ChunkCache(RemoteMemory& mem, const std::vector<Mapping>& maps, size_t chunk_bytes = kDefaultChunk,
+             size_t max_cached = size_t{32} << 20);
+  ~ChunkCache();
+  ChunkCache(const ChunkCache&) = delete;
+  ChunkCache& operator=(const ChunkCache&) = delete;
+
+  // Copies len bytes at addr into out. False when any byte cannot be read.
+  bool read(uint64_t addr, void* out, size_t len);
+  template <typename T>
+  bool get(uint64_t addr, T& v) { return read(addr, &v, sizeof(T)); }
+  // A pointer to len (<= chunk size) bytes at addr, valid until the next call;
+  // nullptr when unreadable. Copies into a scratch buffer when the range
+  // crosses a chunk boundary.
+  const uint8_t* view(uint64_t addr, size_t len);
+  // Is addr inside a readable mapping of the target (as of the maps snapshot)?
+  bool mapped(uint64_t addr) { return find_or_refresh(addr) != nullptr; }
+
+  // Stop reading once this many bytes came from the target (0 = no limit).
+  void set_read_limit(uint64_t bytes) { read_limit_ = bytes; }
+  bool read_limit_hit() const { return read_limit_hit_; }
+  // The target's memory could not be read at all any more (exited, ESRCH).
+  bool target_gone() const { return gone_; }
+
+ private:
+  struct Slot {
+    uint64_t key = 0;       // index_ key: lo (== base unless a mapping starts mid-chunk); ~0 when empty
+    uint64_t base = 0;      // chunk-aligned address
+    uint64_t lo = 0, hi = 0;  // readable part [lo, hi) within the chunk
+  };
+  const Mapping* find_mapping(uint64_t addr) const;
+  // find_mapping, re-reading /proc/PID/maps (a few times per capture) when
+  // the address is in none: the target maps new heap while we read.
+  const Mapping* find_or_refresh(uint64_t addr);
+  void set_maps(const std::vector<Mapping>& maps);
+  const Slot* chunk_for(uint64_t addr);
+  uint8_t* slot_data(size_t i) { return data_ + i * chunk_; }
+  bool budget_ok(size_t len);
+
+  RemoteMemory& mem_;
+  std::vector<Mapping> readable_;  // sorted by start
+  size_t chunk_;
+  size_t nslots_;
+  uint8_t* data_ = nullptr;
+  size_t mapped_bytes_ = 0;
+  std::vector<Slot> slots_;
+  std::unordered_map<uint64_t, uint32_t> index_;  // chunk base -> slot
+  size_t next_victim_ = 0;
+  std::vector<uint8_t> scratch_;
+  uint64_t read_limit_ = 0;
+  bool read_limit_hit_ = false;
+  bool gone_ = false;
+  int refreshes_left_ = 8;
+};
+
+}  // namespace oomsnap
