@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian 12 machine (root): installs packages,
-# fetches the Go toolchains and builds the fixtures into a cache outside the
-# checkout ($OOMSNAP_CACHE, default /var/cache/oomsnap), builds, runs ctest,
-# then runs each fuzz target briefly.
+# fetches the Go toolchains and the CPython root file systems and builds the
+# fixtures into a cache outside the checkout ($OOMSNAP_CACHE, default
+# /var/cache/oomsnap), builds, runs ctest, then runs each fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OOMSNAP_CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 [ "$(id -u)" = 0 ] || { echo "tools/test.sh: run as root (tests read other processes, load BPF, create cgroups)" >&2; exit 1; }
 tools/setup.sh
 tools/fetch-go-toolchains.sh
+tools/fetch-python-rootfs.sh
 tools/build-go-fixtures.sh
 tools/build.sh
 BUILD=${OOMSNAP_BUILD:-build}

@@ -3,12 +3,14 @@
 #include <nlohmann/json.hpp>
 
 #include "go/go_collector.h"
+#include "python/python_collector.h"
 
 namespace oomsnap {
 
 std::vector<std::unique_ptr<Collector>> make_collectors() {
   std::vector<std::unique_ptr<Collector>> v;
   v.push_back(std::make_unique<GoCollector>());
+  v.push_back(std::make_unique<PythonCollector>());
   return v;
 }
 
@@ -26,7 +28,7 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
   }
   rec.result.language = "unknown";
   rec.result.snapshot.set_status(SnapshotStatus::kUnavailable,
-                                 "no collector recognises this process's runtime (supported: Go)");
+                                 "no collector recognises this process's runtime (supported: Go, CPython)");
   return rec;
 }
 

@@ -1,0 +1,123 @@
+#include "python/python_collector.h"
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "core/chunk_cache.h"
+#include "python/python_heap.h"
+#include "python/python_layout.h"
+
+namespace oomsnap {
+
+bool PythonCollector::detect(Target& target) {
+  runtime_ = find_python_runtime(target);
+  return runtime_.has_value();
+}
+
+CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Deadline deadline(opts.budget);
+  CaptureResult out;
+  out.language = "python";
+  Snapshot& snap = out.snapshot;
+  RemoteMemory& mem = target.memory();
+  const uint64_t syscalls0 = mem.syscalls(), bytes0 = mem.bytes_read();
+  auto finish = [&]() -> CaptureResult {
+    snap.duration_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    snap.read_syscalls = mem.syscalls() - syscalls0;
+    snap.bytes_read = mem.bytes_read() - bytes0;
+    return std::move(out);
+  };
+
+  if (!runtime_ && !detect(target)) {
+    snap.set_status(SnapshotStatus::kFailed, "not a CPython process (no module defines _PyRuntime)");
+    return finish();
+  }
+  const PythonRuntime& rt = *runtime_;
+  snap.runtime_version = "cpython" + python_version_text(rt.version_hex, rt.exact_version);
+  if (rt.free_threaded_name) {
+    snap.set_status(SnapshotStatus::kUnavailable,
+                    "free-threaded CPython build (" + rt.module +
+                        "): objects live in per-thread mimalloc heaps without GC lists; not supported");
+    return finish();
+  }
+  auto layout = python_layout_for(rt.version_hex);
+  if (!layout) {
+    snap.set_status(SnapshotStatus::kUnavailable, "unsupported CPython version " +
+                                                      python_version_text(rt.version_hex, rt.exact_version) +
+                                                      " (supported: 3.11 to 3.14)");
+    return finish();
+  }
+  if (layout->minor >= 13) {
+    std::vector<uint8_t> raw(kPyDebugOffsetsReadSize);
+    std::string err;
+    if (!mem.read(rt.runtime_addr, raw.data(), raw.size())) {
+      snap.set_status(SnapshotStatus::kFailed, "cannot read _PyRuntime at 0x" + [&] {
+        char b[24];
+        std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(rt.runtime_addr));
+        return std::string(b);
+      }());
+      return finish();
+    }
+    auto dbg = parse_py_debug_offsets(raw, layout->minor, err);
+    if (!dbg) {
+      snap.set_status(SnapshotStatus::kFailed, "cannot use the runtime's _Py_DebugOffsets: " + err);
+      return finish();
+    }
+    if (dbg->free_threaded) {
+      snap.set_status(SnapshotStatus::kUnavailable,
+                      "free-threaded CPython build: objects live in per-thread mimalloc heaps without GC lists; "
+                      "not supported");
+      return finish();
+    }
+    if (auto bad = apply_py_debug_offsets(*layout, *dbg)) {
+      snap.set_status(SnapshotStatus::kFailed, *bad);
+      return finish();
+    }
+  }
+
+  ChunkCache cache(mem, target.maps());
+  cache.set_read_limit(mem.bytes_read() + opts.max_read_bytes);
+  // A collection in progress rewires the lists; it is usually over within
+  // milliseconds, so wait a little (bounded by the budget) before walking.
+  uint64_t interp = 0;
+  if (mem.read_value(rt.runtime_addr + layout->interpreters_head, interp) && interp) {
+    for (int i = 0; i < 50 && !deadline.expired(); ++i) {
+      int32_t collecting = 0;
+      if (!mem.read_value(interp + layout->interp_gc + layout->gc_collecting, collecting) || !collecting) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  PyHeapInput in;
+  in.runtime_addr = rt.runtime_addr;
+  in.static_ranges.push_back(rt.static_range);
+  in.max_objects = opts.max_records;
+  PyHeapResult res = walk_python_heap(cache, *layout, in, deadline);
+  snap.set_status(res.status, res.reason);
+  snap.scope = res.scope;
+  snap.coverage = res.coverage;
+  snap.totals = {{"interpreters", res.interpreters},
+                 {"gc_tracked_objects", res.tracked_objects},
+                 {"referenced_untracked_objects", res.untracked_objects},
+                 {"gc_lists_complete", res.lists_complete},
+                 {"gc_lists", res.lists_total}};
+  uint64_t total_bytes = 0;
+  for (auto& t : res.types) {
+    SnapshotEntry e;
+    e.kind = "object_type";
+    e.name = std::move(t.name);
+    e.bytes = t.bytes;
+    e.objects = t.objects;
+    total_bytes += t.bytes;
+    snap.entries.push_back(std::move(e));
+  }
+  snap.totals.emplace_back("bytes", total_bytes);
+  snap.sort_and_truncate(opts.max_entries);
+  if (res.status == SnapshotStatus::kPartial && !target.still_same())
+    snap.reason += " (the target exited or was replaced)";
+  return finish();
+}
+
+}  // namespace oomsnap

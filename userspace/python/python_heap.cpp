@@ -1,0 +1,550 @@
+#include "python/python_heap.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/address_set.h"
+
+namespace oomsnap {
+namespace {
+
+// Py_TPFLAGS_* (Include/object.h; same bits 3.11-3.14).
+constexpr uint64_t kInlineValues = 1ull << 2, kManagedWeakref = 1ull << 3, kManagedDict = 1ull << 4,
+                   kHeapType = 1ull << 9, kHaveGc = 1ull << 14, kLongSub = 1ull << 24,
+                   kListSub = 1ull << 25, kTupleSub = 1ull << 26, kBytesSub = 1ull << 27,
+                   kUnicodeSub = 1ull << 28, kDictSub = 1ull << 29;
+// PyGC_Head links carry two flag bits below the pointer (3.14's incremental
+// GC keeps its space bit in _gc_next; _gc_prev has FINALIZED/COLLECTING).
+// Only two: Debian's 3.13 aligns PyGC_Head to 4, so list heads inside the
+// interpreter state may sit at 4 mod 8.
+constexpr uint64_t kLinkMask = ~uint64_t{3};
+constexpr uint64_t kGcHead = 16;
+constexpr size_t kObjView = 64;           // object bytes read with its header
+constexpr size_t kMaxTypes = 65536;       // distinct type addresses before "<other>"
+constexpr uint64_t kSaneBytes = 1ull << 40;
+constexpr int kT_OBJECT = 6, kT_OBJECT_EX = 16;  // PyMemberDef.type
+
+enum class Kind { kOther, kList, kTuple, kDict, kSet, kStr, kInt, kBytes, kByteArray, kFloat };
+
+struct TypeInfo {
+  bool valid = false;
+  std::string name;
+  uint64_t basicsize = 0, itemsize = 0, flags = 0, preheader = 0;
+  Kind kind = Kind::kOther;
+  uint64_t cached_keys = 0;              // heap types: ht_cached_keys (shared attribute keys)
+  uint64_t shared_entries = 0;           // dk_nentries of those keys: attribute values in use
+  std::vector<uint32_t> slot_offsets;    // object members (__slots__) of this type and its bases
+  uint64_t objects = 0, bytes = 0;
+};
+
+inline uint64_t u64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+inline int64_t i64(const uint8_t* p) { return static_cast<int64_t>(u64(p)); }
+inline uint32_t u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint64_t abs64(int64_t v) { return v < 0 ? static_cast<uint64_t>(-(v + 1)) + 1 : static_cast<uint64_t>(v); }
+
+// PyDictKeysObject header fields (same 3.11-3.14).
+struct DictKeys {
+  int64_t refcnt = 0;
+  uint8_t log2_size = 0, log2_index_bytes = 0, kind = 0;
+  uint64_t usable = 0, nentries = 0;
+  bool sane() const { return log2_size < 40 && log2_index_bytes < 44 && nentries <= (1ull << log2_size); }
+  uint64_t usable_fraction() const { return ((uint64_t{1} << log2_size) << 1) / 3; }
+  uint64_t entry_size() const { return kind == 0 ? 24 : 16; }
+  uint64_t entries_offset() const { return 32 + (uint64_t{1} << log2_index_bytes); }
+  // _PyDict_KeysSize
+  uint64_t bytes() const { return entries_offset() + usable_fraction() * entry_size(); }
+};
+
+class Walker {
+ public:
+  Walker(ChunkCache& mem, const PyLayout& layout, const PyHeapInput& in, const Deadline& deadline)
+      : mem_(mem), L_(layout), in_(in), deadline_(deadline), seen_(1 << 16) {
+    unknown_.name = "<unreadable type>";
+  }
+
+  PyHeapResult run();
+
+ private:
+  bool load(uint64_t addr, uint8_t* out, size_t want);
+  std::optional<DictKeys> read_keys(uint64_t addr);
+  TypeInfo& type_info(uint64_t addr);
+  void fill_type(TypeInfo& t, uint64_t addr, int depth);
+  std::optional<std::string> read_str(uint64_t addr);
+  std::string read_c_string(uint64_t addr);
+  uint64_t dict_lookup(uint64_t dict, std::string_view key);
+  uint64_t size_of(uint64_t obj, const uint8_t* o, const TypeInfo& t);
+  void add_pointers(uint64_t addr, uint64_t count);
+  void collect_refs(uint64_t obj, const uint8_t* o, const TypeInfo& t);
+  void visit_refs();
+  // Walks one generation list; false when it stopped early (reason set;
+  // halt_ also set when nothing more should be read at all).
+  bool walk_list(uint64_t head);
+  const std::vector<uint32_t>* pick_heads(uint64_t gc);
+  bool is_static(uint64_t a) const {
+    for (auto& [lo, hi] : in_.static_ranges)
+      if (a >= lo && a < hi) return true;
+    return false;
+  }
+  bool over_budget() {
+    if (visited_ >= in_.max_objects) return halt("object cap of " + std::to_string(in_.max_objects) + " reached");
+    if ((++steps_ & 1023) == 0 && deadline_.expired()) return halt("deadline reached");
+    if (mem_.read_limit_hit()) return halt("read budget exhausted");
+    if (mem_.target_gone()) return halt("target exited during the walk");
+    return false;
+  }
+  bool halt(std::string why) {
+    halt_ = true;
+    return stop(std::move(why));
+  }
+  bool stop(std::string why) {
+    if (reason_.empty()) reason_ = std::move(why);
+    return true;
+  }
+
+  ChunkCache& mem_;
+  const PyLayout& L_;
+  const PyHeapInput& in_;
+  const Deadline& deadline_;
+  std::unordered_map<uint64_t, TypeInfo> types_;
+  TypeInfo unknown_, other_;
+  AddressSet seen_;
+  std::vector<uint64_t> refs_;
+  uint64_t visited_ = 0, tracked_ = 0, untracked_ = 0, steps_ = 0;
+  bool refs_truncated_ = false;
+  bool halt_ = false;
+  std::string reason_;
+};
+
+bool Walker::load(uint64_t addr, uint8_t* out, size_t want) {
+  // Objects near the end of a mapping may be shorter than the view: retry smaller.
+  for (size_t n : {want, size_t{48}, size_t{24}}) {
+    if (n > want) continue;
+    if (const uint8_t* p = mem_.view(addr, n)) {
+      std::memcpy(out, p, n);
+      std::memset(out + n, 0, want - n);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::optional<DictKeys> Walker::read_keys(uint64_t addr) {
+  uint8_t b[32];
+  if (!addr || !mem_.read(addr, b, sizeof b)) return std::nullopt;
+  DictKeys k;
+  k.refcnt = i64(b);
+  k.log2_size = b[8];
+  k.log2_index_bytes = b[9];
+  k.kind = b[10];
+  k.usable = u64(b + 16);
+  k.nentries = u64(b + 24);
+  if (!k.sane()) return std::nullopt;
+  return k;
+}
+
+std::string Walker::read_c_string(uint64_t addr) {
+  char b[128];
+  for (size_t n : {sizeof b, size_t{32}}) {
+    if (addr && mem_.read(addr, b, n)) {
+      size_t len = strnlen(b, n);
+      if (len == n) continue;  // not terminated within the window: try no further
+      std::string s(b, len);
+      bool printable = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127; });
+      return printable ? s : std::string();
+    }
+  }
+  return {};
+}
+
+// A str object's text when it is compact ASCII or Latin-1 and short (names).
+std::optional<std::string> Walker::read_str(uint64_t addr) {
+  uint8_t o[48];
+  if (!addr || !load(addr, o, sizeof o)) return std::nullopt;
+  const uint64_t len = u64(o + 16);
+  const uint32_t state = u32(o + 32);
+  const unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+  if (!compact || kind != 1 || len > 256) return std::nullopt;
+  char buf[256];
+  if (!mem_.read(addr + (ascii ? L_.ascii_size : L_.compact_size), buf, len)) return std::nullopt;
+  std::string s;
+  for (uint64_t i = 0; i < len; ++i) {
+    auto c = static_cast<unsigned char>(buf[i]);
+    if (c < 0x80) {
+      s += static_cast<char>(c);
+    } else {  // Latin-1 to UTF-8
+      s += static_cast<char>(0xC0 | (c >> 6));
+      s += static_cast<char>(0x80 | (c & 0x3F));
+    }
+  }
+  return s;
+}
+
+// Value for a str key in a combined or split dict (0 when absent/unreadable).
+uint64_t Walker::dict_lookup(uint64_t dict, std::string_view key) {
+  uint8_t d[48];
+  if (!dict || !load(dict, d, sizeof d)) return 0;
+  const uint64_t keys_addr = u64(d + 32), values = u64(d + 40);
+  auto k = read_keys(keys_addr);
+  if (!k || k->nentries > 4096) return 0;
+  const uint64_t esz = k->entry_size(), key_off = k->kind == 0 ? 8 : 0;
+  std::vector<uint8_t> ents(k->nentries * esz);
+  if (ents.empty() || !mem_.read(keys_addr + k->entries_offset(), ents.data(), ents.size())) return 0;
+  for (uint64_t i = 0; i < k->nentries; ++i) {
+    const uint64_t kp = u64(ents.data() + i * esz + key_off);
+    if (!kp) continue;
+    auto s = read_str(kp);
+    if (!s || *s != key) continue;
+    if (!values) return u64(ents.data() + i * esz + key_off + 8);
+    uint64_t v = 0;
+    mem_.get(values + L_.dict_values_items + i * 8, v);
+    return v;
+  }
+  return 0;
+}
+
+void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
+  std::vector<uint8_t> b(L_.type_read_size);
+  if (!addr || (addr & 7) || !mem_.read(addr, b.data(), b.size())) return;
+  t.flags = u64(b.data() + L_.tp_flags);
+  const int64_t basic = i64(b.data() + L_.tp_basicsize), item = i64(b.data() + L_.tp_itemsize);
+  if (basic < 16 || basic > (1 << 20) || item < 0 || item > (1 << 16)) return;  // not a type object
+  t.basicsize = static_cast<uint64_t>(basic);
+  t.itemsize = static_cast<uint64_t>(item);
+  const bool heap = t.flags & kHeapType;
+  std::string tp_name = read_c_string(u64(b.data() + L_.tp_name));
+  if (tp_name.empty()) return;
+  t.valid = true;
+  t.name = tp_name;
+  if (heap) {
+    if (auto q = read_str(u64(b.data() + L_.ht_qualname))) t.name = *q;
+    if (auto m = read_str(dict_lookup(u64(b.data() + L_.tp_dict), "__module__")); m && *m != "builtins")
+      t.name = *m + "." + t.name;
+    t.cached_keys = u64(b.data() + L_.ht_cached_keys);
+    if (auto k = read_keys(t.cached_keys)) t.shared_entries = std::min<uint64_t>(k->nentries, 64);
+    // __slots__: object members of this type (PyMemberDef array at tp_members).
+    const uint64_t members = u64(b.data() + L_.tp_members);
+    for (int i = 0; members && i < 256; ++i) {
+      uint8_t m[40];
+      if (!mem_.read(members + static_cast<uint64_t>(i) * 40, m, sizeof m) || u64(m) == 0) break;
+      const int type = static_cast<int>(u32(m + 8));
+      const int64_t off = i64(m + 16);
+      if ((type == kT_OBJECT || type == kT_OBJECT_EX) && off >= 16 && off + 8 <= basic)
+        t.slot_offsets.push_back(static_cast<uint32_t>(off));
+    }
+  }
+  // The built-in layout the object starts with: flags for the common bases,
+  // otherwise the first static type up the tp_base chain.
+  if (t.flags & kListSub) t.kind = Kind::kList;
+  else if (t.flags & kTupleSub) t.kind = Kind::kTuple;
+  else if (t.flags & kDictSub) t.kind = Kind::kDict;
+  else if (t.flags & kUnicodeSub) t.kind = Kind::kStr;
+  else if (t.flags & kLongSub) t.kind = Kind::kInt;
+  else if (t.flags & kBytesSub) t.kind = Kind::kBytes;
+  else if (!heap) {
+    if (tp_name == "set" || tp_name == "frozenset") t.kind = Kind::kSet;
+    else if (tp_name == "bytearray") t.kind = Kind::kByteArray;
+    else if (tp_name == "float") t.kind = Kind::kFloat;
+  } else if (depth < 32) {
+    TypeInfo base;
+    fill_type(base, u64(b.data() + L_.tp_base), depth + 1);
+    if (base.valid) {
+      t.kind = base.kind;
+      t.slot_offsets.insert(t.slot_offsets.end(), base.slot_offsets.begin(), base.slot_offsets.end());
+    }
+  }
+  const bool managed = L_.minor == 11 ? (t.flags & kManagedDict) : (t.flags & (kManagedDict | kManagedWeakref));
+  t.preheader = ((t.flags & kHaveGc) ? kGcHead : 0) + (managed ? 16 : 0);
+}
+
+TypeInfo& Walker::type_info(uint64_t addr) {
+  if (auto it = types_.find(addr); it != types_.end()) return it->second;
+  if (types_.size() >= kMaxTypes) return other_;
+  TypeInfo& t = types_[addr];
+  fill_type(t, addr, 0);
+  return t.valid ? t : unknown_;
+}
+
+// sys.getsizeof of the object, from its first kObjView bytes `o`.
+uint64_t Walker::size_of(uint64_t obj, const uint8_t* o, const TypeInfo& t) {
+  const uint64_t basic = t.basicsize;
+  const uint64_t n = abs64(i64(o + 16));  // ob_size for var objects
+  uint64_t size = basic;
+  switch (t.kind) {
+    case Kind::kList: size = basic + std::min<uint64_t>(u64(o + 32), kSaneBytes) * 8; break;
+    case Kind::kInt: {
+      const uint64_t ndigits = L_.long_has_lv_tag ? (u64(o + 16) >> 3) : n;
+      size = basic + std::max<uint64_t>(ndigits, 1) * 4;
+      break;
+    }
+    case Kind::kStr: {
+      const uint32_t state = u32(o + 32);
+      const uint64_t kind = (state >> 2) & 7, len = std::min(u64(o + 16), kSaneBytes);
+      if ((state >> 5) & 1) size = ((state >> 6) & 1) ? L_.ascii_size + len + 1 : L_.compact_size + (len + 1) * kind;
+      else size = basic + (len + 1) * kind;
+      break;
+    }
+    case Kind::kByteArray: size = basic + std::min(u64(o + L_.bytearray_alloc), kSaneBytes); break;
+    case Kind::kSet:
+      if (u64(o + 40) != obj + 64) size = basic + (std::min(u64(o + 32), kSaneBytes) + 1) * 16;
+      break;
+    case Kind::kDict: {
+      const uint64_t keys = u64(o + 32), values = u64(o + 40);
+      auto k = is_static(keys) ? std::nullopt : read_keys(keys);
+      if (k && values) size += (k->nentries + k->usable) * 8;  // split table: shared_keys_usable_size values
+      if (k && k->refcnt == 1) size += k->bytes();          // keys owned by this dict
+      break;
+    }
+    default:
+      // Like object.__sizeof__: 3.13+ inline attribute values are not counted.
+      if (t.itemsize) size = basic + std::min(n, kSaneBytes) * t.itemsize;
+      break;
+  }
+  return size + t.preheader;
+}
+
+void Walker::add_pointers(uint64_t addr, uint64_t count) {
+  if (!addr || count == 0) return;
+  // Never queue more than the object cap can still admit.
+  const uint64_t room = in_.max_objects - std::min(visited_, in_.max_objects);
+  count = std::min<uint64_t>(count, room > refs_.size() ? room - refs_.size() : 0);
+  const size_t at = refs_.size();
+  refs_.resize(at + count);
+  if (!mem_.read(addr, refs_.data() + at, count * 8)) refs_.resize(at);
+}
+
+// The objects this tracked object references directly, as CPython's own
+// tp_traverse would see them for the common containers and instances.
+void Walker::collect_refs(uint64_t obj, const uint8_t* o, const TypeInfo& t) {
+  const uint64_t n = abs64(i64(o + 16));
+  switch (t.kind) {
+    case Kind::kList: add_pointers(u64(o + 24), std::min(n, u64(o + 32))); break;
+    case Kind::kTuple: add_pointers(obj + L_.tuple_items, n); break;
+    case Kind::kSet: {
+      const uint64_t mask = u64(o + 32);
+      if (mask < (1ull << 32)) {
+        const size_t at = refs_.size();
+        add_pointers(u64(o + 40), (mask + 1) * 2);  // {key, hash} entries
+        size_t w = at;
+        for (size_t r = at; r < refs_.size(); r += 2) refs_[w++] = refs_[r];
+        refs_.resize(w);
+      }
+      break;
+    }
+    case Kind::kDict: {
+      const uint64_t keys = u64(o + 32), values = u64(o + 40);
+      auto k = is_static(keys) ? std::nullopt : read_keys(keys);
+      if (!k) break;
+      const uint64_t esz = k->entry_size() / 8;
+      const size_t at = refs_.size();
+      add_pointers(keys + k->entries_offset(), k->nentries * esz);
+      size_t w = at;
+      for (size_t r = at; r + esz <= refs_.size(); r += esz) {  // keep key and value, drop hash
+        refs_[w++] = refs_[r + esz - 2];
+        if (!values) refs_[w++] = refs_[r + esz - 1];
+      }
+      refs_.resize(w);
+      if (values) add_pointers(values + L_.dict_values_items, k->nentries);
+      break;
+    }
+    default: break;
+  }
+  if (!(t.flags & kHeapType)) return;
+  for (uint32_t off : t.slot_offsets) {
+    uint64_t v = 0;
+    if (off + 8 <= kObjView) v = u64(o + off);
+    else mem_.get(obj + off, v);
+    refs_.push_back(v);
+  }
+  if (!(t.flags & kManagedDict)) return;
+  // Attribute values of a managed dict that was never materialised.
+  uint64_t values = 0, dict = 0;
+  switch (L_.managed_dict) {
+    case PyManagedDict::kValuesBeforeDict:
+      mem_.get(obj - 32, values);
+      mem_.get(obj - 24, dict);
+      break;
+    case PyManagedDict::kTaggedDictOrValues: {
+      uint64_t dv = 0;
+      mem_.get(obj - 24, dv);
+      if (dv & 1) values = dv + 1;  // stored as values - 1 (_PyDictOrValues_SetValues)
+      else dict = dv;
+      break;
+    }
+    case PyManagedDict::kInlineValues: {
+      mem_.get(obj - 24, dict);
+      if (t.flags & kInlineValues) {
+        uint8_t hdr[4];
+        const uint64_t v = obj + t.basicsize;
+        // PyDictValues: capacity, size, embedded, valid (0 once moved to a dict);
+        // 3.13 asserts basicsize == sizeof(PyObject), 3.14 places them at basicsize.
+        if (mem_.read(v, hdr, sizeof hdr) && hdr[3]) add_pointers(v + L_.dict_values_items, hdr[0]);
+      }
+      break;
+    }
+  }
+  if (dict) refs_.push_back(dict);
+  if (values) add_pointers(values + L_.dict_values_items, t.shared_entries);
+}
+
+// Counts the untracked objects in refs_, each once. Untracked containers
+// (a tuple of str, a dict of str -> bytes: CPython stops tracking containers
+// that can hold no cycle) are followed too, transitively, since what they
+// hold is reachable from nothing the GC lists show.
+void Walker::visit_refs() {
+  for (size_t i = 0; i < refs_.size(); ++i) {
+    const uint64_t r = refs_[i];
+    if (!r || (r & 7) || is_static(r) || !seen_.insert(r)) continue;
+    if (visited_ >= in_.max_objects) {
+      refs_truncated_ = true;
+      break;
+    }
+    uint8_t o[kObjView];
+    if (!load(r, o, sizeof o)) continue;
+    TypeInfo& t = type_info(u64(o + 8));
+    if (!t.valid) continue;
+    if (t.flags & kHaveGc) {
+      uint64_t next = 1;
+      if (!mem_.get(r - kGcHead, next) || next != 0) continue;  // tracked: counted from its list
+    }
+    ++visited_;
+    ++untracked_;
+    ++t.objects;
+    t.bytes += size_of(r, o, t);
+    if (t.flags & kHaveGc) collect_refs(r, o, t);
+  }
+  refs_.clear();
+}
+
+bool Walker::walk_list(uint64_t head) {
+  uint8_t hb[16];
+  if (!mem_.read(head, hb, sizeof hb)) return !halt(mem_.target_gone() ? "target exited during the walk" : "cannot read a GC list head");
+  uint64_t prev = head;
+  uint64_t g = u64(hb) & kLinkMask;
+  while (g != head) {
+    if (over_budget()) return false;
+    uint8_t b[kGcHead + kObjView];
+    if (g == 0 || (g & 7) || !load(g, b, sizeof b)) {
+      if (mem_.target_gone()) return !halt("target exited during the walk");
+      return !stop("GC list changed under the reader (unreadable next link)");
+    }
+    if ((u64(b + 8) & kLinkMask) != prev) return !stop("GC list changed under the reader (prev link mismatch)");
+    const uint8_t* o = b + kGcHead;
+    const uint64_t obj = g + kGcHead;
+    TypeInfo& t = type_info(u64(o + 8));
+    ++visited_;
+    ++tracked_;
+    ++t.objects;
+    t.bytes += size_of(obj, o, t);
+    if (in_.follow_references) {
+      collect_refs(obj, o, t);
+      visit_refs();
+    }
+    prev = g;
+    g = u64(b) & kLinkMask;
+  }
+  return true;
+}
+
+// The list-head set of this GC state: the one generation0 points at when the
+// layout has that pointer, else the first whose heads are all well-formed
+// circular lists (re-checked a few times: the youngest list churns).
+const std::vector<uint32_t>* Walker::pick_heads(uint64_t gc) {
+  if (L_.gc_generation0) {
+    uint64_t gen0 = 0;
+    if (!mem_.get(gc + L_.gc_generation0, gen0)) return nullptr;
+    for (const auto& set : L_.gc_head_sets)
+      if (!set.empty() && gen0 == gc + set[0]) return &set;
+    return nullptr;
+  }
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    for (const auto& set : L_.gc_head_sets) {
+      bool ok = true;
+      for (uint32_t off : set) {
+        uint64_t h = gc + off, hn = 0, hp = 0, back = 0, fwd = 0;
+        ok = mem_.get(h, hn) && mem_.get(h + 8, hp) && (hn &= kLinkMask, hp &= kLinkMask, true) &&
+             (hn == h || (mem_.get(hn + 8, back) && (back & kLinkMask) == h)) &&
+             (hp == h || (mem_.get(hp, fwd) && (fwd & kLinkMask) == h));
+        if (!ok) break;
+      }
+      if (ok) return &set;
+    }
+  }
+  return nullptr;
+}
+
+PyHeapResult Walker::run() {
+  PyHeapResult res;
+  other_.valid = true;
+  other_.name = "<other types>";
+  uint64_t interp = 0;
+  if (!mem_.get(in_.runtime_addr + L_.interpreters_head, interp) || interp == 0) {
+    res.reason = mem_.target_gone() ? "target exited" : "cannot read _PyRuntime.interpreters.head";
+    return res;
+  }
+  AddressSet interps;
+  bool any = false;
+  for (int i = 0; interp && i < 256 && interps.insert(interp); ++i) {
+    ++res.interpreters;
+    const uint64_t gc = interp + L_.interp_gc;
+    const std::vector<uint32_t>* heads = pick_heads(gc);
+    if (!heads) {
+      if (mem_.read_limit_hit()) halt("read budget exhausted");
+      else if (mem_.target_gone()) halt("target exited during the walk");
+      else stop("no well-formed GC generation lists at the interpreter's GC state");
+    } else {
+      any = true;
+      for (uint32_t off : *heads) {
+        ++res.lists_total;
+        if (walk_list(gc + off)) ++res.lists_complete;
+        if (halt_) break;
+      }
+    }
+    if (halt_ || (!reason_.empty() && !any)) break;
+    if (!mem_.get(interp + L_.interp_next, interp)) break;
+  }
+  res.tracked_objects = tracked_;
+  res.untracked_objects = untracked_;
+  auto emit = [&](const TypeInfo& t) {
+    if (t.objects) res.types.push_back({t.name, t.objects, t.bytes});
+  };
+  for (auto& [addr, t] : types_)
+    if (t.valid) emit(t);
+  emit(other_);
+  emit(unknown_);
+  res.scope = in_.follow_references ? "gc_tracked+referenced_untracked" : "gc_tracked";
+  if (!any) {
+    res.status = SnapshotStatus::kFailed;
+    res.reason = reason_.empty() ? "no interpreter state could be read" : reason_;
+    return res;
+  }
+  if (reason_.empty() && !refs_truncated_) {
+    res.status = SnapshotStatus::kComplete;
+    res.coverage = 1.0;
+  } else {
+    res.status = SnapshotStatus::kPartial;
+    res.reason = reason_.empty() ? "object cap reached while following references" : reason_;
+    res.coverage = res.lists_total ? static_cast<double>(res.lists_complete) / static_cast<double>(res.lists_total) : 0;
+  }
+  return res;
+}
+
+}  // namespace
+
+PyHeapResult walk_python_heap(ChunkCache& mem, const PyLayout& layout, const PyHeapInput& in,
+                              const Deadline& deadline) {
+  Walker w(mem, layout, in, deadline);
+  return w.run();
+}
+
+}  // namespace oomsnap

@@ -1,0 +1,51 @@
+// Walks a CPython interpreter's GC generation lists from outside the process
+// and builds a type histogram: every GC-tracked object, plus the untracked
+// objects (str, bytes, int, float, bytearray, untracked tuples/dicts, ...)
+// that tracked containers reference directly, each counted once by address.
+// Reads go through a ChunkCache, so neighbouring objects cost one syscall.
+// Bounded: object cap, deadline, read budget, prev/next consistency on every
+// list step (a list that changes under the reader stops that list: partial).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/chunk_cache.h"
+#include "core/collector.h"
+#include "core/snapshot.h"
+#include "python/python_layout.h"
+
+namespace oomsnap {
+
+struct PyHeapInput {
+  uint64_t runtime_addr = 0;  // &_PyRuntime in the target
+  // Target address ranges of the runtime's own module (static objects such as
+  // None, small ints and static types live there and are not heap).
+  std::vector<std::pair<uint64_t, uint64_t>> static_ranges;
+  uint64_t max_objects = 2'000'000;  // tracked + referenced objects visited
+  bool follow_references = true;
+};
+
+struct PyTypeTotal {
+  std::string name;
+  uint64_t objects = 0;
+  uint64_t bytes = 0;
+};
+
+struct PyHeapResult {
+  SnapshotStatus status = SnapshotStatus::kFailed;
+  std::string reason;
+  std::vector<PyTypeTotal> types;  // unsorted
+  uint64_t interpreters = 0;
+  uint64_t tracked_objects = 0;      // read from the GC lists
+  uint64_t untracked_objects = 0;    // found through references
+  uint64_t lists_complete = 0, lists_total = 0;
+  // Estimated share of the GC-tracked objects that was read (1 when complete).
+  double coverage = 0;
+  std::string scope;
+};
+
+PyHeapResult walk_python_heap(ChunkCache& mem, const PyLayout& layout, const PyHeapInput& in,
+                              const Deadline& deadline);
+
+}  // namespace oomsnap

@@ -1,0 +1,78 @@
+// Where CPython keeps what the heap reader needs, per minor version (x86_64).
+// The version decides the layout; on 3.13+ the runtime's own _Py_DebugOffsets
+// (the first member of _PyRuntime) supplies the interpreter/GC offsets and is
+// cross-checked against the table. Facts and their sources:
+// ../shared/reference/runtime-layouts.md section B, re-verifiable with
+// tools/dump-cpython-offsets.sh against each version's headers.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace oomsnap {
+
+// How an instance's attribute values hang off it when its type manages the dict.
+enum class PyManagedDict {
+  kValuesBeforeDict,  // 3.11: values* at obj-32, dict* at obj-24
+  kTaggedDictOrValues,  // 3.12: obj-24 holds values|1 or a dict*
+  kInlineValues,      // 3.13+: dict* at obj-24, values inline at obj+tp_basicsize
+};
+
+struct PyLayout {
+  int minor = 0;  // 11, 12, 13, 14
+  bool from_debug_offsets = false;
+
+  // _PyRuntimeState and PyInterpreterState
+  uint32_t interpreters_head = 0;
+  uint32_t interp_next = 0;
+  uint32_t interp_gc = 0;
+  // struct _gc_runtime_state: candidate sets of list-head offsets (the
+  // generations, then the permanent generation); the first whose heads are
+  // all well-formed circular lists wins. Several sets only where a build
+  // detail moves them (Debian's 3.13 packs PyGC_Head to 4-byte alignment).
+  std::vector<std::vector<uint32_t>> gc_head_sets;
+  uint32_t gc_collecting = 0;
+  // Offset of `PyGC_Head *generation0` (== &generations[0].head), which
+  // names the right head set without racing the target's list updates; 0
+  // where the layout has none (3.14's incremental GC).
+  uint32_t gc_generation0 = 0;
+
+  // PyTypeObject / PyHeapTypeObject
+  uint32_t tp_name = 24, tp_basicsize = 32, tp_itemsize = 40, tp_flags = 168, tp_members = 0,
+           tp_base = 256, tp_dict = 264;
+  uint32_t ht_qualname = 0, ht_cached_keys = 0;
+  uint32_t type_read_size = 0;  // bytes read per type object (covers every field above)
+
+  // Objects
+  uint32_t tuple_items = 24;           // PyTupleObject.ob_item
+  uint32_t ascii_size = 40, compact_size = 56;  // sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject)
+  bool long_has_lv_tag = true;         // 3.12+: ndigits = lv_tag >> 3; 3.11: |ob_size|
+  uint32_t bytearray_alloc = 24;       // PyByteArrayObject.ob_alloc
+  PyManagedDict managed_dict = PyManagedDict::kInlineValues;
+  uint32_t dict_values_items = 0;      // offsetof(PyDictValues, values)
+  uint32_t dict_values_capacity = 0;   // 3.13+: u8 capacity at this offset of PyDictValues
+};
+
+// The built-in layout for a PY_VERSION_HEX; nullopt for unsupported versions.
+std::optional<PyLayout> python_layout_for(uint32_t version_hex);
+
+// What _Py_DebugOffsets says (3.13+). Parsed from its bytes; validated (cookie,
+// version, sane ranges). free_threaded is reported, not rejected here.
+struct PyDebugOffsets {
+  uint64_t version = 0;
+  bool free_threaded = false;
+  uint64_t interpreters_head = 0, interp_next = 0, interp_gc = 0;
+  uint64_t gc_size = 0, gc_collecting = 0;
+  uint64_t tp_name = 0, tp_flags = 0, tuple_items = 0;
+};
+constexpr size_t kPyDebugOffsetsReadSize = 768;
+std::optional<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> bytes, int minor, std::string& error);
+
+// Applies debug offsets to a table layout: takes the interpreter/GC offsets
+// from the runtime, and picks 3.14's GC list layout by gc_size. Returns an
+// error text when the two disagree on a field both know.
+std::optional<std::string> apply_py_debug_offsets(PyLayout& layout, const PyDebugOffsets& dbg);
+
+}  // namespace oomsnap

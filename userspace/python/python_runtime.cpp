@@ -1,0 +1,117 @@
+#include "python/python_runtime.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "core/module_map.h"
+
+namespace oomsnap {
+namespace {
+
+std::string basename_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  std::string b = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (auto del = b.find(" (deleted)"); del != std::string::npos) b.resize(del);
+  return b;
+}
+
+// Fills `rt` from an opened module when it holds _PyRuntime.
+bool inspect_module(const Target& target, int fd, uint64_t inode, const std::string& path, PythonRuntime& rt) {
+  std::unique_ptr<ElfFile> elf;
+  try {
+    elf = ElfFile::open_fd(fd, path);
+  } catch (const std::exception&) {
+    return false;
+  }
+  uint64_t link_addr = 0;
+  if (auto sym = elf->symbol("_PyRuntime")) link_addr = sym->value;
+  else if (auto* sec = elf->section(".PyRuntime")) link_addr = sec->addr;
+  if (!link_addr) return false;
+  auto bias = module_load_bias(*elf, target.maps(), inode);
+  if (!bias) return false;
+  rt.bias = *bias;
+  rt.runtime_addr = link_addr + *bias;
+  rt.module = path;
+  rt.static_range = module_range(*elf, *bias);
+  if (auto v = elf->symbol("Py_Version"); v && v->size >= 4) {
+    if (auto bytes = elf->bytes_at_vaddr(v->value, 4)) {
+      std::memcpy(&rt.version_hex, bytes->data(), 4);
+      rt.exact_version = true;
+    }
+  }
+  if (auto named = python_version_from_name(basename_of(path))) {
+    rt.free_threaded_name = named->second;
+    if (!rt.exact_version) rt.version_hex = named->first;
+  }
+  rt.elf = std::move(elf);
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::pair<uint32_t, bool>> python_version_from_name(const std::string& path) {
+  const std::string b = basename_of(path);
+  unsigned minor = 0;
+  int used = 0;
+  const char* p = b.c_str();
+  if (b.rfind("libpython3.", 0) == 0) p += 11;
+  else if (b.rfind("python3.", 0) == 0) p += 8;
+  else return std::nullopt;
+  if (std::sscanf(p, "%u%n", &minor, &used) != 1 || minor > 255) return std::nullopt;
+  const bool t = p[used] == 't';
+  return std::make_pair((3u << 24) | (minor << 16), t);
+}
+
+std::string python_version_text(uint32_t hex, bool exact) {
+  const unsigned major = hex >> 24, minor = (hex >> 16) & 0xff, micro = (hex >> 8) & 0xff, level = (hex >> 4) & 0xf,
+                 serial = hex & 0xf;
+  std::string s = std::to_string(major) + "." + std::to_string(minor);
+  if (!exact) return s;
+  s += "." + std::to_string(micro);
+  if (level == 0xa) s += "a" + std::to_string(serial);
+  else if (level == 0xb) s += "b" + std::to_string(serial);
+  else if (level == 0xc) s += "rc" + std::to_string(serial);
+  return s;
+}
+
+std::optional<PythonRuntime> find_python_runtime(const Target& target) {
+  PythonRuntime rt;
+  std::set<uint64_t> tried;
+  if (target.exe_fd() >= 0) {
+    struct stat st {};
+    if (fstat(target.exe_fd(), &st) == 0) {
+      tried.insert(st.st_ino);
+      std::string exe_path;
+      for (const auto& m : target.maps())
+        if (m.inode == st.st_ino) {
+          exe_path = m.path;
+          break;
+        }
+      if (exe_path.empty()) exe_path = "/proc/" + std::to_string(target.pid()) + "/exe";
+      if (inspect_module(target, target.exe_fd(), st.st_ino, exe_path, rt)) return rt;
+    }
+  }
+  // Embedded or --enable-shared builds: the runtime is in libpython3.X.
+  for (const auto& m : target.maps()) {
+    if (m.offset != 0 || m.inode == 0 || tried.count(m.inode)) continue;
+    if (basename_of(m.path).rfind("libpython3.", 0) != 0) continue;
+    tried.insert(m.inode);
+    char mf[96];
+    std::snprintf(mf, sizeof mf, "/proc/%d/map_files/%llx-%llx", target.pid(),
+                  static_cast<unsigned long long>(m.start), static_cast<unsigned long long>(m.end));
+    int fd = ::open(mf, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fd = target.open_in_root(m.path);
+    if (fd < 0) continue;
+    const bool found = inspect_module(target, fd, m.inode, m.path, rt);
+    ::close(fd);
+    if (found) return rt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace oomsnap

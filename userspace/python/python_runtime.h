@@ -1,0 +1,38 @@
+// Finds the CPython runtime in a target: the module (executable or mapped
+// libpython3.X) that defines _PyRuntime, where it is loaded, and the exact
+// version (Py_Version, else the module's name). Files are opened as the
+// target sees them (/proc/PID/exe, /proc/PID/map_files, /proc/PID/root), so
+// interpreters in containers work.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "core/collector.h"
+#include "elf/elf_file.h"
+
+namespace oomsnap {
+
+struct PythonRuntime {
+  std::unique_ptr<ElfFile> elf;
+  std::string module;          // the module's path as the target maps it
+  uint64_t bias = 0;
+  uint64_t runtime_addr = 0;   // &_PyRuntime in the target
+  uint32_t version_hex = 0;    // PY_VERSION_HEX; only major.minor when read from a name
+  bool exact_version = false;  // from Py_Version
+  bool free_threaded_name = false;  // python3.13t / libpython3.13t
+  std::pair<uint64_t, uint64_t> static_range{0, 0};
+};
+
+std::optional<PythonRuntime> find_python_runtime(const Target& target);
+
+// "3.11.2", "3.14.0rc1"; "3.13" when only major.minor is known.
+std::string python_version_text(uint32_t version_hex, bool exact);
+
+// major/minor and the free-threading "t" from a file name such as
+// "python3.13t" or "libpython3.11.so.1.0"; nullopt when it is not one.
+std::optional<std::pair<uint32_t, bool>> python_version_from_name(const std::string& path);
+
+}  // namespace oomsnap
