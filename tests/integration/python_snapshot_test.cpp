@@ -167,7 +167,7 @@ TEST_P(PythonSnapshot, BudgetExhaustionIsPartial) {
   if (!fx.proc) return;
   std::string err;
   auto opts = all_entries();
-  opts.max_records = 1000;
+  opts.max_objects = 1000;
   auto rec = capture_process(fx.proc->pid(), opts, err);
   ASSERT_TRUE(rec) << err;
   EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kPartial);

@@ -10,7 +10,7 @@ ChunkCache::ChunkCache(RemoteMemory& mem, const std::vector<Mapping>& maps, size
                        size_t max_cached)
     : mem_(mem), chunk_(chunk_bytes), nslots_(std::max<size_t>(2, max_cached / chunk_bytes)) {
   set_maps(maps);
-  slots_.assign(nslots_, Slot{~uint64_t{0}, ~uint64_t{0}, 0, 0});
+  slots_.assign(nslots_, Slot{~uint64_t{0}, ~uint64_t{0}, 0, 0, false});
   index_.reserve(nslots_ * 2);
   scratch_.resize(chunk_);
 }
@@ -56,10 +56,17 @@ bool ChunkCache::budget_ok(size_t len) {
 }
 
 const ChunkCache::Slot* ChunkCache::chunk_for(uint64_t addr) {
+  if (last_ && addr >= last_->lo && addr < last_->hi) return last_;
+  last_ = lookup(addr);
+  if (last_) last_->used = true;
+  return last_;
+}
+
+ChunkCache::Slot* ChunkCache::lookup(uint64_t addr) {
   const uint64_t base = addr & ~(uint64_t{chunk_} - 1);
   // Fast path: the chunk is keyed by its aligned base.
   if (auto it = index_.find(base); it != index_.end()) {
-    const Slot& s = slots_[it->second];
+    Slot& s = slots_[it->second];
     if (addr >= s.lo && addr < s.hi) return &s;
   }
   const Mapping* m = find_or_refresh(addr);
@@ -70,7 +77,7 @@ const ChunkCache::Slot* ChunkCache::chunk_for(uint64_t addr) {
   const uint64_t lo = std::max(base, m->start), hi = std::min(base + chunk_, m->end);
   if (lo != base) {
     if (auto it = index_.find(lo); it != index_.end()) {
-      const Slot& s = slots_[it->second];
+      Slot& s = slots_[it->second];
       return addr >= s.lo && addr < s.hi ? &s : nullptr;
     }
   } else if (index_.count(base)) {
@@ -79,6 +86,11 @@ const ChunkCache::Slot* ChunkCache::chunk_for(uint64_t addr) {
   }
   if (!budget_ok(hi - lo)) return nullptr;
   if (!data_) data_ = static_cast<uint8_t*>(huge_page_alloc(nslots_ * chunk_, mapped_bytes_));
+  // CLOCK: pass over recently used slots once (clearing their bit).
+  while (slots_[next_victim_].used) {
+    slots_[next_victim_].used = false;
+    next_victim_ = (next_victim_ + 1) % nslots_;
+  }
   const size_t victim = next_victim_;
   next_victim_ = (next_victim_ + 1) % nslots_;
   Slot& s = slots_[victim];
@@ -86,7 +98,7 @@ const ChunkCache::Slot* ChunkCache::chunk_for(uint64_t addr) {
     auto it = index_.find(s.key);
     if (it != index_.end() && it->second == victim) index_.erase(it);
   }
-  s = Slot{lo, base, lo, hi};
+  s = Slot{lo, base, lo, hi, false};
   if (!mem_.read(lo, slot_data(victim) + (lo - base), hi - lo)) {
     if (mem_.last_errno() == ESRCH) gone_ = true;
     // Unreadable now (unmapped since the maps were read): remember as empty.

@@ -4,7 +4,8 @@
 // N objects costs about (bytes touched / chunk size) syscalls instead of N.
 // Chunks are clamped to the target's readable mappings; an address outside
 // them (stale maps, hostile pointer) falls back to one exact read. Bounded:
-// at most `max_cached` bytes are held, older chunks are evicted in FIFO order.
+// at most `max_cached` bytes are held; eviction is CLOCK (second chance), so
+// chunks still in use by a second stream of reads are kept.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -48,13 +49,15 @@ class ChunkCache {
     uint64_t key = 0;       // index_ key: lo (== base unless a mapping starts mid-chunk); ~0 when empty
     uint64_t base = 0;      // chunk-aligned address
     uint64_t lo = 0, hi = 0;  // readable part [lo, hi) within the chunk
+    bool used = false;        // CLOCK bit: touched since the hand last passed
   };
   const Mapping* find_mapping(uint64_t addr) const;
   // find_mapping, re-reading /proc/PID/maps (a few times per capture) when
   // the address is in none: the target maps new heap while we read.
   const Mapping* find_or_refresh(uint64_t addr);
   void set_maps(const std::vector<Mapping>& maps);
-  const Slot* chunk_for(uint64_t addr);
+  const Slot* chunk_for(uint64_t addr);  // last_ or lookup
+  Slot* lookup(uint64_t addr);
   uint8_t* slot_data(size_t i) { return data_ + i * chunk_; }
   bool budget_ok(size_t len);
 
@@ -67,6 +70,7 @@ class ChunkCache {
   std::vector<Slot> slots_;
   std::unordered_map<uint64_t, uint32_t> index_;  // chunk base -> slot
   size_t next_victim_ = 0;
+  Slot* last_ = nullptr;  // the slot of the previous access
   std::vector<uint8_t> scratch_;
   uint64_t read_limit_ = 0;
   bool read_limit_hit_ = false;

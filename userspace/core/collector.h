@@ -1,4 +1,4 @@
-// One interface for every language runtime (Go today; Java and Python next).
+// One interface for every language runtime (Go and CPython today; Java next).
 // A collector reads the target from outside: never writes, stops or attaches.
 #pragma once
 #include <sys/types.h>
@@ -20,7 +20,10 @@ struct CaptureOptions {
   std::chrono::milliseconds budget{2000};
   bool want_pprof = false;          // Go: also produce a gzipped profile.proto
   // Hard bounds on remote data (each loop over target memory has a limit).
-  size_t max_records = 2'000'000;   // buckets / objects
+  size_t max_records = 2'000'000;   // Go: profile buckets
+  // Heap walkers (Python, Java): objects visited. Their seen-marks and
+  // reference queues grow with it (~8 bytes per queued reference).
+  size_t max_objects = 10'000'000;
   size_t max_stack_depth = 1024;    // Go caps stacks at 1024 (maxProfStackDepth)
   uint64_t max_read_bytes = 1ull << 30;
 };

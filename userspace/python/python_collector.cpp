@@ -93,7 +93,7 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
   PyHeapInput in;
   in.runtime_addr = rt.runtime_addr;
   in.static_ranges.push_back(rt.static_range);
-  in.max_objects = opts.max_records;
+  in.max_objects = opts.max_objects;
   PyHeapResult res = walk_python_heap(cache, *layout, in, deadline);
   snap.set_status(res.status, res.reason);
   snap.scope = res.scope;

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "core/address_bitmap.h"
 #include "core/address_set.h"
 
 namespace oomsnap {
@@ -69,7 +70,7 @@ struct DictKeys {
 class Walker {
  public:
   Walker(ChunkCache& mem, const PyLayout& layout, const PyHeapInput& in, const Deadline& deadline)
-      : mem_(mem), L_(layout), in_(in), deadline_(deadline), seen_(1 << 16) {
+      : mem_(mem), L_(layout), in_(in), deadline_(deadline) {
     unknown_.name = "<unreadable type>";
   }
 
@@ -84,7 +85,8 @@ class Walker {
   std::string read_c_string(uint64_t addr);
   uint64_t dict_lookup(uint64_t dict, std::string_view key);
   uint64_t size_of(uint64_t obj, const uint8_t* o, const TypeInfo& t);
-  void add_pointers(uint64_t addr, uint64_t count);
+  void add_pointers(uint64_t addr, uint64_t count, unsigned stride = 1, unsigned keep = 1);
+  void add_pointer(uint64_t p);
   void collect_refs(uint64_t obj, const uint8_t* o, const TypeInfo& t);
   void visit_refs();
   // Walks one generation list; false when it stopped early (reason set;
@@ -118,8 +120,13 @@ class Walker {
   const Deadline& deadline_;
   std::unordered_map<uint64_t, TypeInfo> types_;
   TypeInfo unknown_, other_;
-  AddressSet seen_;
-  std::vector<uint64_t> refs_;
+  AddressBitmap seen_;
+  uint64_t last_type_addr_ = ~uint64_t{0};
+  TypeInfo* last_type_ = nullptr;
+  // References queued while the GC lists are walked and visited after them,
+  // so references to tracked objects are recognised from the seen marks
+  // without reading those objects a second time.
+  std::vector<uint64_t, HugePageAllocator<uint64_t>> refs_;
   uint64_t visited_ = 0, tracked_ = 0, untracked_ = 0, steps_ = 0;
   bool refs_truncated_ = false;
   bool halt_ = false;
@@ -268,11 +275,20 @@ void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
 }
 
 TypeInfo& Walker::type_info(uint64_t addr) {
-  if (auto it = types_.find(addr); it != types_.end()) return it->second;
-  if (types_.size() >= kMaxTypes) return other_;
-  TypeInfo& t = types_[addr];
-  fill_type(t, addr, 0);
-  return t.valid ? t : unknown_;
+  if (addr == last_type_addr_) return *last_type_;  // runs of one type are common
+  TypeInfo* t = nullptr;
+  if (auto it = types_.find(addr); it != types_.end()) {
+    t = &it->second;
+  } else if (types_.size() >= kMaxTypes) {
+    return other_;
+  } else {
+    t = &types_[addr];  // node-based map: the reference stays valid
+    fill_type(*t, addr, 0);
+  }
+  if (!t->valid) t = &unknown_;
+  last_type_addr_ = addr;
+  last_type_ = t;
+  return *t;
 }
 
 // sys.getsizeof of the object, from its first kObjView bytes `o`.
@@ -313,14 +329,33 @@ uint64_t Walker::size_of(uint64_t obj, const uint8_t* o, const TypeInfo& t) {
   return size + t.preheader;
 }
 
-void Walker::add_pointers(uint64_t addr, uint64_t count) {
+// Queues the pointers among `count` records of `stride` words at addr whose
+// word index is set in keep (bit 0 = first word of each record): list and
+// tuple items, {key, hash} set entries, {hash, key, value} dict entries.
+void Walker::add_pointers(uint64_t addr, uint64_t count, unsigned stride, unsigned keep) {
   if (!addr || count == 0) return;
   // Never queue more than the object cap can still admit.
   const uint64_t room = in_.max_objects - std::min(visited_, in_.max_objects);
   count = std::min<uint64_t>(count, room > refs_.size() ? room - refs_.size() : 0);
   const size_t at = refs_.size();
-  refs_.resize(at + count);
-  if (!mem_.read(addr, refs_.data() + at, count * 8)) refs_.resize(at);
+  refs_.resize(at + count * stride);
+  if (!mem_.read(addr, refs_.data() + at, count * stride * 8)) {
+    refs_.resize(at);
+    return;
+  }
+  // Keep the wanted words, and drop what is already counted (tracked
+  // objects walked so far) or is not heap (static objects).
+  size_t w = at;
+  for (size_t r = at; r < refs_.size(); ++r) {
+    const uint64_t p = refs_[r];
+    if (!((keep >> ((r - at) % stride)) & 1)) continue;
+    if (p && !is_static(p) && !seen_.contains(p)) refs_[w++] = p;
+  }
+  refs_.resize(w);
+}
+
+void Walker::add_pointer(uint64_t p) {
+  if (p && !is_static(p) && !seen_.contains(p)) refs_.push_back(p);
 }
 
 // The objects this tracked object references directly, as CPython's own
@@ -332,28 +367,17 @@ void Walker::collect_refs(uint64_t obj, const uint8_t* o, const TypeInfo& t) {
     case Kind::kTuple: add_pointers(obj + L_.tuple_items, n); break;
     case Kind::kSet: {
       const uint64_t mask = u64(o + 32);
-      if (mask < (1ull << 32)) {
-        const size_t at = refs_.size();
-        add_pointers(u64(o + 40), (mask + 1) * 2);  // {key, hash} entries
-        size_t w = at;
-        for (size_t r = at; r < refs_.size(); r += 2) refs_[w++] = refs_[r];
-        refs_.resize(w);
-      }
+      if (mask < (1ull << 32)) add_pointers(u64(o + 40), mask + 1, 2, 0b01);  // setentry {key, hash}
       break;
     }
     case Kind::kDict: {
       const uint64_t keys = u64(o + 32), values = u64(o + 40);
       auto k = is_static(keys) ? std::nullopt : read_keys(keys);
       if (!k) break;
-      const uint64_t esz = k->entry_size() / 8;
-      const size_t at = refs_.size();
-      add_pointers(keys + k->entries_offset(), k->nentries * esz);
-      size_t w = at;
-      for (size_t r = at; r + esz <= refs_.size(); r += esz) {  // keep key and value, drop hash
-        refs_[w++] = refs_[r + esz - 2];
-        if (!values) refs_[w++] = refs_[r + esz - 1];
-      }
-      refs_.resize(w);
+      // PyDictKeyEntry {hash, key, value} or PyDictUnicodeEntry {key, value};
+      // a split table keeps its values apart.
+      if (k->kind == 0) add_pointers(keys + k->entries_offset(), k->nentries, 3, values ? 0b010 : 0b110);
+      else add_pointers(keys + k->entries_offset(), k->nentries, 2, values ? 0b01 : 0b11);
       if (values) add_pointers(values + L_.dict_values_items, k->nentries);
       break;
     }
@@ -364,7 +388,7 @@ void Walker::collect_refs(uint64_t obj, const uint8_t* o, const TypeInfo& t) {
     uint64_t v = 0;
     if (off + 8 <= kObjView) v = u64(o + off);
     else mem_.get(obj + off, v);
-    refs_.push_back(v);
+    add_pointer(v);
   }
   if (!(t.flags & kManagedDict)) return;
   // Attribute values of a managed dict that was never materialised.
@@ -393,11 +417,11 @@ void Walker::collect_refs(uint64_t obj, const uint8_t* o, const TypeInfo& t) {
       break;
     }
   }
-  if (dict) refs_.push_back(dict);
+  add_pointer(dict);
   if (values) add_pointers(values + L_.dict_values_items, t.shared_entries);
 }
 
-// Counts the untracked objects in refs_, each once. Untracked containers
+// Counts the untracked objects in refs_ (after the GC lists), each once. Untracked containers
 // (a tuple of str, a dict of str -> bytes: CPython stops tracking containers
 // that can hold no cycle) are followed too, transitively, since what they
 // hold is reachable from nothing the GC lists show.
@@ -435,21 +459,20 @@ bool Walker::walk_list(uint64_t head) {
     if (over_budget()) return false;
     uint8_t b[kGcHead + kObjView];
     if (g == 0 || (g & 7) || !load(g, b, sizeof b)) {
-      if (mem_.target_gone()) return !halt("target exited during the walk");
+      if (over_budget()) return false;  // the read failed for a budget or exit reason
       return !stop("GC list changed under the reader (unreadable next link)");
     }
     if ((u64(b + 8) & kLinkMask) != prev) return !stop("GC list changed under the reader (prev link mismatch)");
     const uint8_t* o = b + kGcHead;
     const uint64_t obj = g + kGcHead;
+    // Marked so that references to it are skipped without reading it again.
+    seen_.insert(obj);
     TypeInfo& t = type_info(u64(o + 8));
     ++visited_;
     ++tracked_;
     ++t.objects;
     t.bytes += size_of(obj, o, t);
-    if (in_.follow_references) {
-      collect_refs(obj, o, t);
-      visit_refs();
-    }
+    if (in_.follow_references) collect_refs(obj, o, t);
     prev = g;
     g = u64(b) & kLinkMask;
   }
@@ -513,6 +536,7 @@ PyHeapResult Walker::run() {
     if (halt_ || (!reason_.empty() && !any)) break;
     if (!mem_.get(interp + L_.interp_next, interp)) break;
   }
+  if (in_.follow_references && !halt_) visit_refs();
   res.tracked_objects = tracked_;
   res.untracked_objects = untracked_;
   auto emit = [&](const TypeInfo& t) {

@@ -1,0 +1,89 @@
+// "Seen" marks for remote object addresses (8-byte granularity), one bit per
+// address in 1 MiB regions. Objects referenced together usually live close
+// together, so marks hit the same few cache lines, where a hash set probes a
+// random slot of a large table per object (that cache miss dominated a
+// 1M-object CPython walk). Bounded: after max_regions regions, further
+// addresses go to a hash set.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "core/address_set.h"
+#include "core/huge_page_allocator.h"
+
+namespace oomsnap {
+
+class AddressBitmap {
+ public:
+  static constexpr unsigned kRegionShift = 20;                      // 1 MiB
+  static constexpr size_t kWordsPerRegion = (size_t{1} << kRegionShift) / 8 / 64;  // 2048 x 64 bits
+
+  explicit AddressBitmap(size_t max_regions = 4096) : max_regions_(max_regions) { recent_.fill({~uint64_t{0}, 0}); }
+  ~AddressBitmap() {
+    for (auto& [p, bytes] : blocks_) huge_page_free(p, bytes);
+  }
+  AddressBitmap(const AddressBitmap&) = delete;
+  AddressBitmap& operator=(const AddressBitmap&) = delete;
+
+  bool contains(uint64_t addr) {
+    if (addr == 0) return false;
+    uint64_t* words = region(addr >> kRegionShift);
+    if (!words) return overflow_.contains(addr);
+    const uint64_t bit = (addr & ((uint64_t{1} << kRegionShift) - 1)) >> 3;
+    return words[bit >> 6] & (uint64_t{1} << (bit & 63));
+  }
+
+  // True when addr was not marked before (and is now). Zero is never marked.
+  bool insert(uint64_t addr) {
+    if (addr == 0) return false;
+    uint64_t* words = region(addr >> kRegionShift);
+    if (!words) return overflow_.insert(addr);
+    const uint64_t bit = (addr & ((uint64_t{1} << kRegionShift) - 1)) >> 3;
+    uint64_t& w = words[bit >> 6];
+    const uint64_t m = uint64_t{1} << (bit & 63);
+    if (w & m) return false;
+    w |= m;
+    return true;
+  }
+
+ private:
+  uint64_t* region(uint64_t r) {
+    auto& hot = recent_[r & (recent_.size() - 1)];
+    if (hot.first == r) return hot.second;
+    uint64_t* words = nullptr;
+    if (auto it = index_.find(r); it != index_.end()) {
+      words = it->second;
+    } else {
+      if (index_.size() >= max_regions_) return nullptr;
+      words = allocate_region();
+      index_.emplace(r, words);
+    }
+    hot = {r, words};
+    return words;
+  }
+  uint64_t* allocate_region() {
+    constexpr size_t kRegionBytes = kWordsPerRegion * 8;  // 16 KiB
+    constexpr size_t kBlockBytes = size_t{2} << 20;       // carve from 2 MiB huge-page blocks
+    if (blocks_.empty() || used_in_block_ + kRegionBytes > kBlockBytes) {
+      size_t mapped = 0;
+      void* p = huge_page_alloc(kBlockBytes, mapped);
+      blocks_.push_back({p, mapped});
+      used_in_block_ = 0;
+    }
+    auto* words = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(blocks_.back().first) + used_in_block_);
+    used_in_block_ += kRegionBytes;
+    return words;  // anonymous mappings are zero-filled
+  }
+
+  size_t max_regions_;
+  std::array<std::pair<uint64_t, uint64_t*>, 16> recent_;
+  std::unordered_map<uint64_t, uint64_t*> index_;
+  std::vector<std::pair<void*, size_t>> blocks_;
+  size_t used_in_block_ = 0;
+  AddressSet overflow_;
+};
+
+}  // namespace oomsnap
