@@ -1,0 +1,136 @@
+// ChunkCache over this process's own memory: reads across chunk and mapping
+// boundaries, a mapping that starts inside a chunk, memory mapped after the
+// maps were read, unreadable holes, the read budget, and the syscall saving.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "core/chunk_cache.h"
+
+using namespace oomsnap;
+
+namespace {
+
+constexpr size_t kChunk = ChunkCache::kDefaultChunk;
+
+// An aligned reservation of `chunks` chunks, filled with a byte pattern.
+struct Region {
+  explicit Region(size_t chunks) : len(chunks * kChunk) {
+    void* p = mmap(nullptr, len + kChunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    raw = static_cast<uint8_t*>(p);
+    raw_len = len + kChunk;
+    base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kChunk - 1) & ~(kChunk - 1));
+    for (size_t i = 0; i < len; ++i) base[i] = static_cast<uint8_t>(i * 7 + 3);
+  }
+  ~Region() { munmap(raw, raw_len); }
+  uint64_t at(size_t off) const { return reinterpret_cast<uint64_t>(base + off); }
+  uint8_t* raw;
+  size_t raw_len, len;
+  uint8_t* base;
+};
+
+bool same(const uint8_t* a, const uint8_t* b, size_t n) { return std::memcmp(a, b, n) == 0; }
+
+}  // namespace
+
+TEST(ChunkCache, ReadsAcrossChunksWithFewSyscalls) {
+  Region r(4);
+  RemoteMemory mem(getpid());
+  ChunkCache c(mem, read_maps(getpid()));
+  std::vector<uint8_t> buf(kChunk + 100);
+  ASSERT_TRUE(c.read(r.at(kChunk - 50), buf.data(), buf.size()));  // spans three chunks
+  EXPECT_TRUE(same(buf.data(), r.base + kChunk - 50, buf.size()));
+  const uint64_t calls = mem.syscalls();
+  // Thousands of small reads inside the cached chunks: no more syscalls.
+  for (size_t off = kChunk; off + 64 <= 2 * kChunk; off += 64) {
+    const uint8_t* v = c.view(r.at(off), 64);
+    ASSERT_TRUE(v);
+    ASSERT_TRUE(same(v, r.base + off, 64));
+  }
+  EXPECT_EQ(mem.syscalls(), calls);
+  EXPECT_LE(calls, 3u);
+}
+
+// A hole (PROT_NONE) between two readable parts of one chunk: each side
+// reads, the hole and reads that cross into it fail, nothing crashes.
+TEST(ChunkCache, MappingThatStartsInsideAChunk) {
+  Region r(2);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  ASSERT_EQ(mprotect(r.base + 4 * page, page, PROT_NONE), 0);
+  RemoteMemory mem(getpid());
+  ChunkCache c(mem, read_maps(getpid()));
+  uint8_t b[64];
+  ASSERT_TRUE(c.read(r.at(0), b, sizeof b));  // first caches [chunk start, hole)
+  EXPECT_TRUE(same(b, r.base, sizeof b));
+  ASSERT_TRUE(c.read(r.at(5 * page + 8), b, sizeof b));  // the mapping after the hole, same chunk
+  EXPECT_TRUE(same(b, r.base + 5 * page + 8, sizeof b));
+  EXPECT_FALSE(c.read(r.at(4 * page + 8), b, 8));
+  EXPECT_FALSE(c.read(r.at(4 * page - 8), b, 16));
+  EXPECT_EQ(c.view(r.at(4 * page), 8), nullptr);
+  ASSERT_TRUE(c.read(r.at(3 * page), b, sizeof b));  // and the first part still reads
+  EXPECT_TRUE(same(b, r.base + 3 * page, sizeof b));
+}
+
+// Memory the target maps after the cache took its maps is still read (the
+// maps are re-read); memory unmapped since is refused, not a crash.
+TEST(ChunkCache, MapsThatChangeDuringTheRead) {
+  RemoteMemory mem(getpid());
+  ChunkCache c(mem, read_maps(getpid()));
+  Region later(1);
+  uint8_t b[32];
+  ASSERT_TRUE(c.read(later.at(100), b, sizeof b));
+  EXPECT_TRUE(same(b, later.base + 100, sizeof b));
+  EXPECT_TRUE(c.mapped(later.at(0)));
+  EXPECT_FALSE(c.read(0x10, b, 8));
+  EXPECT_FALSE(c.read(~uint64_t{0} - 4, b, 8));  // wraps
+  EXPECT_FALSE(c.target_gone());
+}
+
+TEST(ChunkCache, ReadBudgetIsEnforced) {
+  Region r(8);
+  RemoteMemory mem(getpid());
+  ChunkCache c(mem, read_maps(getpid()));
+  c.set_read_limit(3 * kChunk);
+  uint8_t b[8];
+  int ok = 0;
+  for (size_t i = 0; i < 8; ++i) ok += c.read(r.at(i * kChunk), b, sizeof b);
+  EXPECT_EQ(ok, 3);
+  EXPECT_TRUE(c.read_limit_hit());
+  EXPECT_LE(mem.bytes_read(), 3 * kChunk);
+}
+
+TEST(ChunkCache, EvictionKeepsResultsCorrect) {
+  Region r(16);
+  RemoteMemory mem(getpid());
+  ChunkCache c(mem, read_maps(getpid()), kChunk, 3 * kChunk);  // room for 3 chunks
+  uint8_t b[16];
+  for (int pass = 0; pass < 3; ++pass)
+    for (size_t i = 0; i < 16; ++i) {
+      const size_t off = i * kChunk + 1000 + static_cast<size_t>(pass);
+      ASSERT_TRUE(c.read(r.at(off), b, sizeof b));
+      ASSERT_TRUE(same(b, r.base + off, sizeof b)) << "chunk " << i << " pass " << pass;
+    }
+}
+
+TEST(ChunkCache, ExitedTargetIsReported) {
+  pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  RemoteMemory mem(child);
+  auto maps = read_maps(child);
+  ASSERT_FALSE(maps.empty());
+  ChunkCache c(mem, maps);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  uint8_t b[8];
+  EXPECT_FALSE(c.read(maps.front().start, b, sizeof b));
+  EXPECT_TRUE(c.target_gone());
+}

@@ -1,0 +1,137 @@
+// CPython layouts: _Py_DebugOffsets parsed from the real interpreters'
+// .PyRuntime bytes (trixie 3.13, sid 3.14, from tools/fetch-python-rootfs.sh),
+// cross-checked against the built-in tables; garbage is refused; versions
+// from Py_Version values and file names.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "elf/elf_file.h"
+#include "python/python_layout.h"
+#include "python/python_runtime.h"
+
+using namespace oomsnap;
+
+namespace {
+
+std::vector<uint8_t> runtime_bytes(const std::string& exe) {
+  int fd = ::open(exe.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  auto elf = ElfFile::open_fd(fd, exe);
+  ::close(fd);
+  const auto* sec = elf->section(".PyRuntime");
+  if (!sec) return {};
+  auto d = elf->section_data(*sec);
+  return {d.begin(), d.end()};
+}
+
+struct Expect {
+  const char* rootfs;
+  const char* exe;
+  int minor;
+  uint64_t heads, next, gc, gc_size, collecting, tuple_items;
+};
+
+}  // namespace
+
+TEST(PythonLayout, DebugOffsetsOfTheRealInterpretersAgreeWithTheTables) {
+  const Expect cases[] = {{"trixie", "/usr/bin/python3.13", 13, 632, 7264, 7400, 240, 200, 24},
+                          {"sid", "/usr/bin/python3.14", 14, 808, 7272, 7408, 264, 192, 32}};
+  for (const auto& c : cases) {
+    const std::string exe = std::string(OOMSNAP_ROOTFS) + "/" + c.rootfs + c.exe;
+    auto bytes = runtime_bytes(exe);
+    ASSERT_FALSE(bytes.empty()) << exe << " missing or without .PyRuntime (run tools/fetch-python-rootfs.sh)";
+    std::string err;
+    auto d = parse_py_debug_offsets(bytes, c.minor, err);
+    ASSERT_TRUE(d) << exe << ": " << err;
+    EXPECT_EQ(d->version >> 16, 0x0300u | static_cast<uint64_t>(c.minor)) << exe;
+    EXPECT_FALSE(d->free_threaded);
+    EXPECT_EQ(d->interpreters_head, c.heads);
+    EXPECT_EQ(d->interp_next, c.next);
+    EXPECT_EQ(d->interp_gc, c.gc);
+    EXPECT_EQ(d->gc_size, c.gc_size);
+    EXPECT_EQ(d->gc_collecting, c.collecting);
+    EXPECT_EQ(d->tuple_items, c.tuple_items);
+    auto L = python_layout_for(static_cast<uint32_t>(d->version));
+    ASSERT_TRUE(L);
+    EXPECT_FALSE(apply_py_debug_offsets(*L, *d).has_value());
+    EXPECT_EQ(L->interpreters_head, c.heads);
+    EXPECT_EQ(L->interp_gc, c.gc);
+    EXPECT_TRUE(L->from_debug_offsets);
+  }
+}
+
+TEST(PythonLayout, GarbageDebugOffsetsAreRefused) {
+  std::string err;
+  std::vector<uint8_t> zeros(kPyDebugOffsetsReadSize, 0);
+  EXPECT_FALSE(parse_py_debug_offsets(zeros, 13, err));
+  EXPECT_NE(err.find("cookie"), std::string::npos) << err;
+
+  std::vector<uint8_t> shortbuf(100, 0);
+  std::memcpy(shortbuf.data(), "xdebugpy", 8);
+  EXPECT_FALSE(parse_py_debug_offsets(shortbuf, 13, err));
+  EXPECT_NE(err.find("truncated"), std::string::npos) << err;
+
+  std::vector<uint8_t> wild(kPyDebugOffsetsReadSize, 0xff);
+  std::memcpy(wild.data(), "xdebugpy", 8);
+  EXPECT_FALSE(parse_py_debug_offsets(wild, 14, err));
+  EXPECT_NE(err.find("implausible"), std::string::npos) << err;
+
+  EXPECT_FALSE(parse_py_debug_offsets(zeros, 11, err));  // 3.11 has none
+}
+
+TEST(PythonLayout, DisagreeingDebugOffsetsAreAnError) {
+  auto L = python_layout_for(0x030e0af0);
+  ASSERT_TRUE(L);
+  PyDebugOffsets d;
+  d.interpreters_head = 808, d.interp_next = 7272, d.interp_gc = 7408, d.gc_size = 264, d.gc_collecting = 192;
+  d.tp_name = 24, d.tp_flags = 168, d.tuple_items = 24;  // 3.13's tuple in a 3.14 runtime
+  auto err = apply_py_debug_offsets(*L, d);
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->find("tuple items 24"), std::string::npos) << *err;
+
+  d.tuple_items = 32, d.gc_size = 300;
+  err = apply_py_debug_offsets(*L, d);
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->find("unknown 3.14 GC state layout"), std::string::npos) << *err;
+
+  // 3.14.0-3.14.4: the incremental GC's 240-byte state has no generation0 pointer.
+  d.gc_size = 240;
+  EXPECT_FALSE(apply_py_debug_offsets(*L, d));
+  EXPECT_EQ(L->gc_generation0, 0u);
+}
+
+TEST(PythonLayout, SupportedVersions) {
+  EXPECT_FALSE(python_layout_for(0x030a0cf0));  // 3.10
+  EXPECT_FALSE(python_layout_for(0x030f00a1));  // 3.15
+  EXPECT_FALSE(python_layout_for(0x020712f0));  // 2.7
+  for (uint32_t v : {0x030b02f0u, 0x030c01f0u, 0x030d05f0u, 0x030e0af0u}) {
+    auto L = python_layout_for(v);
+    ASSERT_TRUE(L) << std::hex << v;
+    EXPECT_GE(L->type_read_size, L->ht_cached_keys + 8);
+    EXPECT_FALSE(L->gc_head_sets.empty());
+  }
+  // Debian's 3.13 packs PyGC_Head to 4 bytes: both head sets are candidates.
+  EXPECT_EQ(python_layout_for(0x030d05f0)->gc_head_sets.size(), 2u);
+}
+
+TEST(PythonRuntime, VersionFromNameAndHex) {
+  auto v = python_version_from_name("/usr/bin/python3.13t");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->first, 0x030d0000u);
+  EXPECT_TRUE(v->second);
+  v = python_version_from_name("/opt/lib/libpython3.11.so.1.0 (deleted)");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->first, 0x030b0000u);
+  EXPECT_FALSE(v->second);
+  EXPECT_FALSE(python_version_from_name("/usr/bin/python3"));
+  EXPECT_FALSE(python_version_from_name("/usr/bin/perl"));
+  EXPECT_FALSE(python_version_from_name("python3.x"));
+  EXPECT_EQ(python_version_text(0x030e0af0, true), "3.14.10");
+  EXPECT_EQ(python_version_text(0x030d00c1, true), "3.13.0rc1");
+  EXPECT_EQ(python_version_text(0x030f00a2, true), "3.15.0a2");
+  EXPECT_EQ(python_version_text(0x030d0000, false), "3.13");
+}
