@@ -190,6 +190,43 @@ TEST(AgentEndToEnd, RealOomKillFollowsSnapshotOfLeakingGoProgram) {
   std::filesystem::remove_all(dir);
 }
 
+// The same record for a CPython victim: a Python program leaking Leak
+// instances (each holding a bytes payload) in a 256 MiB container; its type
+// histogram is taken before the kill.
+TEST(AgentEndToEnd, RealOomKillFollowsSnapshotOfLeakingPythonProgram) {
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 256 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, "OomKillWindow = 60\nRunTracingToolTimeout = 5"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+
+  Process py({"/usr/bin/python3.11", std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/python/heapfixture.py",
+              "--with-dict", "0", "--with-slots", "0", "--inner", "0", "--dicts", "0", "--lists", "0", "--blobs", "0",
+              "--dict-blobs", "0", "--attr-blobs", "0", "--leak-mb-per-s", "25"},
+             {}, box.dir());
+  ASSERT_FALSE(py.read_line(30s).empty());
+  json rec = agent.next_record(90s);
+  ASSERT_FALSE(rec.is_null()) << "no record; agent log:\n" << agent.log();
+  EXPECT_EQ(rec["victim_pid"], py.pid());
+  EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
+  EXPECT_EQ(rec["tracer_data"]["language"], "python");
+  const json& snap = rec["tracer_data"]["snapshot"];
+  EXPECT_EQ(snap["status"], "complete") << snap.dump(2);
+  EXPECT_EQ(snap["runtime_version"].get<std::string>().rfind("cpython3.11.", 0), 0u);
+  ASSERT_FALSE(snap["entries"].empty());
+  EXPECT_EQ(snap["entries"][0]["name"], "bytes") << snap.dump(2);  // the leaked payloads
+  uint64_t leak_objects = 0;
+  for (const auto& e : snap["entries"])
+    if (e["name"] == "__main__.Leak") leak_objects = e["objects"];
+  EXPECT_GT(leak_objects, 100u) << snap.dump(2);
+  EXPECT_GE(snap["entries"][0]["bytes"].get<uint64_t>(), 150 * kMiB) << snap.dump(2);
+  ASSERT_TRUE(rec.contains("oom_kill")) << rec.dump(2);
+  EXPECT_EQ(rec["oom_kill"]["matches_victim"], true);
+  EXPECT_GT(rec["oom_kill"]["lead_ms"].get<double>(), 0.0);
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
+  std::filesystem::remove_all(dir);
+}
+
 // Two containers over the threshold at once, one without a limit: the higher
 // ratio is collected first, the other only after the cooldown, the unlimited
 // one never.

@@ -259,6 +259,29 @@ TEST(PythonSnapshotBadInput, NonPythonProcess) {
   EXPECT_EQ(rec->result.language, "unknown");
 }
 
+// Free-threaded builds keep objects in mimalloc heaps without GC lists: the
+// collector says so instead of guessing. No free-threaded CPython is packaged
+// for Debian or reachable here, so the gate is exercised by name (an
+// interpreter installed as python3.11t); the _Py_DebugOffsets flag path is a
+// unit test on patched real bytes.
+TEST(PythonSnapshotBadInput, FreeThreadedBuildIsUnavailable) {
+  const std::string dir = "/tmp/oomsnap-ft-" + std::to_string(getpid());
+  fs::create_directories(dir);
+  fs::copy_file("/usr/bin/python3.11", dir + "/python3.11t", fs::copy_options::overwrite_existing);
+  {
+    Process p({dir + "/python3.11t", "-c", "import sys, time; print('ready', flush=True); time.sleep(60)"});
+    ASSERT_EQ(p.read_line(std::chrono::seconds(30)), "ready");
+    std::string err;
+    auto rec = capture_process(p.pid(), all_entries(), err);
+    ASSERT_TRUE(rec) << err;
+    EXPECT_EQ(rec->result.language, "python");
+    EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kUnavailable);
+    EXPECT_NE(rec->result.snapshot.reason.find("free-threaded"), std::string::npos) << rec->result.snapshot.reason;
+    EXPECT_TRUE(rec->result.snapshot.entries.empty());
+  }
+  fs::remove_all(dir);
+}
+
 // The one-shot CLI prints the same snapshot for a Python target.
 TEST(PythonSnapshotCli, SnapshotCommandPrintsHistogram) {
   bool skip = false;

@@ -64,6 +64,18 @@ TEST(PythonLayout, DebugOffsetsOfTheRealInterpretersAgreeWithTheTables) {
   }
 }
 
+// The free-threading flag of a real 3.13 runtime's debug offsets, set by hand
+// (no free-threaded build is packaged here): parsed and reported.
+TEST(PythonLayout, FreeThreadedFlagIsReported) {
+  auto bytes = runtime_bytes(std::string(OOMSNAP_ROOTFS) + "/trixie/usr/bin/python3.13");
+  ASSERT_GE(bytes.size(), 24u) << "run tools/fetch-python-rootfs.sh";
+  bytes[16] = 1;  // _Py_DebugOffsets.free_threaded
+  std::string err;
+  auto d = parse_py_debug_offsets(bytes, 13, err);
+  ASSERT_TRUE(d) << err;
+  EXPECT_TRUE(d->free_threaded);
+}
+
 TEST(PythonLayout, GarbageDebugOffsetsAreRefused) {
   std::string err;
   std::vector<uint8_t> zeros(kPyDebugOffsetsReadSize, 0);
