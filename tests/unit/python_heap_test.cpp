@@ -85,6 +85,7 @@ class FakeHeap {
     std::memcpy(&v, reinterpret_cast<void*>(addr), 8);
     return v;
   }
+  void set_long_lived(uint64_t n) { put(interp_ + L.interp_gc + L.gc_long_lived_total, n); }
   uint64_t gc_head(int gen) const { return interp_ + L.interp_gc + L.gc_head_sets[0][static_cast<size_t>(gen)]; }
   uint64_t runtime() const { return runtime_; }
 
@@ -156,7 +157,12 @@ TEST(PythonHeap, CorruptNextPointerStopsThatListAsPartial) {
   EXPECT_NE(r.reason.find("changed under the reader"), std::string::npos) << r.reason;
   EXPECT_EQ(r.lists_complete, 3u);  // the other lists are still read
   EXPECT_EQ(by_name(r)["Node"].first, 5u + 5u);
-  EXPECT_LT(r.coverage, 1.0);
+  EXPECT_DOUBLE_EQ(r.coverage, 3.0 / 4.0);  // no usable count: the share of lists
+  // With the runtime's long-lived count (10 in the oldest list), coverage is
+  // the share of objects: 10 read of 10 + 5 expected.
+  h.set_long_lived(10);
+  r = h.walk();
+  EXPECT_DOUBLE_EQ(r.coverage, 10.0 / 15.0);
 }
 
 TEST(PythonHeap, CycleThatSkipsTheHeadIsDetected) {

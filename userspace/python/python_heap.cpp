@@ -130,6 +130,8 @@ class Walker {
   uint64_t visited_ = 0, tracked_ = 0, untracked_ = 0, steps_ = 0;
   bool refs_truncated_ = false;
   bool halt_ = false;
+  uint64_t missing_ = 0;      // estimated objects of incomplete lists not read
+  bool unestimated_ = false;  // an incomplete list had no estimate
   std::string reason_;
 };
 
@@ -527,10 +529,34 @@ PyHeapResult Walker::run() {
       else stop("no well-formed GC generation lists at the interpreter's GC state");
     } else {
       any = true;
-      for (uint32_t off : *heads) {
+      for (size_t li = 0; li < heads->size(); ++li) {
         ++res.lists_total;
-        if (walk_list(gc + off)) ++res.lists_complete;
-        if (halt_) break;
+        const uint64_t before = tracked_;
+        const bool complete = !halt_ && walk_list(gc + (*heads)[li]);
+        if (complete) {
+          ++res.lists_complete;
+          continue;
+        }
+        // Cut short (or never started after a halt): how much is missing? The
+        // oldest list holds nearly everything: the runtime counts it. The
+        // youngest list's gc_generation.count (at +20) is its allocations since
+        // the last collection; the middle and permanent lists are small and
+        // have no count, so they add nothing.
+        const uint64_t read = tracked_ - before;
+        uint64_t expected = read;
+        if (li == 2) {
+          uint64_t total = 0, pending = 0;
+          if (L_.gc_long_lived_total && mem_.get(gc + L_.gc_long_lived_total, total) &&
+              mem_.get(gc + L_.gc_long_lived_total + 8, pending) && total + pending > read &&
+              total + pending < (1ull << 40))
+            expected = total + pending;
+          else
+            unestimated_ = true;  // no count, or one the read already exceeds
+        } else if (li == 0) {
+          int32_t count = 0;
+          if (mem_.get(gc + (*heads)[li] + 20, count) && count > 0) expected = static_cast<uint64_t>(count);
+        }
+        missing_ += std::max(expected, read) - read;
       }
     }
     if (halt_ || (!reason_.empty() && !any)) break;
@@ -558,7 +584,10 @@ PyHeapResult Walker::run() {
   } else {
     res.status = SnapshotStatus::kPartial;
     res.reason = reason_.empty() ? "object cap reached while following references" : reason_;
-    res.coverage = res.lists_total ? static_cast<double>(res.lists_complete) / static_cast<double>(res.lists_total) : 0;
+    if (!unestimated_)
+      res.coverage = tracked_ + missing_ ? static_cast<double>(tracked_) / static_cast<double>(tracked_ + missing_) : 1.0;
+    else
+      res.coverage = res.lists_total ? static_cast<double>(res.lists_complete) / static_cast<double>(res.lists_total) : 0;
   }
   return res;
 }

@@ -40,7 +40,9 @@ struct PyHeapResult {
   uint64_t tracked_objects = 0;      // read from the GC lists
   uint64_t untracked_objects = 0;    // found through references
   uint64_t lists_complete = 0, lists_total = 0;
-  // Estimated share of the GC-tracked objects that was read (1 when complete).
+  // Share of the GC-tracked objects that was read (1 when complete): against
+  // the runtime's own count of long-lived objects when the oldest list was
+  // cut short, else the share of lists read to the end.
   double coverage = 0;
   std::string scope;
 };

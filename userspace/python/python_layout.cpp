@@ -22,7 +22,7 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
     case 11:
       L.interpreters_head = 40, L.interp_next = 0, L.interp_gc = 648;
       L.gc_head_sets = {{24, 48, 72, 104}};
-      L.gc_collecting = 200, L.gc_generation0 = 96;
+      L.gc_collecting = 200, L.gc_generation0 = 96, L.gc_long_lived_total = 224;
       L.ht_qualname = 864, L.ht_cached_keys = 872;
       L.ascii_size = 48, L.compact_size = 72;
       L.long_has_lv_tag = false;
@@ -32,7 +32,7 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
     case 12:
       L.interpreters_head = 40, L.interp_next = 0, L.interp_gc = 112;
       L.gc_head_sets = {{24, 48, 72, 104}};
-      L.gc_collecting = 200, L.gc_generation0 = 96;
+      L.gc_collecting = 200, L.gc_generation0 = 96, L.gc_long_lived_total = 224;
       L.ht_qualname = 872, L.ht_cached_keys = 880;
       L.managed_dict = PyManagedDict::kTaggedDictOrValues;
       L.dict_values_items = 0;
@@ -43,7 +43,7 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
       // 4 bytes, which moves them to +20; the permanent generation follows the
       // generation0 pointer either way.
       L.gc_head_sets = {{24, 48, 72, 104}, {20, 44, 68, 104}};
-      L.gc_collecting = 200, L.gc_generation0 = 96;
+      L.gc_collecting = 200, L.gc_generation0 = 96, L.gc_long_lived_total = 224;
       L.ht_qualname = 872, L.ht_cached_keys = 880;
       L.dict_values_items = 8, L.dict_values_capacity = 0;
       break;
@@ -53,7 +53,7 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
       // 3.14.0-3.14.4 (incremental): young, old[0], old[1], permanent at the
       // same places; apply_py_debug_offsets tells them apart by gc_size.
       L.gc_head_sets = {{24, 48, 72, 96}};
-      L.gc_collecting = 192, L.gc_generation0 = 256;
+      L.gc_collecting = 192, L.gc_generation0 = 256, L.gc_long_lived_total = 240;
       L.ht_qualname = 872, L.ht_cached_keys = 880;
       L.tuple_items = 32;
       L.dict_values_items = 8, L.dict_values_capacity = 0;
@@ -121,7 +121,7 @@ std::optional<std::string> apply_py_debug_offsets(PyLayout& L, const PyDebugOffs
     return "unknown 3.14 GC state layout (size " + std::to_string(d.gc_size) + ")";
   // 3.14.0-3.14.4 (incremental GC, 240 bytes): young/old[0]/old[1] where the
   // generations are now, and no generation0 pointer.
-  if (L.minor == 14 && d.gc_size == 240) L.gc_generation0 = 0;
+  if (L.minor == 14 && d.gc_size == 240) L.gc_generation0 = 0, L.gc_long_lived_total = 0;
   if (L.minor == 13 && d.gc_size != 240) return "unknown 3.13 GC state layout (size " + std::to_string(d.gc_size) + ")";
   L.from_debug_offsets = true;
   return std::nullopt;

@@ -38,6 +38,10 @@ struct PyLayout {
   // names the right head set without racing the target's list updates; 0
   // where the layout has none (3.14's incremental GC).
   uint32_t gc_generation0 = 0;
+  // long_lived_total, then long_lived_pending: the objects the oldest
+  // generation held after the last full collection plus those promoted since;
+  // the estimate behind `coverage` when that list is cut short. 0 = unknown.
+  uint32_t gc_long_lived_total = 0;
 
   // PyTypeObject / PyHeapTypeObject
   uint32_t tp_name = 24, tp_basicsize = 32, tp_itemsize = 40, tp_flags = 168, tp_members = 0,
