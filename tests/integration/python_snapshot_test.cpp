@@ -34,6 +34,8 @@ const PyTarget kTargets[] = {
     {"bookworm_3_11", "", "/usr/bin/python3.11", true},
     {"trixie_3_13", "trixie", "/usr/bin/python3.13", true},
     {"sid_3_14", "sid", "/usr/bin/python3.14", true},
+    // A program embedding CPython through Debian's shared libpython3.11.
+    {"bookworm_3_11_embedded", "", OOMSNAP_PY_EMBED_HOST, true},
     // Upstream --enable-shared builds (runtime in libpython3.X.so), if pyenv is here.
     {"pyenv_3_12_shared", "", "/root/.pyenv/versions/3.12.1/bin/python3.12", false},
     {"pyenv_3_13_shared", "", "/root/.pyenv/versions/3.13.0/bin/python3.13", false},
@@ -206,7 +208,9 @@ TEST_P(PythonSnapshot, MutatingTargetNeverHangs) {
     ASSERT_TRUE(s.status == SnapshotStatus::kComplete || s.status == SnapshotStatus::kPartial)
         << to_string(s.status) << ": " << s.reason;
     EXPECT_LT(s.duration_ms, 20000);
-    if (s.status == SnapshotStatus::kPartial) EXPECT_FALSE(s.reason.empty());
+    if (s.status == SnapshotStatus::kPartial) {
+      EXPECT_FALSE(s.reason.empty());
+    }
   }
 }
 
