@@ -31,22 +31,9 @@ log() { echo "bench-go-snapshot: $*" >&2; }
 command -v python3 >/dev/null || die "python3 is required"
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "BENCH_RUNS must be a positive integer"
 
-TMP=$(mktemp -d /tmp/bench-go-snapshot.XXXXXX)
-FIXTURE_PID=
-cleanup() {
-  if [ -n "$FIXTURE_PID" ]; then
-    kill -KILL "$FIXTURE_PID" 2>/dev/null || true
-    wait "$FIXTURE_PID" 2>/dev/null || true
-  fi
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# median FILE: median of the numbers in FILE, one per line.
-median() {
-  python3 -c 'import sys,statistics; print("%.3f" % statistics.median(float(l) for l in open(sys.argv[1]) if l.strip()))' "$1"
-}
+# shellcheck source=tools/lib/bench-common.sh
+source "$ROOT/tools/lib/bench-common.sh"
+bench_init bench-go-snapshot
 
 # time_runs OUT_FILE CMD...: run CMD $RUNS times, append each wall time in ms.
 time_runs() {

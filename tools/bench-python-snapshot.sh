@@ -55,22 +55,9 @@ for v in $PYTHONS; do
   fi
 done
 
-TMP=$(mktemp -d /tmp/bench-python-snapshot.XXXXXX)
-FIXTURE_PID=
-cleanup() {
-  if [ -n "$FIXTURE_PID" ]; then
-    kill -KILL "$FIXTURE_PID" 2>/dev/null || true
-    wait "$FIXTURE_PID" 2>/dev/null || true
-  fi
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# median FILE: median of the numbers in FILE, one per line.
-median() {
-  python3 -c 'import sys,statistics; print("%.3f" % statistics.median(float(l) for l in open(sys.argv[1]) if l.strip()))' "$1"
-}
+# shellcheck source=tools/lib/bench-common.sh
+source "$ROOT/tools/lib/bench-common.sh"
+bench_init bench-python-snapshot
 
 # spread FILE: "min-max" of the numbers in FILE, one per line.
 spread() {

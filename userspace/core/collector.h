@@ -38,6 +38,24 @@ class Deadline {
   Clock::time_point end_;
 };
 
+// Measures one capture: its duration and the reads it cost, from construction
+// to finish(), written into the snapshot (every collector reports both).
+class CaptureMeter {
+ public:
+  explicit CaptureMeter(const RemoteMemory& mem)
+      : mem_(mem), t0_(std::chrono::steady_clock::now()), syscalls0_(mem.syscalls()), bytes0_(mem.bytes_read()) {}
+  void finish(Snapshot& s) const {
+    s.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+    s.read_syscalls = mem_.syscalls() - syscalls0_;
+    s.bytes_read = mem_.bytes_read() - bytes0_;
+  }
+
+ private:
+  const RemoteMemory& mem_;
+  std::chrono::steady_clock::time_point t0_;
+  uint64_t syscalls0_, bytes0_;
+};
+
 // The process being captured. Opened once; the exe fd stays open through
 // symbolization so a target that exits mid-capture still has a readable binary.
 class Target {

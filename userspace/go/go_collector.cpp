@@ -111,18 +111,14 @@ bool GoCollector::detect(Target& target) {
 }
 
 CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
-  const auto t0 = std::chrono::steady_clock::now();
+  CaptureMeter meter(target.memory());
   Deadline deadline(opts.budget);
   CaptureResult out;
   out.language = "go";
   Snapshot& snap = out.snapshot;
   RemoteMemory& mem = target.memory();
-  const uint64_t syscalls0 = mem.syscalls(), bytes0 = mem.bytes_read();
   auto finish = [&]() -> CaptureResult {
-    snap.duration_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    snap.read_syscalls = mem.syscalls() - syscalls0;
-    snap.bytes_read = mem.bytes_read() - bytes0;
+    meter.finish(snap);
     return std::move(out);
   };
 
