@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "go/go_collector.h"
+#include "java/java_collector.h"
 #include "python/python_collector.h"
 
 namespace oomsnap {
@@ -11,6 +12,7 @@ std::vector<std::unique_ptr<Collector>> make_collectors() {
   std::vector<std::unique_ptr<Collector>> v;
   v.push_back(std::make_unique<GoCollector>());
   v.push_back(std::make_unique<PythonCollector>());
+  v.push_back(std::make_unique<JavaCollector>());
   return v;
 }
 
@@ -28,7 +30,7 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
   }
   rec.result.language = "unknown";
   rec.result.snapshot.set_status(SnapshotStatus::kUnavailable,
-                                 "no collector recognises this process's runtime (supported: Go, CPython)");
+                                 "no collector recognises this process's runtime (supported: Go, CPython, HotSpot Java)");
   return rec;
 }
 

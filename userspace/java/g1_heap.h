@@ -1,0 +1,73 @@
+// Walks a live G1 heap from outside the JVM, region by region from bottom to
+// top, sizing every object from its Klass, and builds a class histogram. No
+// safepoint, no attach, no signal: the JVM keeps running, so the walk must
+// survive what a running JVM does (TLABs with unformatted tails, objects
+// being published, regions changing type): unusable headers are skipped by
+// resynchronising on the next plausible object, and the share of the heap
+// that parsed is reported.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/chunk_cache.h"
+#include "core/collector.h"
+#include "core/snapshot.h"
+
+namespace oomsnap {
+
+// Everything the walk needs, resolved from VMStructs and the JVM's flags.
+struct G1Layout {
+  uint64_t region_table = 0;  // HeapRegion** _base of the region table
+  uint64_t region_count = 0;  // its _length
+  uint64_t grain_bytes = 0;
+  uint32_t region_bottom = 0, region_end = 8, region_top = 16, region_tag = 0;  // offsets in HeapRegion
+  int64_t tag_free = 0, tag_starts_humongous = 0, tag_continues_humongous = 0;
+
+  // Objects
+  bool compact_headers = false;        // JDK 24+ -XX:+UseCompactObjectHeaders: klass in the mark word
+  bool compressed_klass = true;        // narrowKlass at +8 (else Klass* at +8)
+  uint64_t narrow_klass_base = 0;
+  uint32_t narrow_klass_shift = 0;
+  uint32_t mark_klass_shift = 42;      // markWord::klass_shift (compact headers)
+  uint64_t object_alignment = 8;
+  uint32_t array_length_offset = 12;   // 12 (compressed class pointers), 16, or 8 (compact headers)
+  uint32_t klass_layout_helper = 8, klass_name = 24;  // offsets in Klass
+  uint32_t symbol_length = 4, symbol_body = 6;        // offsets in Symbol
+  int32_t mirror_size_offset = 0;      // java_lang_Class::_oop_size_offset (size in words)
+
+  // [start, end) ranges not to parse: the unused tails of live TLABs.
+  std::vector<std::pair<uint64_t, uint64_t>> holes;
+};
+
+struct G1Limits {
+  uint64_t max_objects = 10'000'000;
+  uint64_t max_walk_bytes = 1ull << 30;  // heaps using more are sampled
+};
+
+struct JavaClassTotal {
+  std::string name;  // as Java prints it: java.lang.String, byte[], Foo$Bar[][]
+  uint64_t objects = 0;
+  uint64_t bytes = 0;
+};
+
+struct G1WalkResult {
+  SnapshotStatus status = SnapshotStatus::kFailed;
+  std::string reason;
+  std::vector<JavaClassTotal> classes;
+  uint64_t regions = 0, regions_walked = 0;
+  uint64_t used_bytes = 0;      // sum of top - bottom over the regions in use
+  uint64_t parsed_bytes = 0;    // bytes covered by objects read (incl. fillers) and skipped TLAB tails
+  uint64_t unparsed_bytes = 0;  // bytes skipped by resynchronisation
+  uint64_t objects = 0, filler_bytes = 0;
+  uint64_t sample_stride = 1;   // 1 = full walk; k = every k-th region, counts scaled by k
+  double coverage = 0;          // parsed / used over the regions walked
+};
+
+G1WalkResult walk_g1_heap(ChunkCache& mem, const G1Layout& layout, const G1Limits& limits, const Deadline& deadline);
+
+// Klass names in the JVM's internal form to Java's: "java/lang/String" ->
+// "java.lang.String", "[B" -> "byte[]", "[[Ljava/lang/Object;" -> "java.lang.Object[][]".
+std::string java_class_name(const std::string& internal);
+
+}  // namespace oomsnap

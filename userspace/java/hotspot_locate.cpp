@@ -1,0 +1,73 @@
+#include "java/hotspot_locate.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "core/module_map.h"
+
+namespace oomsnap {
+namespace {
+
+bool is_libjvm(const std::string& path) {
+  auto slash = path.rfind('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  return base == "libjvm.so" || base.rfind("libjvm.so ", 0) == 0;  // "libjvm.so (deleted)"
+}
+
+}  // namespace
+
+std::optional<LibJvm> find_libjvm(const Target& target) {
+  for (const auto& m : target.maps()) {
+    if (m.offset != 0 || m.inode == 0 || !is_libjvm(m.path)) continue;
+    char mf[96];
+    std::snprintf(mf, sizeof mf, "/proc/%d/map_files/%llx-%llx", target.pid(),
+                  static_cast<unsigned long long>(m.start), static_cast<unsigned long long>(m.end));
+    int fd = ::open(mf, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fd = target.open_in_root(m.path);
+    if (fd < 0) continue;
+    LibJvm j;
+    try {
+      j.elf = ElfFile::open_fd(fd, m.path);
+    } catch (const std::exception&) {
+      ::close(fd);
+      continue;
+    }
+    ::close(fd);
+    auto bias = module_load_bias(*j.elf, target.maps(), m.inode);
+    if (!bias) continue;
+    j.bias = *bias;
+    j.path = m.path;
+    auto addr = [&](const char* name) -> uint64_t {
+      auto s = j.elf->symbol(name);
+      return s ? s->value + j.bias : 0;
+    };
+    HotSpotSymbols& y = j.symbols;
+    y.structs = addr("gHotSpotVMStructs");
+    if (!y.structs) continue;
+    y.types = addr("gHotSpotVMTypes");
+    y.int_constants = addr("gHotSpotVMIntConstants");
+    y.long_constants = addr("gHotSpotVMLongConstants");
+    y.struct_type_name = addr("gHotSpotVMStructEntryTypeNameOffset");
+    y.struct_field_name = addr("gHotSpotVMStructEntryFieldNameOffset");
+    y.struct_type_string = addr("gHotSpotVMStructEntryTypeStringOffset");
+    y.struct_is_static = addr("gHotSpotVMStructEntryIsStaticOffset");
+    y.struct_offset = addr("gHotSpotVMStructEntryOffsetOffset");
+    y.struct_address = addr("gHotSpotVMStructEntryAddressOffset");
+    y.struct_stride = addr("gHotSpotVMStructEntryArrayStride");
+    y.type_type_name = addr("gHotSpotVMTypeEntryTypeNameOffset");
+    y.type_size = addr("gHotSpotVMTypeEntrySizeOffset");
+    y.type_stride = addr("gHotSpotVMTypeEntryArrayStride");
+    y.int_name = addr("gHotSpotVMIntConstantEntryNameOffset");
+    y.int_value = addr("gHotSpotVMIntConstantEntryValueOffset");
+    y.int_stride = addr("gHotSpotVMIntConstantEntryArrayStride");
+    y.long_name = addr("gHotSpotVMLongConstantEntryNameOffset");
+    y.long_value = addr("gHotSpotVMLongConstantEntryValueOffset");
+    y.long_stride = addr("gHotSpotVMLongConstantEntryArrayStride");
+    return j;
+  }
+  return std::nullopt;
+}
+
+}  // namespace oomsnap

@@ -1,0 +1,62 @@
+// HotSpot's self-description, read from a live JVM: the gHotSpotVMStructs,
+// gHotSpotVMTypes, gHotSpotVMIntConstants and gHotSpotVMLongConstants tables
+// that libjvm exports for the Serviceability Agent. Every offset the Java
+// collector uses comes from here, none is hard-coded per JDK version. The
+// entry layouts (field offsets, strides) are themselves exported variables
+// that libjvm fills at start-up, so they are read from the process too.
+// Bounded: entry caps, string length caps; garbage gives an error, never a hang.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/chunk_cache.h"
+
+namespace oomsnap {
+
+// Target addresses of libjvm's exported table symbols (load bias applied).
+struct HotSpotSymbols {
+  uint64_t structs = 0, types = 0, int_constants = 0, long_constants = 0;  // T** variables
+  // size_t variables describing the entry layouts
+  uint64_t struct_type_name = 0, struct_field_name = 0, struct_type_string = 0, struct_is_static = 0,
+           struct_offset = 0, struct_address = 0, struct_stride = 0;
+  uint64_t type_type_name = 0, type_size = 0, type_stride = 0;
+  uint64_t int_name = 0, int_value = 0, int_stride = 0;
+  uint64_t long_name = 0, long_value = 0, long_stride = 0;
+};
+
+struct VmField {
+  bool is_static = false;
+  uint64_t offset = 0;   // non-static: byte offset in the object
+  uint64_t address = 0;  // static: address of the variable in the target
+  std::string type;      // C++ type as the table spells it
+};
+
+class HotSpotVm {
+ public:
+  static constexpr size_t kMaxEntries = 20000;
+  // nullopt + error when the tables cannot be read or make no sense.
+  static std::optional<HotSpotVm> read(ChunkCache& mem, const HotSpotSymbols& syms, std::string& error);
+
+  // "Type::field"; for renamed types, the first name that exists wins.
+  const VmField* field(std::string_view type, std::string_view name) const;
+  const VmField* field_any(std::initializer_list<std::string_view> types, std::string_view name) const;
+  std::optional<uint64_t> type_size(std::string_view type) const;
+  bool has_type(std::string_view type) const { return types_.count(std::string(type)) != 0; }
+  std::optional<int64_t> int_constant(std::string_view name) const;
+  std::optional<uint64_t> long_constant(std::string_view name) const;
+  size_t field_count() const { return fields_.size(); }
+
+ private:
+  std::unordered_map<std::string, VmField> fields_;
+  std::unordered_map<std::string, uint64_t> types_;
+  std::unordered_map<std::string, int64_t> ints_;
+  std::unordered_map<std::string, uint64_t> longs_;
+};
+
+// Reads a NUL-terminated C string of at most `max` bytes; empty when unreadable.
+std::string read_remote_c_string(ChunkCache& mem, uint64_t addr, size_t max = 256);
+
+}  // namespace oomsnap
