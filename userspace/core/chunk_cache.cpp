@@ -108,7 +108,7 @@ ChunkCache::Slot* ChunkCache::lookup(uint64_t addr) {
   return addr >= s.lo && addr < s.hi ? &s : nullptr;
 }
 
-const uint8_t* ChunkCache::view(uint64_t addr, size_t len) {
+const uint8_t* ChunkCache::view_slow(uint64_t addr, size_t len) {
   if (len == 0 || len > chunk_ || addr + len < addr) return nullptr;
   const Slot* s = chunk_for(addr);
   if (s && addr + len <= s->hi) return slot_data(static_cast<size_t>(s - slots_.data())) + (addr - s->base);
@@ -116,7 +116,7 @@ const uint8_t* ChunkCache::view(uint64_t addr, size_t len) {
   return read(addr, scratch_.data(), len) ? scratch_.data() : nullptr;
 }
 
-bool ChunkCache::read(uint64_t addr, void* out, size_t len) {
+bool ChunkCache::read_slow(uint64_t addr, void* out, size_t len) {
   auto* dst = static_cast<uint8_t*>(out);
   if (addr + len < addr) return false;
   while (len > 0) {

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <unordered_map>
 #include <vector>
 
@@ -28,13 +29,22 @@ class ChunkCache {
   ChunkCache& operator=(const ChunkCache&) = delete;
 
   // Copies len bytes at addr into out. False when any byte cannot be read.
-  bool read(uint64_t addr, void* out, size_t len);
+  bool read(uint64_t addr, void* out, size_t len) {
+    if (const uint8_t* p = in_last(addr, len)) {
+      std::memcpy(out, p, len);
+      return true;
+    }
+    return read_slow(addr, out, len);
+  }
   template <typename T>
   bool get(uint64_t addr, T& v) { return read(addr, &v, sizeof(T)); }
   // A pointer to len (<= chunk size) bytes at addr, valid until the next call;
   // nullptr when unreadable. Copies into a scratch buffer when the range
   // crosses a chunk boundary.
-  const uint8_t* view(uint64_t addr, size_t len);
+  const uint8_t* view(uint64_t addr, size_t len) {
+    if (const uint8_t* p = in_last(addr, len)) return p;
+    return view_slow(addr, len);
+  }
   // Is addr inside a readable mapping of the target (as of the maps snapshot)?
   bool mapped(uint64_t addr) { return find_or_refresh(addr) != nullptr; }
 
@@ -51,6 +61,15 @@ class ChunkCache {
     uint64_t lo = 0, hi = 0;  // readable part [lo, hi) within the chunk
     bool used = false;        // CLOCK bit: touched since the hand last passed
   };
+  // The bytes when [addr, addr+len) lies in the chunk of the previous access
+  // (the common case of a sequential walk), else nullptr.
+  const uint8_t* in_last(uint64_t addr, size_t len) const {
+    if (last_ && addr >= last_->lo && addr + len <= last_->hi && addr + len >= addr)
+      return data_ + static_cast<size_t>(last_ - slots_.data()) * chunk_ + (addr - last_->base);
+    return nullptr;
+  }
+  bool read_slow(uint64_t addr, void* out, size_t len);
+  const uint8_t* view_slow(uint64_t addr, size_t len);
   const Mapping* find_mapping(uint64_t addr) const;
   // find_mapping, re-reading /proc/PID/maps (a few times per capture) when
   // the address is in none: the target maps new heap while we read.

@@ -46,8 +46,9 @@ class Walker {
  private:
   KlassInfo* klass_at(uint64_t klass);
   // Decodes the object at a (below limit): its klass and size; false when the
-  // header or the size is not plausible.
-  bool decode(uint64_t a, uint64_t limit, KlassInfo*& k, uint64_t& size, bool known_klass_only);
+  // header or the size is not plausible. strict: also require an unlocked
+  // mark word (for resynchronisation inside unparsable memory).
+  bool decode(uint64_t a, uint64_t limit, KlassInfo*& k, uint64_t& size, bool strict);
   void walk_region(uint64_t bottom, uint64_t top, uint64_t scale);
   bool stop(std::string why) {
     if (reason_.empty()) reason_ = std::move(why);
@@ -114,10 +115,11 @@ KlassInfo* Walker::klass_at(uint64_t klass) {
   return last_klass_;
 }
 
-bool Walker::decode(uint64_t a, uint64_t limit, KlassInfo*& k, uint64_t& size, bool known_klass_only) {
-  uint8_t h[24] = {};
+bool Walker::decode(uint64_t a, uint64_t limit, KlassInfo*& k, uint64_t& size, bool strict) {
   const size_t want = static_cast<size_t>(std::min<uint64_t>(24, limit - a));
-  if (want < 8 || !mem_.read(a, h, want)) return false;
+  if (want < 8) return false;
+  const uint8_t* h = mem_.view(a, want);  // valid until the next read
+  if (!h) return false;
   const uint64_t mark = u64(h);
   uint64_t klass = 0;
   if (L_.compact_headers) {
@@ -130,12 +132,12 @@ bool Walker::decode(uint64_t a, uint64_t limit, KlassInfo*& k, uint64_t& size, b
   } else {
     klass = u64(h + 8);
   }
-  if (known_klass_only) {
-    auto it = klasses_.find(klass);
-    if (it == klasses_.end() || !it->second.valid) return false;
-    // A resync candidate must also look like an unlocked header.
-    if ((mark & 3) != 1 || (!L_.compact_headers && (mark >> 39) != 0)) return false;
-  }
+  uint32_t len = 0;
+  const bool have_len = L_.array_length_offset + 4 <= want;
+  if (have_len) len = u32(h + L_.array_length_offset);
+  // A resynchronisation candidate must look like an unlocked header (no hash
+  // or age bits beyond their fields) before its klass is even considered.
+  if (strict && ((mark & 3) != 1 || (!L_.compact_headers && (mark >> 39) != 0))) return false;
   k = klass_at(klass);
   if (!k->valid) return false;
   if (!k->array) {
@@ -148,9 +150,7 @@ bool Walker::decode(uint64_t a, uint64_t limit, KlassInfo*& k, uint64_t& size, b
       size = static_cast<uint64_t>(k->lh) & ~uint64_t{7};
     }
   } else {
-    uint32_t len = 0;
-    if (L_.array_length_offset + 4 <= want) len = u32(h + L_.array_length_offset);
-    else if (!mem_.get(a + L_.array_length_offset, len)) return false;
+    if (!have_len && !mem_.get(a + L_.array_length_offset, len)) return false;
     const uint64_t hdr = (static_cast<uint32_t>(k->lh) >> 16) & 0xff, log2 = static_cast<uint32_t>(k->lh) & 0x3f;
     const uint64_t align = L_.object_alignment;
     size = (hdr + (static_cast<uint64_t>(len) << log2) + align - 1) & ~(align - 1);
@@ -203,7 +203,7 @@ void Walker::walk_region(uint64_t bottom, uint64_t top, uint64_t scale) {
     }
     // Unparsable (an object being published, a stale TLAB bound, a dead
     // object of an unloaded class): resynchronise on the next word that
-    // starts a plausible object of a class already seen.
+    // starts a plausible object (unlocked mark, valid klass, fitting size).
     uint64_t b = a + 8;
     for (; b < limit; b += 8)
       if (decode(b, limit, k, size, true)) break;
@@ -286,7 +286,7 @@ G1WalkResult Walker::run() {
     r.reason = reason_;
   } else if (r.sample_stride > 1) {
     r.status = SnapshotStatus::kPartial;
-    r.reason = "sampled walk: every " + std::to_string(r.sample_stride) + "th region of " +
+    r.reason = "sampled walk: 1 of every " + std::to_string(r.sample_stride) + " regions of " +
                std::to_string(walkable_used >> 20) + " MiB in use (over the " +
                std::to_string(lim_.max_walk_bytes >> 20) + " MiB walk budget); counts and bytes are estimates";
   } else {

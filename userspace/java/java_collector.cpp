@@ -240,7 +240,10 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   if (collections) target.memory().read(heap + collections->offset, &gc_before, 4);
   L.holes = tlab_holes(mem, *vm);
   G1Limits lim;
-  lim.max_objects = opts.max_objects;
+  // Objects are only counted per class (no per-object state), so the walk is
+  // bounded by bytes (sampling above the budget) and the deadline, not by an
+  // object cap.
+  lim.max_objects = ~uint64_t{0};
   lim.max_walk_bytes = opts.max_read_bytes;
   G1WalkResult r = walk_g1_heap(mem, L, lim, deadline);
   snap.set_status(r.status, r.reason);
