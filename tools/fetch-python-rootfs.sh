@@ -1,28 +1,41 @@
 #!/usr/bin/env bash
 # Build, once, minimal Debian root file systems (debootstrap --variant=minbase)
-# holding newer CPython interpreters than bookworm ships; they need a newer
-# glibc, so tests run them with chroot, like a container.
-# Usage: tools/fetch-python-rootfs.sh [trixie|sid ...]   (default: both)
+# holding newer language runtimes than bookworm ships; they need a newer glibc,
+# so tests run them with chroot, like a container. (The name predates the JDK
+# rootfs; tests and CI call it by this name.)
+# Usage: tools/fetch-python-rootfs.sh [trixie|sid|trixie-jdk ...]
+#        (default: all three)
 # Result: $OOMSNAP_CACHE/rootfs/trixie/usr/bin/python3.13
 #         $OOMSNAP_CACHE/rootfs/sid/usr/bin/python3.14
+#         $OOMSNAP_CACHE/rootfs/trixie-jdk/usr/lib/jvm/java-21-openjdk-amd64/bin/{java,jcmd}
+#         $OOMSNAP_CACHE/rootfs/trixie-jdk/usr/lib/jvm/java-25-openjdk-amd64/bin/{java,jcmd}
+#   trixie-jdk: both JDKs are in trixie main (openjdk-25 since a trixie point
+#   release), installed through debootstrap --include, which follows Depends
+#   only (no Recommends: no fonts, cups, alsa). Its jmods (only jlink needs
+#   them) are deleted after install. java needs /proc inside the rootfs (see
+#   version_in); mount it in a private mount namespace (unshare -m), never on
+#   the host's view of the cache.
 # A rootfs is built in <root>.tmp and renamed when complete; it counts as
-# complete only if its interpreter runs under chroot.
+# complete only if its runtime(s) run under chroot.
 set -euo pipefail
 CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 MIRROR=http://deb.debian.org/debian
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
-RELEASES=("$@")
-[ ${#RELEASES[@]} -gt 0 ] || RELEASES=(trixie sid)
+ROOTS=("$@")
+[ ${#ROOTS[@]} -gt 0 ] || ROOTS=(trixie sid trixie-jdk)
+JVM=/usr/lib/jvm
+JDKS=(21 25)   # trixie-jdk: $JVM/java-N-openjdk-amd64
 
-# release -> the python3.N it carries (the package and /usr/bin name).
-python_of() {
+# rootfs -> "suite packages" (packages comma-separated, for debootstrap --include).
+spec_of() {
   case "$1" in
-    trixie) echo python3.13 ;;
-    sid) echo python3.14 ;;
-    *) echo "usage: tools/fetch-python-rootfs.sh [trixie|sid ...] (unknown: $1)" >&2; return 1 ;;
+    trixie) echo "trixie python3.13" ;;
+    sid) echo "sid python3.14" ;;
+    trixie-jdk) echo "trixie openjdk-21-jdk-headless,openjdk-25-jdk-headless" ;;
+    *) echo "usage: tools/fetch-python-rootfs.sh [trixie|sid|trixie-jdk ...] (unknown: $1)" >&2; return 1 ;;
   esac
 }
-for r in "${RELEASES[@]}"; do python_of "$r" >/dev/null; done
+for r in "${ROOTS[@]}"; do spec_of "$r" >/dev/null; done
 
 ROOTFS=$CACHE/rootfs
 mkdir -p "$ROOTFS"
@@ -30,8 +43,29 @@ mkdir -p "$ROOTFS"
 exec 9>"$ROOTFS/.lock"
 flock 9
 
-version_in() {  # version_in ROOT PYTHON: prints sys.version, fails unless it runs
-  [ -x "$1/usr/bin/$2" ] && chroot "$1" "/usr/bin/$2" -c 'import sys; print(sys.version)' 2>/dev/null
+# version_in ROOT NAME PACKAGES: prints the runtime version(s), fails unless
+# they run under chroot. CPython needs no /proc there; java does (the loader
+# resolves its RPATH $ORIGIN through /proc/self/exe), so it runs in a private
+# mount namespace with proc mounted on ROOT/proc, gone when the command exits.
+version_in() {
+  local n v out=
+  case "$2" in
+    trixie-jdk)
+      for n in "${JDKS[@]}"; do
+        # shellcheck disable=SC2016 # $1, $2 belong to the inner sh
+        [ -x "$1$JVM/java-$n-openjdk-amd64/bin/java" ] &&
+          [ -x "$1$JVM/java-$n-openjdk-amd64/bin/jcmd" ] &&
+          v=$(unshare -m --propagation private sh -c \
+                'mount -t proc proc "$1/proc" && exec chroot "$1" "$2" -XX:-UsePerfData -version' \
+                sh "$1" "$JVM/java-$n-openjdk-amd64/bin/java" 2>&1) || return 1
+        out+="${out:+; }$(sed -n 's/.*Runtime Environment (build \(.*\))$/\1/p' <<<"$v")"
+      done
+      echo "openjdk $out" ;;
+    *)  # the package is the interpreter's name: python3.N
+      local py=$3
+      [ -x "$1/usr/bin/$py" ] && v=$(chroot "$1" "/usr/bin/$py" -c 'import sys; print(sys.version)' 2>/dev/null) &&
+        echo "$py $v" ;;
+  esac
 }
 
 # Unmount whatever is mounted at or below $1 (deepest first): debootstrap mounts
@@ -50,24 +84,25 @@ remove_tree() { umount_under "$1"; rm -rf --one-file-system "$1"; }
 building=
 trap '[ -z "$building" ] || umount_under "$building"' EXIT
 
-for rel in "${RELEASES[@]}"; do
-  py=$(python_of "$rel")
-  root=$ROOTFS/$rel
-  if v=$(version_in "$root" "$py"); then
-    echo "rootfs $rel: $py $v (cached)"
+for name in "${ROOTS[@]}"; do
+  read -r suite pkgs <<<"$(spec_of "$name")"
+  root=$ROOTFS/$name
+  if v=$(version_in "$root" "$name" "$pkgs"); then
+    echo "rootfs $name: $v (cached)"
     continue
   fi
   command -v debootstrap >/dev/null ||
     { echo "tools/fetch-python-rootfs.sh: debootstrap missing (tools/setup.sh installs it)" >&2; exit 1; }
   tmp=$root.tmp
-  log=$ROOTFS/$rel.log
+  log=$ROOTFS/$name.log
   building=$tmp
   remove_tree "$tmp"
   start=$SECONDS
-  if ! debootstrap --variant=minbase --include="$py" --keyring="$KEYRING" \
-         "$rel" "$tmp" "$MIRROR" >"$log" 2>&1; then
+  # --include follows Depends, never Recommends.
+  if ! debootstrap --variant=minbase --include="$pkgs" --keyring="$KEYRING" \
+         "$suite" "$tmp" "$MIRROR" >"$log" 2>&1; then
     tail -n 30 "$log" >&2
-    echo "tools/fetch-python-rootfs.sh: debootstrap $rel failed (log: $log)" >&2
+    echo "tools/fetch-python-rootfs.sh: debootstrap $name ($suite) failed (log: $log)" >&2
     exit 1
   fi
   umount_under "$tmp"
@@ -75,11 +110,13 @@ for rel in "${RELEASES[@]}"; do
   # `apt-get update` inside the chroot brings them back) are not needed to run.
   rm -f "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/cache/apt/*.bin
   find "$tmp/var/lib/apt/lists" -maxdepth 1 -type f -delete
-  v=$(version_in "$tmp" "$py") ||
-    { echo "tools/fetch-python-rootfs.sh: $py does not run in $tmp" >&2; exit 1; }
+  # The JDKs' jmods (~420 MB of the ~1 GB) serve only jlink.
+  [ "$name" != trixie-jdk ] || rm -rf "$tmp"$JVM/java-*-openjdk-amd64/jmods
+  v=$(version_in "$tmp" "$name" "$pkgs") ||
+    { echo "tools/fetch-python-rootfs.sh: $pkgs does not run in $tmp" >&2; exit 1; }
   remove_tree "$root"
   mv "$tmp" "$root"
   building=
   rm -f "$log"
-  echo "rootfs $rel: $py $v (built in $((SECONDS - start)) s, $(du -sh "$root" | cut -f1))"
+  echo "rootfs $name: $v (built in $((SECONDS - start)) s, $(du -sh "$root" | cut -f1))"
 done

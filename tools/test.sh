@@ -11,6 +11,7 @@ tools/setup.sh
 tools/fetch-go-toolchains.sh
 tools/fetch-python-rootfs.sh
 tools/build-go-fixtures.sh
+tools/build-java-fixtures.sh
 tools/build.sh
 BUILD=${OOMSNAP_BUILD:-build}
 (cd "$BUILD" && ctest --output-on-failure -j2 --timeout 900)

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Build the Java heap fixture (tests/fixtures/java/HeapFixture.java) with the
+# host's javac (OpenJDK 17) at --release 17, so the same class files run on the
+# host's JDK 17 and on JDK 21/25 in $OOMSNAP_CACHE/rootfs/trixie-jdk.
+#
+# Usage: tools/build-java-fixtures.sh [--force]
+# Output: $OOMSNAP_CACHE/fixtures/java/HeapFixture.class (+ HeapFixture$*.class)
+#   host:   java -cp $OOMSNAP_CACHE/fixtures/java HeapFixture ...
+#   rootfs: nothing is copied into the cached rootfs. A test starts the JVM in
+#     a private mount namespace with proc on <rootfs>/proc (java needs it), a
+#     tmpfs on <rootfs>/tmp (attach socket, hsperfdata) and this directory
+#     bound read-only on <rootfs>/mnt; the mounts die with the JVM:
+#     unshare -m --propagation private sh -c 'R=$1; F=$2; shift 2
+#       mount -t proc proc "$R/proc" && mount -t tmpfs tmpfs "$R/tmp" &&
+#       mount -o bind,ro "$F" "$R/mnt" &&
+#       exec chroot "$R" /usr/bin/env -C /tmp "$@"' sh ROOTFS FIXTURES \
+#       /usr/lib/jvm/java-21-openjdk-amd64/bin/java -cp /mnt HeapFixture ...
+#     and reads it with the rootfs's own jcmd (the host's jcmd 17 looks for
+#     the socket in its own /tmp when the pid namespace is the same):
+#     unshare -m --propagation private sh -c 'R=$1; shift
+#       mount -t proc proc "$R/proc" && exec chroot "$R" "$@"' sh ROOTFS \
+#       /usr/lib/jvm/java-21-openjdk-amd64/bin/jcmd -J-XX:-UsePerfData \
+#       PID GC.class_histogram -all   (-UsePerfData: no hsperfdata in <rootfs>/tmp)
+# Rebuilt only when the source or this script is newer than the classes.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SELF=$ROOT/tools/build-java-fixtures.sh
+CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
+SRC=$ROOT/tests/fixtures/java/HeapFixture.java
+OUT=$CACHE/fixtures/java
+
+force=0
+for a in "$@"; do
+  case "$a" in
+    --force) force=1 ;;
+    -h|--help) sed -n '2,24p' "$SELF"; exit 0 ;;
+    *) echo "build-java-fixtures: unknown argument '$a'" >&2; exit 2 ;;
+  esac
+done
+
+die() { echo "build-java-fixtures: error: $*" >&2; exit 1; }
+[ -f "$SRC" ] || die "fixture source not found: $SRC"
+command -v javac >/dev/null || die "javac missing (apt-get install openjdk-17-jdk-headless)"
+
+mkdir -p "$OUT"
+exec 9>"$OUT/.build.lock"
+flock 9
+
+main=$OUT/HeapFixture.class
+if [ $force = 0 ] && [ "$main" -nt "$SRC" ] && [ "$main" -nt "$SELF" ]; then
+  echo "build-java-fixtures: up to date ($OUT)"
+  exit 0
+fi
+
+# Compile into a scratch directory and swap the class files in only when javac
+# succeeded (a half-written set must not look up to date).
+tmp=$(mktemp -d "$OUT/.build.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+t0=$EPOCHREALTIME
+javac --release 17 -Xlint:all -Werror -encoding UTF-8 -d "$tmp" "$SRC" ||
+  die "javac failed"
+rm -f "$OUT"/HeapFixture*.class
+# The main class last: its mtime is what the up-to-date check reads.
+for f in "$tmp"/HeapFixture\$*.class; do
+  [ -e "$f" ] && mv -f "$f" "$OUT/"
+done
+mv -f "$tmp/HeapFixture.class" "$main"
+awk -v a="$t0" -v b="$EPOCHREALTIME" -v o="$OUT" \
+  'BEGIN { printf "build-java-fixtures: built in %.1fs (%s)\n", b - a, o }'
