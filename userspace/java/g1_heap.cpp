@@ -264,6 +264,8 @@ G1WalkResult Walker::run() {
         ++k->objects;
         k->bytes += size;
         ++r.objects;
+        ++r.humongous_objects;
+        r.humongous_bytes += size;
         r.parsed_bytes += g.top - g.bottom;
       } else {
         r.unparsed_bytes += g.top - g.bottom;

@@ -120,7 +120,8 @@ std::optional<std::string> resolve_layout(ChunkCache& mem, const HotSpotVm& vm,
     if (!s || *s >= 64) return "compact object headers but no markWord::klass_shift";
     L.mark_klass_shift = static_cast<uint32_t>(*s);
   }
-  int64_t align = 8;
+  // intx in JDK 17, int in 21+: the low 32 bits (little endian) serve both.
+  int32_t align = 8;
   if (auto it = flags.find("ObjectAlignmentInBytes"); it != flags.end()) mem.get(it->second, align);
   if (align < 8 || align > 256 || (align & (align - 1))) return "implausible ObjectAlignmentInBytes";
   L.object_alignment = static_cast<uint64_t>(align);
@@ -256,6 +257,7 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
                  {"used_bytes", r.used_bytes},   {"parsed_bytes", r.parsed_bytes},
                  {"unparsed_bytes", r.unparsed_bytes}, {"filler_bytes", r.filler_bytes},
                  {"objects", r.objects},         {"sample_stride", r.sample_stride},
+                 {"humongous_objects", r.humongous_objects}, {"humongous_bytes", r.humongous_bytes},
                  {"region_bytes", L.grain_bytes}};
   for (auto& c : r.classes) {
     SnapshotEntry e;
