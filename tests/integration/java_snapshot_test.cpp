@@ -197,6 +197,37 @@ TEST_P(JavaSnapshot, AgreesWithJcmdClassHistogram) {
   EXPECT_LT(s.read_syscalls * 100, total(s, "objects"));
 }
 
+// A heap over the walk budget is sampled: every k-th region, counts scaled
+// by k, status partial with the reason; humongous objects stay exact.
+TEST_P(JavaSnapshot, HeapOverTheBudgetIsSampled) {
+  auto fx = start(GetParam(), {});
+  if (!fx.proc) return;
+  std::string err;
+  auto full = capture_process(fx.proc->pid(), all_entries(), err);
+  ASSERT_TRUE(full) << err;
+  ASSERT_EQ(full->result.snapshot.status, SnapshotStatus::kComplete) << full->result.snapshot.reason;
+  auto opts = all_entries();
+  opts.max_read_bytes = 12 << 20;  // the fixture uses ~50 MiB outside humongous regions
+  auto sampled = capture_process(fx.proc->pid(), opts, err);
+  ASSERT_TRUE(sampled) << err;
+  const Snapshot& s = sampled->result.snapshot;
+  EXPECT_EQ(s.status, SnapshotStatus::kPartial);
+  EXPECT_EQ(s.scope, "g1_heap_sampled");
+  EXPECT_NE(s.reason.find("sampled walk: 1 of every"), std::string::npos) << s.reason;
+  EXPECT_GT(total(s, "sample_stride"), 1u);
+  EXPECT_LT(s.coverage.value_or(1), 0.9);
+  auto sum_objects = [](const Snapshot& x) {
+    uint64_t n = 0;
+    for (const auto& e : x.entries) n += e.objects;
+    return static_cast<double>(n);
+  };
+  const double want = sum_objects(full->result.snapshot);
+  EXPECT_NEAR(sum_objects(s), want, 0.35 * want) << "the scaled estimate of all objects";
+  EXPECT_EQ(total(s, "humongous_objects"), total(full->result.snapshot, "humongous_objects"));
+  EXPECT_EQ(total(s, "humongous_bytes"), total(full->result.snapshot, "humongous_bytes"));
+  EXPECT_LT(s.bytes_read, full->result.snapshot.bytes_read);
+}
+
 // A busy allocating JVM (young GCs during the test): every snapshot is
 // complete or partial with a reason, never a crash, a hang or a failure.
 TEST_P(JavaSnapshot, MutatingHeapNeverFails) {
