@@ -54,6 +54,39 @@ TEST(AgentCollect, PicksTheBiggestProcessAndCapturesIt) {
   EXPECT_GT(inc.timeline.snapshot_complete, inc.timeline.collection_start);
 }
 
+// The agent's capture path serves every runtime: a Python and a Java
+// process in the container are snapshotted with their own collectors.
+TEST(AgentCollect, CapturesPythonAndJavaVictims) {
+  TestMemcg box("collect-rt", 1024 << 20);
+  {
+    Process py({"/usr/bin/python3.11", std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/python/heapfixture.py"}, {},
+               box.dir());
+    ASSERT_FALSE(py.read_line(30s).empty());
+    oomsnap::Incident inc = incident_for(box);
+    oomsnap::collect_incident(inc, box.fs(), quick());
+    ASSERT_TRUE(inc.victim) << inc.reason;
+    EXPECT_EQ(inc.victim->pid, py.pid());
+    ASSERT_TRUE(inc.capture);
+    EXPECT_EQ(inc.capture->result.language, "python");
+    EXPECT_EQ(inc.capture->result.snapshot.status, oomsnap::SnapshotStatus::kComplete)
+        << inc.capture->result.snapshot.reason;
+  }
+  {
+    Process java({"/usr/lib/jvm/java-17-openjdk-amd64/bin/java", "-XX:+UseG1GC", "-Xmx256m", "-XX:-UsePerfData", "-cp",
+                  std::string(OOMSNAP_FIXTURES) + "/java", "HeapFixture", "--markers", "10000"},
+                 {}, box.dir());
+    ASSERT_FALSE(java.read_line(60s).empty());
+    oomsnap::Incident inc = incident_for(box);
+    oomsnap::collect_incident(inc, box.fs(), quick());
+    ASSERT_TRUE(inc.victim) << inc.reason;
+    EXPECT_EQ(inc.victim->pid, java.pid());
+    ASSERT_TRUE(inc.capture);
+    EXPECT_EQ(inc.capture->result.language, "java");
+    EXPECT_EQ(inc.capture->result.snapshot.status, oomsnap::SnapshotStatus::kComplete)
+        << inc.capture->result.snapshot.reason;
+  }
+}
+
 TEST(AgentCollect, VictimThatExitsBeforeCollectionGivesReason) {
   TestMemcg box("collect-exit", 256 << 20);
   auto p = std::make_unique<Process>(std::vector<std::string>{"/bin/sleep", "60"}, std::vector<std::string>{},
