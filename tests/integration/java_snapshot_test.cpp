@@ -7,16 +7,15 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <thread>
 
 #include "core/capture.h"
 #include "java/g1_heap.h"
 #include "java/java_collector.h"
+#include "collect_during_exit.h"
 #include "test_process.h"
 
 using namespace oomsnap;
@@ -261,24 +260,8 @@ TEST_P(JavaSnapshot, MutatingHeapNeverFails) {
 TEST_P(JavaSnapshot, JvmExitingMidWalk) {
   auto fx = start(GetParam(), {"--markers", "4000000"}, {"-XX:+UseG1GC", "-Xmx1g", "-XX:G1HeapRegionSize=1m"});
   if (!fx.proc) return;
-  std::string err;
-  auto target = Target::open(fx.proc->pid(), err);
-  ASSERT_TRUE(target) << err;
   JavaCollector c;
-  ASSERT_TRUE(c.detect(*target));
-  std::atomic<bool> go{false};
-  std::thread killer([&] {
-    while (!go) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(40));
-    fx.proc->kill_now();
-  });
-  go = true;
-  auto res = c.collect(*target, all_entries());
-  killer.join();
-  const Snapshot& s = res.snapshot;
-  ASSERT_TRUE(s.status == SnapshotStatus::kPartial || s.status == SnapshotStatus::kFailed)
-      << to_string(s.status) << " after " << s.duration_ms << " ms: the kill did not land inside the walk";
-  EXPECT_NE(s.reason.find("exited"), std::string::npos) << s.reason;
+  oomsnap_test::expect_exit_mid_walk_reported(c, *fx.proc, std::chrono::milliseconds(40), all_entries());
 }
 
 INSTANTIATE_TEST_SUITE_P(Jdks, JavaSnapshot, ::testing::ValuesIn(kJdks),

@@ -7,14 +7,13 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "core/capture.h"
 #include "python/python_collector.h"
+#include "collect_during_exit.h"
 #include "test_process.h"
 
 using namespace oomsnap;
@@ -221,25 +220,8 @@ TEST_P(PythonSnapshot, TargetExitingMidWalk) {
   auto fx = start(GetParam(), {"--objects", "1500000"}, skip);
   if (skip) GTEST_SKIP() << GetParam().python << " not installed here";
   if (!fx.proc) return;
-  const pid_t pid = fx.proc->pid();
-  std::string err;
-  auto target = Target::open(pid, err);
-  ASSERT_TRUE(target) << err;
   PythonCollector c;
-  ASSERT_TRUE(c.detect(*target));
-  std::atomic<bool> started{false};
-  std::thread killer([&] {
-    while (!started) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    fx.proc->kill_now();
-  });
-  started = true;
-  auto res = c.collect(*target, all_entries());
-  killer.join();
-  const Snapshot& s = res.snapshot;
-  ASSERT_TRUE(s.status == SnapshotStatus::kPartial || s.status == SnapshotStatus::kFailed)
-      << to_string(s.status) << " after " << s.duration_ms << " ms: the kill did not land inside the walk";
-  EXPECT_NE(s.reason.find("exited"), std::string::npos) << s.reason;
+  oomsnap_test::expect_exit_mid_walk_reported(c, *fx.proc, std::chrono::milliseconds(30), all_entries());
 }
 
 INSTANTIATE_TEST_SUITE_P(Versions, PythonSnapshot, ::testing::ValuesIn(kTargets),

@@ -339,7 +339,7 @@ TEST(G1Heap, SampledAboveTheBudgetAndDeadline) {
   auto r = h.walk(2 * 64000);  // budget for two of the eight regions
   EXPECT_EQ(r.status, SnapshotStatus::kPartial);
   EXPECT_EQ(r.sample_stride, 4u);
-  EXPECT_NE(r.reason.find("sampled walk: 1 of every 4 regions"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("sampled walk: 1 of every 4 64 KiB windows"), std::string::npos) << r.reason;
   EXPECT_EQ(classes(r)["Marker"].first, 8000u);  // 2 regions read, scaled by 4
   EXPECT_NEAR(r.coverage, 0.25, 0.01);
   r = h.walk(1ull << 30, 0);

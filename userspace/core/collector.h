@@ -75,6 +75,9 @@ class Target {
   bool still_same() const;
   // Open a file as the target sees it (its mount namespace), via /proc/PID/root.
   int open_in_root(const std::string& path) const;
+  // Open the file behind a mapping: /proc/PID/map_files (works for deleted
+  // files and other mount namespaces), else through /proc/PID/root. -1 on failure.
+  int open_mapping(const Mapping& m) const;
 
  private:
   Target(ProcessIdentity id, int exe_fd, std::vector<Mapping> maps)
@@ -90,6 +93,24 @@ struct CaptureResult {
   Snapshot snapshot;
   std::optional<std::string> pprof;  // gzipped profile.proto when asked for and possible
 };
+
+// The result a collect() builds, with its meter and deadline: every
+// collector's collect() starts with one and returns finish().
+struct CaptureRun {
+  CaptureRun(Target& target, const char* language, const CaptureOptions& opts);
+  CaptureResult finish() {
+    meter.finish(out.snapshot);
+    return std::move(out);
+  }
+  CaptureResult out;
+  CaptureMeter meter;
+  Deadline deadline;
+};
+
+inline CaptureRun::CaptureRun(Target& target, const char* language, const CaptureOptions& opts)
+    : meter(target.memory()), deadline(opts.budget) {
+  out.language = language;
+}
 
 class Collector {
  public:

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "core/collector.h"
@@ -34,6 +35,14 @@ Target::~Target() {
 bool Target::still_same() const {
   auto now = read_identity(identity_.pid);
   return now && now->start_time_ticks == identity_.start_time_ticks;
+}
+
+int Target::open_mapping(const Mapping& m) const {
+  char mf[96];
+  std::snprintf(mf, sizeof mf, "/proc/%d/map_files/%llx-%llx", identity_.pid, static_cast<unsigned long long>(m.start),
+                static_cast<unsigned long long>(m.end));
+  int fd = ::open(mf, O_RDONLY | O_CLOEXEC);
+  return fd >= 0 ? fd : open_in_root(m.path);
 }
 
 int Target::open_in_root(const std::string& path) const {

@@ -111,16 +111,11 @@ bool GoCollector::detect(Target& target) {
 }
 
 CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
-  CaptureMeter meter(target.memory());
-  Deadline deadline(opts.budget);
-  CaptureResult out;
-  out.language = "go";
-  Snapshot& snap = out.snapshot;
+  CaptureRun run(target, "go", opts);
+  Snapshot& snap = run.out.snapshot;
+  const Deadline& deadline = run.deadline;
   RemoteMemory& mem = target.memory();
-  auto finish = [&]() -> CaptureResult {
-    meter.finish(snap);
-    return std::move(out);
-  };
+  auto finish = [&run] { return run.finish(); };
 
   if (!elf_ || !buildinfo_) {
     if (!detect(target)) {
@@ -201,7 +196,7 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
       }
       in.time_nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::system_clock::now().time_since_epoch()).count();
-      out.pprof = encode_go_heap_pprof(in);
+      run.out.pprof = encode_go_heap_pprof(in);
     }
   } catch (const std::exception& e) {
     snap.set_status(SnapshotStatus::kFailed, std::string("cannot decode the Go binary: ") + e.what());

@@ -16,7 +16,8 @@ struct KlassInfo {
   bool valid = false, array = false, mirror = false, filler = false, unsizable = false;
   int32_t lh = 0;
   std::string name;  // internal form
-  uint64_t objects = 0, bytes = 0;
+  uint64_t objects = 0, bytes = 0;    // counted exactly (full walk, humongous)
+  uint64_t sampled_objects = 0, sampled_bytes = 0;  // seen in sampled windows, scaled at the end
 };
 
 inline uint64_t u64(const uint8_t* p) {
@@ -49,7 +50,11 @@ class Walker {
   // header or the size is not plausible. strict: also require an unlocked
   // mark word (for resynchronisation inside unparsable memory).
   bool decode(uint64_t a, uint64_t limit, KlassInfo*& k, uint64_t& size, bool strict);
-  void walk_region(uint64_t bottom, uint64_t top, uint64_t scale);
+  // Parses [from, top) and counts the objects that start before count_until
+  // (a sampling window's end; top for a full walk). from must be an object
+  // start unless resync_first, then the walk first finds one.
+  void walk_region(uint64_t from, uint64_t top, uint64_t count_until, bool sampled, bool resync_first);
+  uint64_t resync(uint64_t a, uint64_t limit);
   bool stop(std::string why) {
     if (reason_.empty()) reason_ = std::move(why);
     stopped_ = true;
@@ -158,9 +163,24 @@ bool Walker::decode(uint64_t a, uint64_t limit, KlassInfo*& k, uint64_t& size, b
   return size >= 8 && (size & 7) == 0 && size <= limit - a;
 }
 
-void Walker::walk_region(uint64_t bottom, uint64_t top, uint64_t scale) {
-  uint64_t a = bottom;
-  while (a < top && !stopped_) {
+uint64_t Walker::resync(uint64_t a, uint64_t limit) {
+  KlassInfo* k = nullptr;
+  uint64_t size = 0;
+  uint64_t b = a;
+  for (; b < limit; b += 8)
+    if (decode(b, limit, k, size, true)) break;
+  return b;
+}
+
+void Walker::walk_region(uint64_t from, uint64_t top, uint64_t count_until, bool sampled, bool resync_first) {
+  uint64_t a = from;
+  if (resync_first) {
+    // A sampling window starts anywhere: the bytes up to the first object
+    // that starts in it belong to an object that started before.
+    a = resync(a, std::min(top, count_until));
+    res_.parsed_bytes += a - from;
+  }
+  while (a < top && a < count_until && !stopped_) {
     if ((++steps_ & 4095) == 0 && deadline_.expired()) {
       stop("deadline reached");
       return;
@@ -186,12 +206,18 @@ void Walker::walk_region(uint64_t bottom, uint64_t top, uint64_t scale) {
     KlassInfo* k = nullptr;
     uint64_t size = 0;
     if (decode(a, limit, k, size, false)) {
-      res_.parsed_bytes += size;
+      // A sampled window accounts for the bytes inside it only.
+      res_.parsed_bytes += sampled ? std::min(size, count_until - a) : size;
       if (k->filler) {
         res_.filler_bytes += size;
       } else {
-        k->objects += scale;
-        k->bytes += size * scale;
+        if (sampled) {
+          ++k->sampled_objects;
+          k->sampled_bytes += size;
+        } else {
+          ++k->objects;
+          k->bytes += size;
+        }
         res_.objects += 1;
         if (res_.objects >= lim_.max_objects) {
           stop("object cap of " + std::to_string(lim_.max_objects) + " reached");
@@ -204,9 +230,7 @@ void Walker::walk_region(uint64_t bottom, uint64_t top, uint64_t scale) {
     // Unparsable (an object being published, a stale TLAB bound, a dead
     // object of an unloaded class): resynchronise on the next word that
     // starts a plausible object (unlocked mark, valid klass, fitting size).
-    uint64_t b = a + 8;
-    for (; b < limit; b += 8)
-      if (decode(b, limit, k, size, true)) break;
+    const uint64_t b = resync(a + 8, limit);
     res_.unparsed_bytes += b - a;
     a = b;
   }
@@ -247,9 +271,15 @@ G1WalkResult Walker::run() {
     regions.push_back(g);
   }
   std::sort(regions.begin(), regions.end(), [](const Region& x, const Region& y) { return x.bottom < y.bottom; });
-  // Heaps above the walk budget: every k-th region, counts scaled by k.
+  // Heaps above the walk budget are sampled: 64 KiB windows spread evenly
+  // over every walkable region (1 of every k), each entered by
+  // resynchronising on its first object; what they hold is scaled by the
+  // walkable bytes over the window bytes. Windows rather than whole regions,
+  // because regions differ a lot (one holds arrays, the next small objects).
+  constexpr uint64_t kWindow = 64 << 10;
   r.sample_stride = std::max<uint64_t>(1, (walkable_used + lim_.max_walk_bytes - 1) / std::max<uint64_t>(1, lim_.max_walk_bytes));
-  uint64_t nth = 0;
+  const bool sampled = r.sample_stride > 1;
+  uint64_t window_no = 0, window_bytes = 0;
   for (const Region& g : regions) {
     if (stopped_) break;
     if (g.tag == L_.tag_continues_humongous) {
@@ -272,9 +302,25 @@ G1WalkResult Walker::run() {
       }
       continue;
     }
-    if (nth++ % r.sample_stride != 0) continue;
-    ++r.regions_walked;
-    walk_region(g.bottom, g.top, r.sample_stride);
+    if (!sampled) {
+      ++r.regions_walked;
+      walk_region(g.bottom, g.top, g.top, false, false);
+      continue;
+    }
+    bool walked = false;
+    for (uint64_t w = g.bottom; w < g.top && !stopped_; w += kWindow, ++window_no) {
+      if (window_no % r.sample_stride != 0) continue;
+      const uint64_t we = std::min(g.top, w + kWindow);
+      window_bytes += we - w;
+      walk_region(w, g.top, we, true, w != g.bottom);
+      walked = true;
+    }
+    r.regions_walked += walked;
+  }
+  const double scale = window_bytes ? static_cast<double>(walkable_used) / static_cast<double>(window_bytes) : 0;
+  for (auto& [addr, k] : klasses_) {
+    k.objects += static_cast<uint64_t>(static_cast<double>(k.sampled_objects) * scale + 0.5);
+    k.bytes += static_cast<uint64_t>(static_cast<double>(k.sampled_bytes) * scale + 0.5);
   }
   for (auto& [addr, k] : klasses_)
     if (k.valid && k.objects) r.classes.push_back({java_class_name(k.name), k.objects, k.bytes});
@@ -288,7 +334,7 @@ G1WalkResult Walker::run() {
     r.reason = reason_;
   } else if (r.sample_stride > 1) {
     r.status = SnapshotStatus::kPartial;
-    r.reason = "sampled walk: 1 of every " + std::to_string(r.sample_stride) + " regions of " +
+    r.reason = "sampled walk: 1 of every " + std::to_string(r.sample_stride) + " 64 KiB windows of " +
                std::to_string(walkable_used >> 20) + " MiB in use (over the " +
                std::to_string(lim_.max_walk_bytes >> 20) + " MiB walk budget); counts and bytes are estimates";
   } else {

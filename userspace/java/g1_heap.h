@@ -61,7 +61,7 @@ struct G1WalkResult {
   uint64_t unparsed_bytes = 0;  // bytes skipped by resynchronisation
   uint64_t objects = 0, filler_bytes = 0;
   uint64_t humongous_objects = 0, humongous_bytes = 0;  // always exact, also in sampled walks
-  uint64_t sample_stride = 1;   // 1 = full walk; k = every k-th region, counts scaled by k
+  uint64_t sample_stride = 1;   // 1 = full walk; k = 1 of every k 64 KiB windows, counts scaled
   double coverage = 0;          // parsed / used over the regions walked
 };
 

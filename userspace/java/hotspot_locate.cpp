@@ -1,9 +1,7 @@
 #include "java/hotspot_locate.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <cstdio>
 
 #include "core/module_map.h"
 
@@ -21,11 +19,7 @@ bool is_libjvm(const std::string& path) {
 std::optional<LibJvm> find_libjvm(const Target& target) {
   for (const auto& m : target.maps()) {
     if (m.offset != 0 || m.inode == 0 || !is_libjvm(m.path)) continue;
-    char mf[96];
-    std::snprintf(mf, sizeof mf, "/proc/%d/map_files/%llx-%llx", target.pid(),
-                  static_cast<unsigned long long>(m.start), static_cast<unsigned long long>(m.end));
-    int fd = ::open(mf, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fd = target.open_in_root(m.path);
+    int fd = target.open_mapping(m);
     if (fd < 0) continue;
     LibJvm j;
     try {

@@ -187,15 +187,10 @@ bool JavaCollector::detect(Target& target) {
 }
 
 CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts) {
-  CaptureMeter meter(target.memory());
-  Deadline deadline(opts.budget);
-  CaptureResult out;
-  out.language = "java";
-  Snapshot& snap = out.snapshot;
-  auto finish = [&]() -> CaptureResult {
-    meter.finish(snap);
-    return std::move(out);
-  };
+  CaptureRun run(target, "java", opts);
+  Snapshot& snap = run.out.snapshot;
+  const Deadline& deadline = run.deadline;
+  auto finish = [&run] { return run.finish(); };
   if (!jvm_ && !detect(target)) {
     snap.set_status(SnapshotStatus::kFailed, "not a HotSpot JVM (no libjvm.so with gHotSpotVMStructs mapped)");
     return finish();

@@ -16,16 +16,11 @@ bool PythonCollector::detect(Target& target) {
 }
 
 CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opts) {
-  CaptureMeter meter(target.memory());
-  Deadline deadline(opts.budget);
-  CaptureResult out;
-  out.language = "python";
-  Snapshot& snap = out.snapshot;
+  CaptureRun run(target, "python", opts);
+  Snapshot& snap = run.out.snapshot;
+  const Deadline& deadline = run.deadline;
   RemoteMemory& mem = target.memory();
-  auto finish = [&]() -> CaptureResult {
-    meter.finish(snap);
-    return std::move(out);
-  };
+  auto finish = [&run] { return run.finish(); };
 
   if (!runtime_ && !detect(target)) {
     snap.set_status(SnapshotStatus::kFailed, "not a CPython process (no module defines _PyRuntime)");

@@ -101,11 +101,7 @@ std::optional<PythonRuntime> find_python_runtime(const Target& target) {
     if (m.offset != 0 || m.inode == 0 || tried.count(m.inode)) continue;
     if (basename_of(m.path).rfind("libpython3.", 0) != 0) continue;
     tried.insert(m.inode);
-    char mf[96];
-    std::snprintf(mf, sizeof mf, "/proc/%d/map_files/%llx-%llx", target.pid(),
-                  static_cast<unsigned long long>(m.start), static_cast<unsigned long long>(m.end));
-    int fd = ::open(mf, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fd = target.open_in_root(m.path);
+    int fd = target.open_mapping(m);
     if (fd < 0) continue;
     const bool found = inspect_module(target, fd, m.inode, m.path, rt);
     ::close(fd);
