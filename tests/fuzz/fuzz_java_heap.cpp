@@ -1,9 +1,7 @@
 // libFuzzer: hostile memory for the Java collector's readers. The input
-// becomes a 64 KiB image in this process (words below 64 Ki are taken as
-// offsets into it, so pointers mostly land inside); it is read as HotSpot's
+// becomes a hostile image (hostile_image.h); it is read as HotSpot's
 // VMStructs tables and as a G1 heap (region table, regions, objects, klasses)
 // through process_vm_readv on ourselves, with a small budget.
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -12,16 +10,12 @@
 #include <string>
 
 #include "core/chunk_cache.h"
+#include "hostile_image.h"
 #include "java/g1_heap.h"
 #include "java/hotspot_vmstructs.h"
 
 namespace {
-constexpr size_t kImage = 64 << 10;
-uint8_t* image() {
-  static uint8_t* img = static_cast<uint8_t*>(
-      mmap(nullptr, kImage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  return img;
-}
+constexpr size_t kImage = oomsnap_fuzz::kImageBytes;
 uint64_t word(const uint8_t* img, size_t i) {
   uint64_t v;
   std::memcpy(&v, img + (i * 8) % (kImage - 8), 8);
@@ -31,18 +25,8 @@ uint64_t word(const uint8_t* img, size_t i) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 64) return 0;
-  uint8_t* img = image();
-  std::memset(img, 0, kImage);
-  std::memcpy(img, data, std::min(size, kImage));
-  const uint64_t base = reinterpret_cast<uint64_t>(img);
-  for (size_t off = 0; off + 8 <= kImage; off += 8) {
-    uint64_t w;
-    std::memcpy(&w, img + off, 8);
-    if (w && w < kImage) {
-      w += base;
-      std::memcpy(img + off, &w, 8);
-    }
-  }
+  const uint64_t base = oomsnap_fuzz::load_hostile_image(data, size);
+  const uint8_t* img = reinterpret_cast<const uint8_t*>(base);
   oomsnap::RemoteMemory mem(getpid());
   oomsnap::ChunkCache cache(mem, oomsnap::read_maps(getpid()), 4096, 64 << 10);
   cache.set_read_limit(4 << 20);

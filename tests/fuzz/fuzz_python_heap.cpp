@@ -1,10 +1,8 @@
 // libFuzzer: hostile memory for the CPython heap walker. The input becomes a
-// 64 KiB image in this process (words below 64 Ki are taken as offsets into
-// it, so pointers mostly land inside); _PyRuntime is its start. The walk is
+// hostile image (hostile_image.h); _PyRuntime is its start. The walk is
 // read through process_vm_readv on ourselves, like a real target, with a
 // small object cap and deadline. The same bytes also feed the debug-offsets
 // parser.
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -14,16 +12,9 @@
 
 #include "core/chunk_cache.h"
 #include "python/python_heap.h"
+#include "hostile_image.h"
 #include "python/python_layout.h"
 
-namespace {
-constexpr size_t kImage = 64 << 10;
-uint8_t* image() {
-  static uint8_t* img = static_cast<uint8_t*>(
-      mmap(nullptr, kImage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  return img;
-}
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
@@ -35,18 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto layout = oomsnap::python_layout_for(hex);
   if (!layout) return 0;
-  uint8_t* img = image();
-  std::memset(img, 0, kImage);
-  std::memcpy(img, rest.data(), std::min(rest.size(), kImage));
-  const uint64_t base = reinterpret_cast<uint64_t>(img);
-  for (size_t off = 0; off + 8 <= kImage; off += 8) {
-    uint64_t w;
-    std::memcpy(&w, img + off, 8);
-    if (w && w < kImage) {
-      w += base;
-      std::memcpy(img + off, &w, 8);
-    }
-  }
+  const uint64_t base = oomsnap_fuzz::load_hostile_image(rest.data(), rest.size());
   oomsnap::RemoteMemory mem(getpid());
   oomsnap::ChunkCache cache(mem, oomsnap::read_maps(getpid()), 4096, 64 << 10);
   cache.set_read_limit(4 << 20);
