@@ -9,6 +9,10 @@
 #include "python/python_layout.h"
 
 namespace oomsnap {
+namespace {
+constexpr const char* kFreeThreaded =
+    "free-threaded CPython build: objects live in per-thread mimalloc heaps without GC lists; not supported";
+}  // namespace
 
 bool PythonCollector::detect(Target& target) {
   runtime_ = find_python_runtime(target);
@@ -29,9 +33,7 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
   const PythonRuntime& rt = *runtime_;
   snap.runtime_version = "cpython" + python_version_text(rt.version_hex, rt.exact_version);
   if (rt.free_threaded_name) {
-    snap.set_status(SnapshotStatus::kUnavailable,
-                    "free-threaded CPython build (" + rt.module +
-                        "): objects live in per-thread mimalloc heaps without GC lists; not supported");
+    snap.set_status(SnapshotStatus::kUnavailable, std::string(kFreeThreaded) + " (" + rt.module + ")");
     return finish();
   }
   auto layout = python_layout_for(rt.version_hex);
@@ -45,11 +47,8 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
     std::vector<uint8_t> raw(kPyDebugOffsetsReadSize);
     std::string err;
     if (!mem.read(rt.runtime_addr, raw.data(), raw.size())) {
-      snap.set_status(SnapshotStatus::kFailed, "cannot read _PyRuntime at 0x" + [&] {
-        char b[24];
-        std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(rt.runtime_addr));
-        return std::string(b);
-      }());
+      snap.set_status(SnapshotStatus::kFailed, "cannot read _PyRuntime of " + rt.module +
+                                                   (target.still_same() ? "" : ": the target exited"));
       return finish();
     }
     auto dbg = parse_py_debug_offsets(raw, layout->minor, err);
@@ -58,9 +57,7 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
       return finish();
     }
     if (dbg->free_threaded) {
-      snap.set_status(SnapshotStatus::kUnavailable,
-                      "free-threaded CPython build: objects live in per-thread mimalloc heaps without GC lists; "
-                      "not supported");
+      snap.set_status(SnapshotStatus::kUnavailable, kFreeThreaded);
       return finish();
     }
     if (auto bad = apply_py_debug_offsets(*layout, *dbg)) {
