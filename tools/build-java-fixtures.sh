@@ -21,7 +21,7 @@
 #       mount -t proc proc "$R/proc" && exec chroot "$R" "$@"' sh ROOTFS \
 #       /usr/lib/jvm/java-21-openjdk-amd64/bin/jcmd -J-XX:-UsePerfData \
 #       PID GC.class_histogram -all   (-UsePerfData: no hsperfdata in <rootfs>/tmp)
-# Rebuilt only when the source or this script is newer than the classes.
+# Rebuilt only when the source or this script changed (content stamp).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,7 +48,10 @@ exec 9>"$OUT/.build.lock"
 flock 9
 
 main=$OUT/HeapFixture.class
-if [ $force = 0 ] && [ "$main" -nt "$SRC" ] && [ "$main" -nt "$SELF" ]; then
+# Up to date = built from exactly this source and script (a content stamp, not
+# mtimes: several checkouts share the cache, and a clone's files are all new).
+stamp=$(cat "$SRC" "$SELF" | sha256sum | cut -d' ' -f1)
+if [ $force = 0 ] && [ -f "$main" ] && [ "$(cat "$OUT/.stamp" 2>/dev/null)" = "$stamp" ]; then
   echo "build-java-fixtures: up to date ($OUT)"
   exit 0
 fi
@@ -61,10 +64,11 @@ t0=$EPOCHREALTIME
 javac --release 17 -Xlint:all -Werror -encoding UTF-8 -d "$tmp" "$SRC" ||
   die "javac failed"
 rm -f "$OUT"/HeapFixture*.class
-# The main class last: its mtime is what the up-to-date check reads.
+# The main class last, then the stamp: a half-swapped set is never up to date.
 for f in "$tmp"/HeapFixture\$*.class; do
   [ -e "$f" ] && mv -f "$f" "$OUT/"
 done
 mv -f "$tmp/HeapFixture.class" "$main"
+echo "$stamp" > "$OUT/.stamp"
 awk -v a="$t0" -v b="$EPOCHREALTIME" -v o="$OUT" \
   'BEGIN { printf "build-java-fixtures: built in %.1fs (%s)\n", b - a, o }'

@@ -227,6 +227,44 @@ TEST(AgentEndToEnd, RealOomKillFollowsSnapshotOfLeakingPythonProgram) {
   std::filesystem::remove_all(dir);
 }
 
+// And for a JVM: a Java program leaking byte[]-holding objects in a 256 MiB
+// container (its -Xmx above the limit, so the kernel, not the JVM, ends it);
+// its G1 class histogram is taken, without pausing it, before the kill.
+TEST(AgentEndToEnd, RealOomKillFollowsSnapshotOfLeakingJavaProgram) {
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 256 * kMiB);
+  const std::string dir = temp_dir();
+  // G1 commits and touches memory in bursts (eden, survivor copies), so the
+  // last 10 % go by in a few hundred ms: trigger earlier, as one would for JVMs.
+  AgentProcess agent(dir, config_for(scope, dir, "OomKillWindow = 60\nRunTracingToolTimeout = 5\nThresholdPercent = 60"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+
+  Process java({"/usr/lib/jvm/java-17-openjdk-amd64/bin/java", "-XX:+UseG1GC", "-Xms64m", "-Xmx1g", "-XX:-UsePerfData",
+                "-cp", std::string(OOMSNAP_FIXTURES) + "/java", "HeapFixture", "--markers", "1000", "--nodes", "1000",
+                "--int-arrays", "0", "--long-arrays", "0", "--object-arrays", "0", "--humongous", "0", "--strings",
+                "0", "--leak-mb-per-s", "10"},
+               {}, box.dir());
+  ASSERT_FALSE(java.read_line(60s).empty());
+  json rec = agent.next_record(90s);
+  ASSERT_FALSE(rec.is_null()) << "no record; agent log:\n" << agent.log();
+  EXPECT_EQ(rec["victim_pid"], java.pid());
+  EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
+  EXPECT_EQ(rec["tracer_data"]["language"], "java");
+  const json& snap = rec["tracer_data"]["snapshot"];
+  // A young collection may overlap the walk (it is then partial, saying so).
+  EXPECT_TRUE(snap["status"] == "complete" || snap["status"] == "partial") << snap.dump(2);
+  ASSERT_FALSE(snap["entries"].empty());
+  // The leaked payloads on top (the 16-byte Leak holders are below the record's top 10).
+  EXPECT_EQ(snap["entries"][0]["name"], "byte[]") << snap.dump(2);
+  EXPECT_GT(snap["entries"][0]["objects"].get<uint64_t>(), 100u) << snap.dump(2);
+  EXPECT_GE(snap["entries"][0]["bytes"].get<uint64_t>(), 50 * kMiB) << snap.dump(2);
+  ASSERT_TRUE(rec.contains("oom_kill")) << rec.dump(2);
+  EXPECT_EQ(rec["oom_kill"]["matches_victim"], true);
+  EXPECT_GT(rec["oom_kill"]["lead_ms"].get<double>(), 0.0);
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
+  std::filesystem::remove_all(dir);
+}
+
 // Two containers over the threshold at once, one without a limit: the higher
 // ratio is collected first, the other only after the cooldown, the unlimited
 // one never.
