@@ -15,12 +15,15 @@
 #include "core/capture.h"
 #include "java/g1_heap.h"
 #include "java/java_collector.h"
-#include "collect_during_exit.h"
+#include "snapshot_checks.h"
 #include "test_process.h"
 
 using namespace oomsnap;
 namespace fs = std::filesystem;
+using oomsnap_test::all_entries;
+using oomsnap_test::by_name;
 using oomsnap_test::Process;
+using oomsnap_test::total;
 
 namespace {
 
@@ -128,25 +131,6 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> jcmd_histogram(const Jdk& j
   }
   if (m.empty()) ADD_FAILURE() << "jcmd gave no histogram:\n" << out;
   return m;
-}
-
-std::map<std::string, std::pair<uint64_t, uint64_t>> by_name(const Snapshot& s) {
-  std::map<std::string, std::pair<uint64_t, uint64_t>> m;
-  for (const auto& e : s.entries) m[e.name] = {e.objects, e.bytes};
-  return m;
-}
-
-uint64_t total(const Snapshot& s, const std::string& key) {
-  for (const auto& [k, v] : s.totals)
-    if (k == key) return v;
-  return 0;
-}
-
-CaptureOptions all_entries() {
-  CaptureOptions o;
-  o.max_entries = 100000;
-  o.budget = std::chrono::milliseconds(20000);
-  return o;
 }
 
 }  // namespace

@@ -219,10 +219,6 @@ void Walker::walk_region(uint64_t from, uint64_t top, uint64_t count_until, bool
           k->bytes += size;
         }
         res_.objects += 1;
-        if (res_.objects >= lim_.max_objects) {
-          stop("object cap of " + std::to_string(lim_.max_objects) + " reached");
-          return;
-        }
       }
       a += size;
       continue;

@@ -40,8 +40,10 @@ struct G1Layout {
   std::vector<std::pair<uint64_t, uint64_t>> holes;
 };
 
+// Objects are only counted per class (no per-object state), so the walk is
+// bounded by bytes (sampling above the budget), the read budget and the
+// deadline, not by an object cap.
 struct G1Limits {
-  uint64_t max_objects = 10'000'000;
   uint64_t max_walk_bytes = 1ull << 30;  // heaps using more are sampled
 };
 

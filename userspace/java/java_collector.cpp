@@ -49,7 +49,8 @@ std::optional<T> read_static(ChunkCache& mem, const VmField* f) {
 
 // Every offset and constant the walk needs; an error names what is missing.
 std::optional<std::string> resolve_layout(ChunkCache& mem, const HotSpotVm& vm,
-                                          const std::map<std::string, uint64_t>& flags, G1Layout& L) {
+                                          const std::map<std::string, uint64_t>& flags, G1Layout& L,
+                                          uint64_t& heap_addr) {
   auto flag_bool = [&](const char* n) {
     uint8_t v = 0;
     auto it = flags.find(n);
@@ -85,6 +86,7 @@ std::optional<std::string> resolve_layout(ChunkCache& mem, const HotSpotVm& vm,
     if (auto e = need(f, what)) return e;
   auto heap = read_static<uint64_t>(mem, heap_f);
   if (!heap || !*heap) return "cannot read Universe::_collectedHeap";
+  heap_addr = *heap;
   const uint64_t table = *heap + hrm->offset + regions->offset;
   if (!mem.get(table + tbase->offset, L.region_table) || !mem.get(table + tlen->offset, L.region_count))
     return "cannot read the G1 region table";
@@ -217,13 +219,13 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
     return finish();
   }
   G1Layout L;
-  if (auto bad = resolve_layout(mem, *vm, flags, L)) {
+  uint64_t heap = 0;  // the G1CollectedHeap
+  if (auto bad = resolve_layout(mem, *vm, flags, L, heap)) {
     snap.set_status(SnapshotStatus::kFailed, *bad);
     return finish();
   }
   // A stop-the-world pause moves objects: wait it out briefly, and notice one
   // that starts during the walk by the collection counter.
-  auto heap = read_static<uint64_t>(mem, vm->field("Universe", "_collectedHeap")).value_or(0);
   const VmField* active = vm->field_any({"CollectedHeap"}, "_is_gc_active");
   if (!active) active = vm->field("CollectedHeap", "_is_stw_gc_active");
   const VmField* collections = vm->field("CollectedHeap", "_total_collections");
@@ -236,10 +238,6 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   if (collections) target.memory().read(heap + collections->offset, &gc_before, 4);
   L.holes = tlab_holes(mem, *vm);
   G1Limits lim;
-  // Objects are only counted per class (no per-object state), so the walk is
-  // bounded by bytes (sampling above the budget) and the deadline, not by an
-  // object cap.
-  lim.max_objects = ~uint64_t{0};
   lim.max_walk_bytes = opts.max_read_bytes;
   G1WalkResult r = walk_g1_heap(mem, L, lim, deadline);
   snap.set_status(r.status, r.reason);

@@ -25,6 +25,7 @@ constexpr uint64_t kLinkMask = ~uint64_t{3};
 constexpr uint64_t kGcHead = 16;
 constexpr size_t kObjView = 64;           // object bytes read with its header
 constexpr size_t kMaxTypes = 65536;       // distinct type addresses before "<other>"
+constexpr int kMaxBaseDepth = 32;          // tp_base chain length followed
 constexpr uint64_t kSaneBytes = 1ull << 40;
 constexpr int kT_OBJECT = 6, kT_OBJECT_EX = 16;  // PyMemberDef.type
 
@@ -35,8 +36,7 @@ struct TypeInfo {
   std::string name;
   uint64_t basicsize = 0, itemsize = 0, flags = 0, preheader = 0;
   Kind kind = Kind::kOther;
-  uint64_t cached_keys = 0;              // heap types: ht_cached_keys (shared attribute keys)
-  uint64_t shared_entries = 0;           // dk_nentries of those keys: attribute values in use
+  uint64_t shared_entries = 0;           // heap types: dk_nentries of ht_cached_keys (attribute values in use)
   std::vector<uint32_t> slot_offsets;    // object members (__slots__) of this type and its bases
   uint64_t objects = 0, bytes = 0;
 };
@@ -79,7 +79,8 @@ class Walker {
  private:
   bool load(uint64_t addr, uint8_t* out, size_t want);
   std::optional<DictKeys> read_keys(uint64_t addr);
-  TypeInfo& type_info(uint64_t addr);
+  // depth: how far up a tp_base chain this lookup is (bounded).
+  TypeInfo& type_info(uint64_t addr, int depth = 0);
   void fill_type(TypeInfo& t, uint64_t addr, int depth);
   std::optional<std::string> read_str(uint64_t addr);
   std::string read_c_string(uint64_t addr);
@@ -239,8 +240,7 @@ void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
     if (auto q = read_str(u64(b.data() + L_.ht_qualname))) t.name = *q;
     if (auto m = read_str(dict_lookup(u64(b.data() + L_.tp_dict), "__module__")); m && *m != "builtins")
       t.name = *m + "." + t.name;
-    t.cached_keys = u64(b.data() + L_.ht_cached_keys);
-    if (auto k = read_keys(t.cached_keys)) t.shared_entries = std::min<uint64_t>(k->nentries, 64);
+    if (auto k = read_keys(u64(b.data() + L_.ht_cached_keys))) t.shared_entries = std::min<uint64_t>(k->nentries, 64);
     // __slots__: object members of this type (PyMemberDef array at tp_members).
     const uint64_t members = u64(b.data() + L_.tp_members);
     for (int i = 0; members && i < 256; ++i) {
@@ -264,9 +264,10 @@ void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
     if (tp_name == "set" || tp_name == "frozenset") t.kind = Kind::kSet;
     else if (tp_name == "bytearray") t.kind = Kind::kByteArray;
     else if (tp_name == "float") t.kind = Kind::kFloat;
-  } else if (depth < 32) {
-    TypeInfo base;
-    fill_type(base, u64(b.data() + L_.tp_base), depth + 1);
+  } else {
+    // The base's own info is cached like any type's (a class hierarchy reads
+    // each base once); a cycle or an over-deep chain yields an invalid base.
+    const TypeInfo& base = type_info(u64(b.data() + L_.tp_base), depth + 1);
     if (base.valid) {
       t.kind = base.kind;
       t.slot_offsets.insert(t.slot_offsets.end(), base.slot_offsets.begin(), base.slot_offsets.end());
@@ -276,16 +277,18 @@ void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
   t.preheader = ((t.flags & kHaveGc) ? kGcHead : 0) + (managed ? 16 : 0);
 }
 
-TypeInfo& Walker::type_info(uint64_t addr) {
+TypeInfo& Walker::type_info(uint64_t addr, int depth) {
   if (addr == last_type_addr_) return *last_type_;  // runs of one type are common
   TypeInfo* t = nullptr;
   if (auto it = types_.find(addr); it != types_.end()) {
-    t = &it->second;
+    t = &it->second;  // also a type still being filled (a tp_base cycle): invalid so far
   } else if (types_.size() >= kMaxTypes) {
     return other_;
+  } else if (depth > kMaxBaseDepth) {
+    return unknown_;
   } else {
     t = &types_[addr];  // node-based map: the reference stays valid
-    fill_type(*t, addr, 0);
+    fill_type(*t, addr, depth);
   }
   if (!t->valid) t = &unknown_;
   last_type_addr_ = addr;
@@ -474,7 +477,7 @@ bool Walker::walk_list(uint64_t head) {
     ++tracked_;
     ++t.objects;
     t.bytes += size_of(obj, o, t);
-    if (in_.follow_references) collect_refs(obj, o, t);
+    collect_refs(obj, o, t);
     prev = g;
     g = u64(b) & kLinkMask;
   }
@@ -562,7 +565,7 @@ PyHeapResult Walker::run() {
     if (halt_ || (!reason_.empty() && !any)) break;
     if (!mem_.get(interp + L_.interp_next, interp)) break;
   }
-  if (in_.follow_references && !halt_) visit_refs();
+  if (!halt_) visit_refs();
   res.tracked_objects = tracked_;
   res.untracked_objects = untracked_;
   auto emit = [&](const TypeInfo& t) {
@@ -572,7 +575,7 @@ PyHeapResult Walker::run() {
     if (t.valid) emit(t);
   emit(other_);
   emit(unknown_);
-  res.scope = in_.follow_references ? "gc_tracked+referenced_untracked" : "gc_tracked";
+  res.scope = "gc_tracked+referenced_untracked";
   if (!any) {
     res.status = SnapshotStatus::kFailed;
     res.reason = reason_.empty() ? "no interpreter state could be read" : reason_;

@@ -23,7 +23,6 @@ struct PyHeapInput {
   // None, small ints and static types live there and are not heap).
   std::vector<std::pair<uint64_t, uint64_t>> static_ranges;
   uint64_t max_objects = 2'000'000;  // tracked + referenced objects visited
-  bool follow_references = true;
 };
 
 struct PyTypeTotal {

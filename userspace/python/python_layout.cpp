@@ -45,7 +45,7 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
       L.gc_head_sets = {{24, 48, 72, 104}, {20, 44, 68, 104}};
       L.gc_collecting = 200, L.gc_generation0 = 96, L.gc_long_lived_total = 224;
       L.ht_qualname = 872, L.ht_cached_keys = 880;
-      L.dict_values_items = 8, L.dict_values_capacity = 0;
+      L.dict_values_items = 8;
       break;
     case 14:
       L.interpreters_head = 808, L.interp_next = 7272, L.interp_gc = 7408;
@@ -56,7 +56,7 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
       L.gc_collecting = 192, L.gc_generation0 = 256, L.gc_long_lived_total = 240;
       L.ht_qualname = 872, L.ht_cached_keys = 880;
       L.tuple_items = 32;
-      L.dict_values_items = 8, L.dict_values_capacity = 0;
+      L.dict_values_items = 8;
       break;
   }
   L.tp_members = 240;

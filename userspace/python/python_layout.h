@@ -55,8 +55,7 @@ struct PyLayout {
   bool long_has_lv_tag = true;         // 3.12+: ndigits = lv_tag >> 3; 3.11: |ob_size|
   uint32_t bytearray_alloc = 24;       // PyByteArrayObject.ob_alloc
   PyManagedDict managed_dict = PyManagedDict::kInlineValues;
-  uint32_t dict_values_items = 0;      // offsetof(PyDictValues, values)
-  uint32_t dict_values_capacity = 0;   // 3.13+: u8 capacity at this offset of PyDictValues
+  uint32_t dict_values_items = 0;      // offsetof(PyDictValues, values); 3.13+: u8 capacity at 0, valid at 3
 };
 
 // The built-in layout for a PY_VERSION_HEX; nullopt for unsupported versions.

@@ -1,16 +1,42 @@
-// Test helper: a collection during which the target is killed, for the
-// "exits mid-walk" checks every collector must pass.
+// Helpers for the heap-walker integration tests (Python, Java): reading a
+// snapshot's entries and totals, and a collection during which the target is
+// killed (the "exits mid-walk" check every collector must pass).
 #pragma once
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "core/collector.h"
 #include "test_process.h"
 
 namespace oomsnap_test {
+
+// Every entry, with a generous deadline (the machine may be busy).
+inline oomsnap::CaptureOptions all_entries() {
+  oomsnap::CaptureOptions o;
+  o.max_entries = 100000;
+  o.budget = std::chrono::milliseconds(20000);
+  return o;
+}
+
+// name -> {objects, bytes}
+inline std::map<std::string, std::pair<uint64_t, uint64_t>> by_name(const oomsnap::Snapshot& s) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> m;
+  for (const auto& e : s.entries) m[e.name] = {e.objects, e.bytes};
+  return m;
+}
+
+// A snapshot total by key, 0 when absent.
+inline uint64_t total(const oomsnap::Snapshot& s, const std::string& key) {
+  for (const auto& [k, v] : s.totals)
+    if (k == key) return v;
+  return 0;
+}
 
 // Opens the target, detects with `c`, then collects while another thread
 // kills the process `after` into the collection. The result must be partial
