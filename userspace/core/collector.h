@@ -12,6 +12,7 @@
 #include "core/proc_info.h"
 #include "core/remote_memory.h"
 #include "core/snapshot.h"
+#include "elf/elf_file.h"
 
 namespace oomsnap {
 
@@ -69,6 +70,9 @@ class Target {
   pid_t pid() const { return identity_.pid; }
   const ProcessIdentity& identity() const { return identity_; }
   int exe_fd() const { return exe_fd_; }  // -1 when /proc/PID/exe could not be opened
+  // The executable parsed once for every collector that asks; nullptr when
+  // it cannot be opened or is not an ELF file.
+  const ElfFile* exe_elf();
   const std::vector<Mapping>& maps() const { return maps_; }
   RemoteMemory& memory() { return memory_; }
   // Still the same process (pid + start time)?
@@ -86,6 +90,8 @@ class Target {
   int exe_fd_ = -1;
   std::vector<Mapping> maps_;
   RemoteMemory memory_;
+  std::unique_ptr<ElfFile> exe_elf_;
+  bool exe_elf_tried_ = false;
 };
 
 struct CaptureResult {

@@ -32,6 +32,20 @@ Target::~Target() {
   if (exe_fd_ >= 0) ::close(exe_fd_);
 }
 
+const ElfFile* Target::exe_elf() {
+  if (!exe_elf_tried_) {
+    exe_elf_tried_ = true;
+    if (exe_fd_ >= 0) {
+      try {
+        exe_elf_ = ElfFile::open_fd(exe_fd_, "/proc/" + std::to_string(identity_.pid) + "/exe");
+      } catch (const std::exception&) {
+        exe_elf_.reset();
+      }
+    }
+  }
+  return exe_elf_.get();
+}
+
 bool Target::still_same() const {
   auto now = read_identity(identity_.pid);
   return now && now->start_time_ticks == identity_.start_time_ticks;

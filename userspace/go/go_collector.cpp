@@ -99,12 +99,12 @@ std::optional<uint64_t> exe_load_bias(const ElfFile& elf, const std::vector<Mapp
 }
 
 bool GoCollector::detect(Target& target) {
-  if (target.exe_fd() < 0) return false;
+  elf_ = target.exe_elf();
+  buildinfo_.reset();
+  if (!elf_) return false;
   try {
-    elf_ = ElfFile::open_fd(target.exe_fd(), "/proc/" + std::to_string(target.pid()) + "/exe");
     buildinfo_ = read_go_buildinfo(*elf_);
   } catch (const std::exception&) {
-    elf_.reset();
     buildinfo_.reset();
   }
   return buildinfo_.has_value();

@@ -18,7 +18,7 @@ class GoCollector : public Collector {
   CaptureResult collect(Target& target, const CaptureOptions& options) override;
 
  private:
-  std::unique_ptr<ElfFile> elf_;
+  const ElfFile* elf_ = nullptr;  // the target's, parsed once (Target::exe_elf)
   std::optional<GoBuildInfo> buildinfo_;
 };
 

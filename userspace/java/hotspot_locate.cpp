@@ -22,19 +22,20 @@ std::optional<LibJvm> find_libjvm(const Target& target) {
     int fd = target.open_mapping(m);
     if (fd < 0) continue;
     LibJvm j;
+    std::unique_ptr<ElfFile> elf;  // needed for the symbols only
     try {
-      j.elf = ElfFile::open_fd(fd, m.path);
+      elf = ElfFile::open_fd(fd, m.path);
     } catch (const std::exception&) {
       ::close(fd);
       continue;
     }
     ::close(fd);
-    auto bias = module_load_bias(*j.elf, target.maps(), m.inode);
+    auto bias = module_load_bias(*elf, target.maps(), m.inode);
     if (!bias) continue;
     j.bias = *bias;
     j.path = m.path;
     auto addr = [&](const char* name) -> uint64_t {
-      auto s = j.elf->symbol(name);
+      auto s = elf->symbol(name);
       return s ? s->value + j.bias : 0;
     };
     HotSpotSymbols& y = j.symbols;

@@ -13,7 +13,6 @@
 namespace oomsnap {
 
 struct LibJvm {
-  std::unique_ptr<ElfFile> elf;
   std::string path;  // as the target maps it
   uint64_t bias = 0;
   HotSpotSymbols symbols;

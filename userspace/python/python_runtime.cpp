@@ -20,26 +20,21 @@ std::string basename_of(const std::string& path) {
   return b;
 }
 
-// Fills `rt` from an opened module when it holds _PyRuntime.
-bool inspect_module(const Target& target, int fd, uint64_t inode, const std::string& path, PythonRuntime& rt) {
-  std::unique_ptr<ElfFile> elf;
-  try {
-    elf = ElfFile::open_fd(fd, path);
-  } catch (const std::exception&) {
-    return false;
-  }
+// Fills `rt` from a module's ELF when it holds _PyRuntime.
+bool inspect_module(const Target& target, const ElfFile& elf, uint64_t inode, const std::string& path,
+                    PythonRuntime& rt) {
   uint64_t link_addr = 0;
-  if (auto sym = elf->symbol("_PyRuntime")) link_addr = sym->value;
-  else if (auto* sec = elf->section(".PyRuntime")) link_addr = sec->addr;
+  if (auto sym = elf.symbol("_PyRuntime")) link_addr = sym->value;
+  else if (auto* sec = elf.section(".PyRuntime")) link_addr = sec->addr;
   if (!link_addr) return false;
-  auto bias = module_load_bias(*elf, target.maps(), inode);
+  auto bias = module_load_bias(elf, target.maps(), inode);
   if (!bias) return false;
   rt.bias = *bias;
   rt.runtime_addr = link_addr + *bias;
   rt.module = path;
-  rt.static_range = module_range(*elf, *bias);
-  if (auto v = elf->symbol("Py_Version"); v && v->size >= 4) {
-    if (auto bytes = elf->bytes_at_vaddr(v->value, 4)) {
+  rt.static_range = module_range(elf, *bias);
+  if (auto v = elf.symbol("Py_Version"); v && v->size >= 4) {
+    if (auto bytes = elf.bytes_at_vaddr(v->value, 4)) {
       std::memcpy(&rt.version_hex, bytes->data(), 4);
       rt.exact_version = true;
     }
@@ -48,7 +43,6 @@ bool inspect_module(const Target& target, int fd, uint64_t inode, const std::str
     rt.free_threaded_name = named->second;
     if (!rt.exact_version) rt.version_hex = named->first;
   }
-  rt.elf = std::move(elf);
   return true;
 }
 
@@ -79,7 +73,7 @@ std::string python_version_text(uint32_t hex, bool exact) {
   return s;
 }
 
-std::optional<PythonRuntime> find_python_runtime(const Target& target) {
+std::optional<PythonRuntime> find_python_runtime(Target& target) {
   PythonRuntime rt;
   std::set<uint64_t> tried;
   if (target.exe_fd() >= 0) {
@@ -93,7 +87,8 @@ std::optional<PythonRuntime> find_python_runtime(const Target& target) {
           break;
         }
       if (exe_path.empty()) exe_path = "/proc/" + std::to_string(target.pid()) + "/exe";
-      if (inspect_module(target, target.exe_fd(), st.st_ino, exe_path, rt)) return rt;
+      if (const ElfFile* elf = target.exe_elf(); elf && inspect_module(target, *elf, st.st_ino, exe_path, rt))
+        return rt;
     }
   }
   // Embedded or --enable-shared builds: the runtime is in libpython3.X.
@@ -103,9 +98,14 @@ std::optional<PythonRuntime> find_python_runtime(const Target& target) {
     tried.insert(m.inode);
     int fd = target.open_mapping(m);
     if (fd < 0) continue;
-    const bool found = inspect_module(target, fd, m.inode, m.path, rt);
+    std::unique_ptr<ElfFile> elf;
+    try {
+      elf = ElfFile::open_fd(fd, m.path);
+    } catch (const std::exception&) {
+      // not a readable ELF file: not the runtime
+    }
     ::close(fd);
-    if (found) return rt;
+    if (elf && inspect_module(target, *elf, m.inode, m.path, rt)) return rt;
   }
   return std::nullopt;
 }

@@ -16,7 +16,6 @@
 namespace oomsnap {
 
 struct PythonRuntime {
-  std::unique_ptr<ElfFile> elf;
   std::string module;          // the module's path as the target maps it
   uint64_t bias = 0;
   uint64_t runtime_addr = 0;   // &_PyRuntime in the target
@@ -26,7 +25,7 @@ struct PythonRuntime {
   std::pair<uint64_t, uint64_t> static_range{0, 0};
 };
 
-std::optional<PythonRuntime> find_python_runtime(const Target& target);
+std::optional<PythonRuntime> find_python_runtime(Target& target);
 
 // "3.11.2", "3.14.0rc1"; "3.13" when only major.minor is known.
 std::string python_version_text(uint32_t version_hex, bool exact);
