@@ -212,6 +212,20 @@ TEST(PythonHeap, ObjectCapAndDeadlineGivePartial) {
   EXPECT_NE(r.reason.find("deadline"), std::string::npos) << r.reason;
 }
 
+// A list that broke, then the cap: the cap (what ended the walk) leads the
+// reason, the broken list follows.
+TEST(PythonHeap, HaltReasonLeadsEarlierListBreak) {
+  FakeHeap h;
+  const uint64_t node = h.type("Node", 48, 0, kHaveGc);
+  std::vector<uint64_t> young;
+  for (int i = 0; i < 4; ++i) young.push_back(h.tracked(node, 0));
+  for (int i = 0; i < 500; ++i) h.tracked(node, 2);
+  FakeHeap::put(young[1] - 16, 0xdead0000);
+  auto r = h.walk(100);
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial);
+  EXPECT_EQ(r.reason.rfind("object cap of 100 reached; before that: GC list changed", 0), 0u) << r.reason;
+}
+
 TEST(PythonHeap, UnreadableRuntimeOrGcStateFails) {
   FakeHeap h;
   FakeHeap::put(h.runtime() + h.L.interpreters_head, 0);

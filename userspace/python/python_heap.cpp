@@ -106,9 +106,12 @@ class Walker {
     if (mem_.target_gone()) return halt("target exited during the walk");
     return false;
   }
+  // What ended the walk leads the reason; a list that broke earlier (the walk
+  // went on with the other lists) follows it.
   bool halt(std::string why) {
+    if (!halt_) reason_ = reason_.empty() ? std::move(why) : why + "; before that: " + reason_;
     halt_ = true;
-    return stop(std::move(why));
+    return true;
   }
   bool stop(std::string why) {
     if (reason_.empty()) reason_ = std::move(why);
