@@ -20,13 +20,16 @@ for v in "${VERSIONS[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && { echo "go toolchains cached: ${VERSIONS[*]}"; exit 0; }
 
-cat > "$APTDIR/etc/sources.list" <<SRC
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie-backports main
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
-SRC
+# The machine's own Debian mirror (tools/lib/debian-mirror.sh), never a host
+# name of ours: users have their own mirrors and proxies.
+# shellcheck source=tools/lib/debian-mirror.sh
+. "$(dirname "$0")/lib/debian-mirror.sh"
+MIRROR=$(debian_mirror)
+KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+: > "$APTDIR/etc/sources.list"
+for suite in bookworm bookworm-backports trixie trixie-backports sid; do
+  echo "deb [signed-by=$KEYRING] $MIRROR $suite main" >> "$APTDIR/etc/sources.list"
+done
 APTOPTS=(-o Dir::Etc::SourceList="$APTDIR/etc/sources.list"
          -o Dir::Etc::SourceParts=/dev/null
          -o Dir::State::Lists="$APTDIR/lists"

@@ -19,7 +19,10 @@
 # complete only if its runtime(s) run under chroot.
 set -euo pipefail
 CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
-MIRROR=http://deb.debian.org/debian
+# The machine's own Debian mirror, never a host name of ours.
+# shellcheck source=tools/lib/debian-mirror.sh
+. "$(dirname "$0")/lib/debian-mirror.sh"
+MIRROR=$(debian_mirror)
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 ROOTS=("$@")
 [ ${#ROOTS[@]} -gt 0 ] || ROOTS=(trixie sid trixie-jdk)
