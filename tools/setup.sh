@@ -4,6 +4,7 @@
 # python3-yaml: tests/unit/deploy_test.cpp parses deploy/daemonset.yaml with PyYAML.
 # libpython3-dev: tests/fixtures/python/embed_host.c embeds CPython through libpython3.11.so.
 # openjdk-17-jdk-headless: the Java fixture's javac, the host JVM and jcmd (the oracle).
+# libseccomp-dev, libcap-dev: the capture process's system-call allow-list and capability drop.
 # debootstrap: tools/fetch-python-rootfs.sh builds the trixie/sid root file systems
 #   whose newer CPython interpreters (python3.13, python3.14) the tests run with chroot.
 set -euo pipefail
@@ -11,7 +12,7 @@ PKGS=(build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev 
       libcapstone-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev libspdlog-dev
       libfmt-dev libtomlplusplus-dev libboost-dev libboost-system-dev libgtest-dev googletest
       libclang-rt-14-dev python3 python3-yaml ca-certificates qemu-system-x86 busybox-static
-      debootstrap libpython3-dev openjdk-17-jdk-headless)
+      debootstrap libpython3-dev openjdk-17-jdk-headless libseccomp-dev libcap-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

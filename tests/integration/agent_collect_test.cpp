@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "agent/collect.h"
+#include "capture/capture_sandbox.h"
 #include "test_cgroup.h"
 #include "test_process.h"
 
@@ -34,6 +35,13 @@ oomsnap::CaptureOptions quick() {
   return o;
 }
 
+// The agent's way: each capture in a sandboxed capture process (the oomsnap binary).
+oomsnap::CaptureFn sandboxed() {
+  auto box = std::make_shared<oomsnap::CaptureSandbox>(oomsnap::SandboxOptions{.helper_path = OOMSNAP_BINARY,
+                                                                                .max_budget = 5000ms});
+  return [box](pid_t pid, const oomsnap::CaptureOptions& o, std::string& error) { return box->capture(pid, o, error); };
+}
+
 }  // namespace
 
 TEST(AgentCollect, PicksTheBiggestProcessAndCapturesIt) {
@@ -45,7 +53,7 @@ TEST(AgentCollect, PicksTheBiggestProcessAndCapturesIt) {
   ASSERT_NE(go.read_line(20s).find("\"ready\":true"), std::string::npos);
   std::this_thread::sleep_for(500ms);  // 40 MiB retained
   oomsnap::Incident inc = incident_for(box);
-  oomsnap::collect_incident(inc, box.fs(), quick());
+  oomsnap::collect_incident(inc, box.fs(), quick(), sandboxed());
   ASSERT_TRUE(inc.victim) << inc.reason;
   EXPECT_EQ(inc.victim->pid, go.pid());
   EXPECT_EQ(inc.outcome, oomsnap::CollectionOutcome::kCollected) << inc.reason;
@@ -63,7 +71,7 @@ TEST(AgentCollect, CapturesPythonAndJavaVictims) {
                box.dir());
     ASSERT_FALSE(py.read_line(30s).empty());
     oomsnap::Incident inc = incident_for(box);
-    oomsnap::collect_incident(inc, box.fs(), quick());
+    oomsnap::collect_incident(inc, box.fs(), quick(), sandboxed());
     ASSERT_TRUE(inc.victim) << inc.reason;
     EXPECT_EQ(inc.victim->pid, py.pid());
     ASSERT_TRUE(inc.capture);
@@ -77,7 +85,7 @@ TEST(AgentCollect, CapturesPythonAndJavaVictims) {
                  {}, box.dir());
     ASSERT_FALSE(java.read_line(60s).empty());
     oomsnap::Incident inc = incident_for(box);
-    oomsnap::collect_incident(inc, box.fs(), quick());
+    oomsnap::collect_incident(inc, box.fs(), quick(), sandboxed());
     ASSERT_TRUE(inc.victim) << inc.reason;
     EXPECT_EQ(inc.victim->pid, java.pid());
     ASSERT_TRUE(inc.capture);
@@ -97,7 +105,7 @@ TEST(AgentCollect, VictimThatExitsBeforeCollectionGivesReason) {
   ASSERT_TRUE(victim);
   EXPECT_EQ(victim->pid, p->pid());
   p.reset();  // killed and reaped between choice and capture
-  oomsnap::capture_victim(inc, *victim, box.fs(), quick());
+  oomsnap::capture_victim(inc, *victim, box.fs(), quick(), sandboxed());
   EXPECT_EQ(inc.outcome, oomsnap::CollectionOutcome::kVictimGone);
   EXPECT_NE(inc.reason.find("exited before collection"), std::string::npos) << inc.reason;
   EXPECT_FALSE(inc.capture);
@@ -121,7 +129,7 @@ TEST(AgentCollect, ZombieVictimCountsAsExited) {
     std::this_thread::sleep_for(10ms);
   }
   ASSERT_TRUE(oomsnap::read_identity(p.pid())->exited());
-  oomsnap::capture_victim(inc, *victim, box.fs(), quick());
+  oomsnap::capture_victim(inc, *victim, box.fs(), quick(), sandboxed());
   EXPECT_EQ(inc.outcome, oomsnap::CollectionOutcome::kVictimGone);
   EXPECT_NE(inc.reason.find("exited before collection"), std::string::npos) << inc.reason;
 }
@@ -134,7 +142,7 @@ TEST(AgentCollect, ReusedPidIsNotCaptured) {
   auto victim = oomsnap::choose_victim(inc, box.fs());
   ASSERT_TRUE(victim);
   victim->start_time_ticks += 1;  // as if the pid now belonged to another process
-  oomsnap::capture_victim(inc, *victim, box.fs(), quick());
+  oomsnap::capture_victim(inc, *victim, box.fs(), quick(), sandboxed());
   EXPECT_EQ(inc.outcome, oomsnap::CollectionOutcome::kVictimGone);
   EXPECT_FALSE(inc.capture);
 }
@@ -148,7 +156,7 @@ TEST(AgentCollect, VictimThatLeftTheContainerIsNotCaptured) {
   auto victim = oomsnap::choose_victim(inc, box.fs());
   ASSERT_TRUE(victim);
   ASSERT_TRUE(oomsnap_test::write_text(elsewhere.dir() + "/cgroup.procs", std::to_string(p.pid())));
-  oomsnap::capture_victim(inc, *victim, box.fs(), quick());
+  oomsnap::capture_victim(inc, *victim, box.fs(), quick(), sandboxed());
   EXPECT_EQ(inc.outcome, oomsnap::CollectionOutcome::kVictimGone);
   EXPECT_NE(inc.reason.find("left the container"), std::string::npos) << inc.reason;
   EXPECT_NE(inc.reason.find(elsewhere.rel_path()), std::string::npos) << inc.reason;
@@ -157,7 +165,7 @@ TEST(AgentCollect, VictimThatLeftTheContainerIsNotCaptured) {
 TEST(AgentCollect, EmptyContainerHasNoVictim) {
   TestMemcg box("collect-empty", 256 << 20);
   oomsnap::Incident inc = incident_for(box);
-  oomsnap::collect_incident(inc, box.fs(), quick());
+  oomsnap::collect_incident(inc, box.fs(), quick(), sandboxed());
   EXPECT_EQ(inc.outcome, oomsnap::CollectionOutcome::kNoVictim);
   EXPECT_EQ(inc.reason, "the container has no processes");
   EXPECT_FALSE(inc.victim);

@@ -13,7 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "core/capture.h"
+#include "capture/capture.h"
+#include "snapshot_checks.h"
 #include "pprof_summary.h"
 #include "profile.pb.h"
 #include "test_process.h"
@@ -119,7 +120,7 @@ TEST_P(GoSnapshot, ExactAtRate1AndMatchesOwnProfile) {
   opts.want_pprof = true;
   opts.budget = std::chrono::milliseconds(10000);
   std::string err;
-  auto rec = capture_process(fx.proc->pid(), opts, err);
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
   ASSERT_TRUE(rec) << err;
   const Snapshot& s = rec->result.snapshot;
   ASSERT_EQ(rec->result.language, "go");
@@ -185,7 +186,7 @@ TEST_P(GoSnapshot, DefaultRateMatchesOwnProfile) {
   opts.max_entries = 1000;
   opts.want_pprof = true;
   std::string err;
-  auto rec = capture_process(fx.proc->pid(), opts, err);
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
   ASSERT_TRUE(rec) << err;
   const Snapshot& s = rec->result.snapshot;
   ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
@@ -222,7 +223,7 @@ TEST(GoSnapshotCgo, ExternalLinkBuildMatchesCensus) {
   CaptureOptions opts;
   opts.max_entries = 1000;
   std::string err;
-  auto rec = capture_process(fx.proc->pid(), opts, err);
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
   ASSERT_TRUE(rec) << err;
   ASSERT_EQ(rec->result.snapshot.status, SnapshotStatus::kComplete) << rec->result.snapshot.reason;
   expect_census_exact(rec->result.snapshot, fx.census);
@@ -232,7 +233,7 @@ TEST(GoSnapshotEdges, RateZeroIsUnavailable) {
   auto fx = start_fixture(fixture_path("1.26", "default"), {"-rate", "0"});
   if (!fx.proc) return;
   std::string err;
-  auto rec = capture_process(fx.proc->pid(), {}, err);
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), {}, err);
   ASSERT_TRUE(rec) << err;
   EXPECT_EQ(rec->result.language, "go");
   EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kUnavailable);
@@ -245,7 +246,7 @@ TEST(GoSnapshotEdges, TopEntriesTruncatedAndSorted) {
   CaptureOptions opts;
   opts.max_entries = 2;
   std::string err;
-  auto rec = capture_process(fx.proc->pid(), opts, err);
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
   ASSERT_TRUE(rec) << err;
   const Snapshot& s = rec->result.snapshot;
   ASSERT_EQ(s.entries.size(), 2u);
@@ -271,7 +272,7 @@ TEST(GoSnapshotEdges, TargetKilledMidSnapshot) {
     CaptureOptions opts;
     opts.want_pprof = true;
     auto t0 = std::chrono::steady_clock::now();
-    auto rec = capture_process(pid, opts, err);
+    auto rec = oomsnap_test::capture_sandboxed(pid, opts, err);
     killer.join();
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
     if (!rec) {
@@ -293,7 +294,7 @@ TEST(GoSnapshotEdges, ReadSyscallsGrowFarSlowerThanBuckets) {
   auto fx = start_fixture(fixture_path("1.26", "default"), {"-rate", "1", "-stacks", "100000", "-measure-runs", "0"});
   if (!fx.proc) return;
   std::string err;
-  auto rec = capture_process(fx.proc->pid(), {}, err);
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), {}, err);
   ASSERT_TRUE(rec) << err;
   const Snapshot& s = rec->result.snapshot;
   ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
@@ -319,7 +320,7 @@ TEST(GoSnapshotEdges, TargetInAnotherMountNamespace) {
   std::string err;
   CaptureOptions opts;
   opts.max_entries = 100;
-  auto rec = capture_process(fx.proc->pid(), opts, err);
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
   ASSERT_TRUE(rec) << err;
   ASSERT_EQ(rec->result.snapshot.status, SnapshotStatus::kComplete) << rec->result.snapshot.reason;
   expect_census_exact(rec->result.snapshot, fx.census);

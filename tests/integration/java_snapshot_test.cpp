@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/capture.h"
+#include "capture/capture.h"
 #include "java/g1_heap.h"
 #include "java/java_collector.h"
 #include "snapshot_checks.h"
@@ -144,7 +144,7 @@ TEST_P(JavaSnapshot, AgreesWithJcmdClassHistogram) {
   auto fx = start(j, {});
   if (!fx.proc) return;
   std::string err;
-  auto rec = capture_process(fx.proc->pid(), all_entries(), err);
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
   ASSERT_TRUE(rec) << err;
   const Snapshot& s = rec->result.snapshot;
   ASSERT_EQ(rec->result.language, "java");
@@ -196,12 +196,12 @@ TEST_P(JavaSnapshot, HeapOverTheBudgetIsSampled) {
   auto fx = start(GetParam(), {});
   if (!fx.proc) return;
   std::string err;
-  auto full = capture_process(fx.proc->pid(), all_entries(), err);
+  auto full = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
   ASSERT_TRUE(full) << err;
   ASSERT_EQ(full->result.snapshot.status, SnapshotStatus::kComplete) << full->result.snapshot.reason;
   auto opts = all_entries();
   opts.max_read_bytes = 12 << 20;  // the fixture uses ~50 MiB outside humongous regions
-  auto sampled = capture_process(fx.proc->pid(), opts, err);
+  auto sampled = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
   ASSERT_TRUE(sampled) << err;
   const Snapshot& s = sampled->result.snapshot;
   EXPECT_EQ(s.status, SnapshotStatus::kPartial);
@@ -228,7 +228,7 @@ TEST_P(JavaSnapshot, MutatingHeapNeverFails) {
   if (!fx.proc) return;
   std::string err;
   for (int i = 0; i < 5; ++i) {
-    auto rec = capture_process(fx.proc->pid(), all_entries(), err);
+    auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
     ASSERT_TRUE(rec) << err;
     const Snapshot& s = rec->result.snapshot;
     ASSERT_TRUE(s.status == SnapshotStatus::kComplete || s.status == SnapshotStatus::kPartial)
@@ -256,7 +256,7 @@ TEST(JavaSnapshotBadInput, ParallelGcIsUnavailable) {
   auto fx = start(kJdks[0], {"--markers", "1000"}, {"-XX:+UseParallelGC", "-Xmx256m"});
   if (!fx.proc) return;
   std::string err;
-  auto rec = capture_process(fx.proc->pid(), all_entries(), err);
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
   ASSERT_TRUE(rec) << err;
   EXPECT_EQ(rec->result.language, "java");
   EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kUnavailable);

@@ -11,7 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "core/capture.h"
+#include "capture/capture.h"
 #include "python/python_collector.h"
 #include "snapshot_checks.h"
 #include "test_process.h"
@@ -108,7 +108,7 @@ TEST_P(PythonSnapshot, AgreesWithOwnCensus) {
   if (skip) GTEST_SKIP() << GetParam().python << " not installed here";
   if (!fx.proc) return;
   std::string err;
-  auto rec = capture_process(fx.proc->pid(), all_entries(), err);
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
   ASSERT_TRUE(rec) << err;
   const Snapshot& s = rec->result.snapshot;
   ASSERT_EQ(rec->result.language, "python");
@@ -153,7 +153,7 @@ TEST_P(PythonSnapshot, BudgetExhaustionIsPartial) {
   std::string err;
   auto opts = all_entries();
   opts.max_objects = 1000;
-  auto rec = capture_process(fx.proc->pid(), opts, err);
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
   ASSERT_TRUE(rec) << err;
   EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kPartial);
   EXPECT_NE(rec->result.snapshot.reason.find("object cap"), std::string::npos) << rec->result.snapshot.reason;
@@ -161,14 +161,14 @@ TEST_P(PythonSnapshot, BudgetExhaustionIsPartial) {
 
   opts = all_entries();
   opts.budget = std::chrono::milliseconds(0);
-  rec = capture_process(fx.proc->pid(), opts, err);
+  rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
   ASSERT_TRUE(rec) << err;
   EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kPartial);
   EXPECT_NE(rec->result.snapshot.reason.find("deadline"), std::string::npos) << rec->result.snapshot.reason;
 
   opts = all_entries();
   opts.max_read_bytes = 2 << 20;
-  rec = capture_process(fx.proc->pid(), opts, err);
+  rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
   ASSERT_TRUE(rec) << err;
   EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kPartial);
   EXPECT_NE(rec->result.snapshot.reason.find("read budget"), std::string::npos) << rec->result.snapshot.reason;
@@ -185,7 +185,7 @@ TEST_P(PythonSnapshot, MutatingTargetNeverHangs) {
   if (!fx.proc) return;
   std::string err;
   for (int i = 0; i < 5; ++i) {
-    auto rec = capture_process(fx.proc->pid(), all_entries(), err);
+    auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
     ASSERT_TRUE(rec) << err;
     const Snapshot& s = rec->result.snapshot;
     ASSERT_TRUE(s.status == SnapshotStatus::kComplete || s.status == SnapshotStatus::kPartial)
@@ -224,7 +224,7 @@ TEST(PythonSnapshotBadInput, NonPythonProcess) {
   EXPECT_EQ(res.language, "python");
   EXPECT_EQ(res.snapshot.status, SnapshotStatus::kFailed);
   EXPECT_NE(res.snapshot.reason.find("not a CPython process"), std::string::npos) << res.snapshot.reason;
-  auto rec = capture_process(p.pid(), all_entries(), err);
+  auto rec = oomsnap_test::capture_sandboxed(p.pid(), all_entries(), err);
   ASSERT_TRUE(rec);
   EXPECT_EQ(rec->result.language, "unknown");
 }
@@ -242,7 +242,7 @@ TEST(PythonSnapshotBadInput, FreeThreadedBuildIsUnavailable) {
     Process p({dir + "/python3.11t", "-c", "import sys, time; print('ready', flush=True); time.sleep(60)"});
     ASSERT_EQ(p.read_line(std::chrono::seconds(30)), "ready");
     std::string err;
-    auto rec = capture_process(p.pid(), all_entries(), err);
+    auto rec = oomsnap_test::capture_sandboxed(p.pid(), all_entries(), err);
     ASSERT_TRUE(rec) << err;
     EXPECT_EQ(rec->result.language, "python");
     EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kUnavailable);

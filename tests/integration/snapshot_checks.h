@@ -1,4 +1,5 @@
-// Helpers for the heap-walker integration tests (Python, Java): reading a
+// Helpers for the snapshot integration tests (Go, Python, Java): the
+// production capture path (a sandboxed capture process), reading a
 // snapshot's entries and totals, and a collection during which the target is
 // killed (the "exits mid-walk" check every collector must pass).
 #pragma once
@@ -11,10 +12,21 @@
 #include <thread>
 #include <utility>
 
+#include "capture/capture_sandbox.h"
 #include "core/collector.h"
 #include "test_process.h"
 
 namespace oomsnap_test {
+
+// What `oomsnap snapshot` and the agent do: the capture in a sandboxed
+// capture process (the oomsnap binary), its result parsed back. Every
+// oracle comparison goes through it, so the sandbox (seccomp allow-list,
+// capabilities, memory cap, result parser) is checked against every runtime.
+inline std::optional<oomsnap::CaptureRecord> capture_sandboxed(pid_t pid, const oomsnap::CaptureOptions& o,
+                                                               std::string& error) {
+  oomsnap::CaptureSandbox box(oomsnap::SandboxOptions{.helper_path = OOMSNAP_BINARY, .max_budget = o.budget});
+  return box.capture(pid, o, error);
+}
 
 // Every entry, with a generous deadline (the machine may be busy).
 inline oomsnap::CaptureOptions all_entries() {

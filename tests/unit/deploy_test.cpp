@@ -179,6 +179,9 @@ void expect_same_config(const AgentConfig& a, const AgentConfig& b, const std::s
   EXPECT_EQ(a.batch_window, b.batch_window);
   EXPECT_EQ(a.oom_kill_window, b.oom_kill_window);
   EXPECT_EQ(a.rescan_interval, b.rescan_interval);
+  EXPECT_EQ(a.capture_grace, b.capture_grace);
+  EXPECT_EQ(a.capture_memory_max, b.capture_memory_max);
+  EXPECT_EQ(a.capture_result_max, b.capture_result_max);
 }
 
 }  // namespace

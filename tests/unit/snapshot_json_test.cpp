@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/capture.h"
+#include "capture/capture.h"
 #include "core/snapshot.h"
 
 using namespace oomsnap;

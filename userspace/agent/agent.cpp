@@ -59,9 +59,11 @@ Agent::Agent(asio::io_context& io, AgentOptions options, std::shared_ptr<spdlog:
       signals_(io),
       rescan_timer_(io),
       policy_timer_(io),
+      sandbox_(std::make_unique<CaptureSandbox>(SandboxOptions{})),
       worker_(std::make_unique<SerialWorker>(16)) {}
 
 Agent::~Agent() {
+  sandbox_->cancel();  // a running capture ends now rather than at its deadline
   if (worker_) worker_->stop();
 }
 
@@ -87,6 +89,16 @@ CaptureOptions Agent::capture_options() const {
   return o;
 }
 
+SandboxOptions Agent::sandbox_options() const {
+  const AgentConfig& c = options_.config;
+  SandboxOptions o;
+  o.grace = c.capture_grace;
+  o.memory_bytes = c.capture_memory_max;
+  o.result_max_bytes = c.capture_result_max;
+  o.max_budget = c.run_tracing_tool_timeout;
+  return o;
+}
+
 nlohmann::json Agent::counters() const {
   return {{"bpf_ring_drops", bpf_ ? bpf_->dropped() : 0},
           {"queue_overflows", queue_overflows_},
@@ -104,6 +116,13 @@ void Agent::apply_config() {
   p.cooldown = c.interval_tracing;
   p.batch_window = c.batch_window;
   policy_.set_options(p);
+  // The worker is the sandbox's only user: it takes the new limits there and
+  // starts the next capture process ahead of the first capture.
+  worker_->post([box = sandbox_.get(), so = sandbox_options(), log = log_] {
+    box->set_options(so);
+    std::string error;
+    if (!box->prestart(error)) log->warn("capture process not pre-started (will retry at capture): {}", error);
+  });
 }
 
 bool Agent::open_sinks(std::string& error) {
@@ -200,7 +219,11 @@ void Agent::arm_rescan() {
   rescan_timer_.expires_after(options_.config.rescan_interval);
   rescan_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopping_) return;
-    for (const auto& gone : cgroups_->rescan()) policy_.forget(gone);
+    for (const auto& gone : cgroups_->rescan()) {
+      policy_.forget(gone);
+      last_offer_.erase(gone);
+      last_collection_.erase(gone);
+    }
     arm_rescan();
   });
 }
@@ -285,6 +308,7 @@ void Agent::offer(const std::string& memcg, Trigger trigger) {
   MemcgStats stats = read_memcg(cgroups_->fs(), memcg);
   OfferResult r = policy_.offer(memcg, trigger, stats, monotonic_now_ns());
   log_->debug("trigger {} ({}) for {}: {}", trigger.type, trigger.source, memcg, to_string(r));
+  last_offer_[memcg] = r;
   if (r == OfferResult::kOpenedBatch || r == OfferResult::kDeferred) arm_policy_timer();
 }
 
@@ -335,9 +359,13 @@ void Agent::start_collection(Candidate c, MonoNs decided) {
   pending_[id] = std::move(p);
   CgroupFs fs = cgroups_->fs();
   CaptureOptions opts = capture_options();
-  bool queued = worker_->post([this, job_inc, fs, opts]() mutable {
-    collect_incident(job_inc, fs, opts);
+  bool queued = worker_->post([this, job_inc, fs, opts, box = sandbox_.get()]() mutable {
+    collect_incident(job_inc, fs, opts,
+                     [box](pid_t pid, const CaptureOptions& o, std::string& error) { return box->capture(pid, o, error); });
     asio::post(io_, [this, done = std::move(job_inc)]() mutable { on_collected(std::move(done)); });
+    // The next capture process starts now, off the next incident's path.
+    std::string error;
+    if (!box->prestart(error)) log_->warn("capture process not pre-started (will retry at capture): {}", error);
   });
   if (!queued) {
     ++queue_overflows_;
@@ -366,6 +394,7 @@ void Agent::on_collected(Incident done) {
   p.inc = std::move(done);
   p.collecting = false;
   const Incident& inc = p.inc;
+  last_collection_[inc.container.cgroup_path] = {inc.id, monotonic_now_ns(), inc.outcome, inc.reason};
   log_->info("incident {}: {}{}{} in {} ms", inc.id, to_string(inc.outcome),
              inc.victim ? " victim " + std::to_string(inc.victim->pid) + " (" + inc.victim->comm + ")" : "",
              inc.capture ? ", snapshot " + std::string(to_string(inc.capture->result.snapshot.status)) : "",
@@ -426,9 +455,7 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   describe_container(inc.container, cgroups_->limited_container_of(*memcg).value_or(*memcg));
   inc.oom_kill = k;
   inc.timeline.oom_kill = e.ktime_ns;
-  inc.reason = policy_.in_cooldown(monotonic_now_ns())
-                   ? "no snapshot of this container before the kill: the node was in its collection cooldown"
-                   : "no snapshot of this container before the kill";
+  inc.reason = why_no_snapshot(inc.container.cgroup_path, monotonic_now_ns());
   log_->info("incident {}: OOM kill of {} ({}) in {} without a prior snapshot", id, pid, k.comm, *memcg);
   wait_then_finalize(id, kExitWait);
 }
@@ -460,6 +487,38 @@ void Agent::on_exit(const oomsnap_event& e) {
   inc.exit = x;
   inc.timeline.exit = e.ktime_ns;
   finalize(inc.id);
+}
+
+std::string Agent::why_no_snapshot(const std::string& container, MonoNs now) const {
+  const std::string lead = "no snapshot of this container before the kill: ";
+  auto secs = [](MonoNs ns) { return std::to_string(ns / 1'000'000'000ull) + " s"; };
+  if (policy_.is_deferred(container)) {
+    auto until = policy_.cooldown_until().value_or(now);
+    return lead + "it was a candidate, deferred by the node's collection cooldown (IntervalTracing " +
+           std::to_string(options_.config.interval_tracing.count()) + " s; " +
+           (until > now ? secs(until - now) + " left" : "ending") + ")";
+  }
+  if (policy_.in_batch(container))
+    return lead + "it was a candidate, and the kill came within the batch window before the decision";
+  if (auto it = last_collection_.find(container); it != last_collection_.end()) {
+    const LastCollection& l = it->second;
+    std::string ago = secs(now > l.at ? now - l.at : 0) + " before";
+    if (l.outcome == CollectionOutcome::kCollected)
+      return lead + "its last snapshot (incident " + std::to_string(l.incident) + ", " + ago +
+             ") was recorded without a kill (OomKillWindow " +
+             std::to_string(options_.config.oom_kill_window.count() / 1000) + " s)" +
+             (policy_.in_cooldown(now) ? "; the node was in its collection cooldown since" : "");
+    return lead + "its last collection (incident " + std::to_string(l.incident) + ", " + ago + ") ended " +
+           to_string(l.outcome) + (l.reason.empty() ? "" : ": " + l.reason);
+  }
+  if (auto it = last_offer_.find(container); it != last_offer_.end()) {
+    if (it->second == OfferResult::kBelowThreshold)
+      return lead + "no candidate: its triggers found usage below ThresholdPercent (" +
+             std::to_string(options_.config.threshold_percent) + "%) of the limit";
+    if (it->second == OfferResult::kDeferred && policy_.in_cooldown(now))
+      return lead + "it was deferred by the node's collection cooldown";
+  }
+  return lead + "no candidate: no trigger for this container reached the agent before the kill";
 }
 
 void Agent::describe_container(IncidentContainer& c, const std::string& memcg) const {
@@ -526,8 +585,9 @@ void Agent::stop() {
   rescan_timer_.cancel();
   signals_.cancel();
   if (bpf_desc_) bpf_desc_->cancel();
-  // The running collection finishes (bounded by RunTracingToolTimeout); its
-  // result is posted before the final step below, which then sees it.
+  // A running capture is killed now (its incident says so); its result is
+  // posted before the final step below, which then sees it.
+  sandbox_->cancel();
   size_t dropped = worker_->stop();
   if (dropped) log_->warn("{} queued collections dropped at shutdown", dropped);
   asio::post(io_, [this] {

@@ -4,7 +4,8 @@
 //
 //   BPF memcg_pressure / v1 threshold / v2 memory.events / PSI
 //        -> Policy (threshold, batch by ratio, cooldown)
-//        -> victim choice + heap capture (worker thread)
+//        -> victim choice + heap capture (worker thread; the capture itself
+//           in a sandboxed capture process killed at its hard deadline)
 //        -> incident waits up to OomKillWindow for an OOM kill in its container
 //        -> record (with oom_kill.lead_ms) to stdout / rotating file
 //   BPF oom_kill -> always recorded (with the pending snapshot if any)
@@ -29,6 +30,7 @@
 #include "agent/policy.h"
 #include "agent/serial_worker.h"
 #include "agent/sink.h"
+#include "capture/capture_sandbox.h"
 
 namespace oomsnap {
 
@@ -83,6 +85,9 @@ class Agent {
   bool blacklisted(const std::string& trigger) const;
   nlohmann::json counters() const;
   CaptureOptions capture_options() const;
+  SandboxOptions sandbox_options() const;
+  // Why an OOM kill in `container` came without a snapshot, truthfully.
+  std::string why_no_snapshot(const std::string& container, MonoNs now) const;
   CgroupTriggerOptions trigger_options() const;
 
   boost::asio::io_context& io_;
@@ -99,10 +104,22 @@ class Agent {
   std::map<uint64_t, std::unique_ptr<Pending>> pending_;
   uint64_t next_id_ = 1;
   MonoNs last_unknown_rescan_ = 0;
+  // Per container: what the policy said to its last trigger, and how its
+  // last collection ended (for the reason of a kill without a snapshot).
+  // Entries go when the cgroup goes.
+  std::map<std::string, OfferResult> last_offer_;
+  struct LastCollection {
+    uint64_t incident = 0;
+    MonoNs at = 0;
+    CollectionOutcome outcome = CollectionOutcome::kNotAttempted;
+    std::string reason;
+  };
+  std::map<std::string, LastCollection> last_collection_;
   bool stopping_ = false;
   // Counters reported in every record and in the log.
   uint64_t events_seen_ = 0, unknown_cgroup_events_ = 0, records_written_ = 0, sink_errors_ = 0,
            suppressed_pressure_ = 0, queue_overflows_ = 0;
+  std::unique_ptr<CaptureSandbox> sandbox_;  // used by the worker's jobs; cancel() from the loop
   std::unique_ptr<SerialWorker> worker_;  // last: joined first, before what its jobs post to
 };
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "agent/victim.h"
-#include "core/capture.h"
+#include "capture/capture.h"
 #include "core/proc_info.h"
 
 namespace oomsnap {
@@ -47,11 +47,12 @@ std::optional<VictimCandidate> choose_victim(Incident& inc, const CgroupFs& fs) 
   return victim;
 }
 
-void collect_incident(Incident& inc, const CgroupFs& fs, const CaptureOptions& options) {
-  if (auto victim = choose_victim(inc, fs)) capture_victim(inc, *victim, fs, options);
+void collect_incident(Incident& inc, const CgroupFs& fs, const CaptureOptions& options, const CaptureFn& capture) {
+  if (auto victim = choose_victim(inc, fs)) capture_victim(inc, *victim, fs, options, capture);
 }
 
-void capture_victim(Incident& inc, const VictimCandidate& chosen, const CgroupFs& fs, const CaptureOptions& options) {
+void capture_victim(Incident& inc, const VictimCandidate& chosen, const CgroupFs& fs, const CaptureOptions& options,
+                    const CaptureFn& capture) {
   const std::string& container = inc.container.cgroup_path;
   inc.victim = chosen;
   const VictimCandidate* victim = &chosen;
@@ -77,7 +78,7 @@ void capture_victim(Incident& inc, const VictimCandidate& chosen, const CgroupFs
 
   inc.timeline.collection_start = monotonic_now_ns();
   std::string error;
-  auto rec = capture_process(pid, options, error);
+  auto rec = capture(pid, options, error);
   inc.timeline.snapshot_complete = monotonic_now_ns();
   if (!rec) {
     inc.outcome = CollectionOutcome::kVictimGone;
@@ -109,8 +110,13 @@ void capture_victim(Incident& inc, const VictimCandidate& chosen, const CgroupFs
   } else {
     inc.reason = who + " exited during or right after collection; the snapshot status says how much was read";
   }
+  if (!rec->process_failure.empty()) {
+    inc.outcome = CollectionOutcome::kFailed;
+    inc.reason = "capture of " + who + " failed: " + rec->process_failure;
+  } else {
+    inc.outcome = CollectionOutcome::kCollected;
+  }
   inc.capture = std::move(rec);
-  inc.outcome = CollectionOutcome::kCollected;
 }
 
 }  // namespace oomsnap

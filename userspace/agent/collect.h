@@ -1,7 +1,7 @@
 // The collection step of an incident, run on the agent's worker thread: pick
 // the process the kernel would kill in the container, check it is still the
 // same process in the same cgroup, capture its heap through the one-shot
-// capture path, and check again.
+// capture path (in the sandboxed capture process), and check again.
 #pragma once
 #include <sys/types.h>
 #include <optional>
@@ -10,7 +10,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/incident.h"
-#include "core/collector.h"
+#include "capture/capture.h"
 
 namespace oomsnap {
 
@@ -31,11 +31,14 @@ bool memcg_within(const std::string& path, const std::string& ancestor);
 std::optional<VictimCandidate> choose_victim(Incident& inc, const CgroupFs& fs);
 
 // Checks the victim is still the scored process in the container, captures
-// it, and checks again: fills inc.victim, inc.capture, inc.outcome,
-// inc.reason and the collection timestamps. Never throws for target-side trouble.
-void capture_victim(Incident& inc, const VictimCandidate& victim, const CgroupFs& fs, const CaptureOptions& options);
+// it with `capture`, and checks again: fills inc.victim, inc.capture,
+// inc.outcome, inc.reason and the collection timestamps. A capture process
+// that failed (killed, died, over a cap) gives outcome kFailed with its
+// reason. Never throws for target-side trouble.
+void capture_victim(Incident& inc, const VictimCandidate& victim, const CgroupFs& fs, const CaptureOptions& options,
+                    const CaptureFn& capture);
 
 // choose_victim + capture_victim.
-void collect_incident(Incident& inc, const CgroupFs& fs, const CaptureOptions& options);
+void collect_incident(Incident& inc, const CgroupFs& fs, const CaptureOptions& options, const CaptureFn& capture);
 
 }  // namespace oomsnap

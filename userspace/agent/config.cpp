@@ -118,6 +118,23 @@ void parse_triggers(const toml::table& t, AgentConfig& cfg) {
   }
 }
 
+void parse_capture(const toml::table& t, AgentConfig& cfg) {
+  for (auto&& [k, v] : t) {
+    const std::string key = "capture." + std::string(k.str());
+    if (k == "Grace") {
+      cfg.capture_grace = get_seconds_ms(key, v);
+      if (cfg.capture_grace.count() < 100 || cfg.capture_grace.count() > 600'000)
+        fail(key, v, "must be from 0.1 to 600 seconds");
+    } else if (k == "MemoryMax") {
+      cfg.capture_memory_max = static_cast<uint64_t>(get_int(key, v, 64ll << 20, INT64_MAX));
+    } else if (k == "ResultMaxBytes") {
+      cfg.capture_result_max = static_cast<uint64_t>(get_int(key, v, 64ll << 10, 1ll << 31));
+    } else {
+      throw ConfigError("config: unknown key " + where(key, k.source()));
+    }
+  }
+}
+
 void parse_cgroup(const toml::table& t, AgentConfig& cfg) {
   for (auto&& [k, v] : t) {
     const std::string key = "cgroup." + std::string(k.str());
@@ -174,6 +191,8 @@ AgentConfig parse_config(const std::string& toml_text) {
       parse_triggers(get_table(key, v), cfg);
     } else if (key == "cgroup") {
       parse_cgroup(get_table(key, v), cfg);
+    } else if (key == "capture") {
+      parse_capture(get_table(key, v), cfg);
     } else {
       throw ConfigError("config: unknown key " + where(key, k.source()));
     }

@@ -30,6 +30,11 @@ struct AgentConfig {
   std::chrono::milliseconds batch_window{2};                // BatchWindow (s): candidates merged into one decision
   std::chrono::milliseconds oom_kill_window{60000};         // OomKillWindow (s): how long a record waits for a kill
   std::chrono::milliseconds rescan_interval{2000};          // RescanInterval (s): new cgroups and limit changes
+  // The capture process (every capture runs in one): killed at
+  // RunTracingToolTimeout + Grace, capped in memory, its result in size.
+  std::chrono::milliseconds capture_grace{1000};            // [capture] Grace (s), 0.1..600
+  uint64_t capture_memory_max = 1ull << 30;               // [capture] MemoryMax (bytes), >= 64 MiB
+  uint64_t capture_result_max = 64ull << 20;                // [capture] ResultMaxBytes, >= 64 KiB
 };
 
 // Trigger names accepted in [triggers] Blacklist.

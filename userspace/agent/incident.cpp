@@ -12,6 +12,7 @@ const char* to_string(CollectionOutcome o) {
   switch (o) {
     case CollectionOutcome::kNotAttempted: return "not_attempted";
     case CollectionOutcome::kCollected: return "collected";
+    case CollectionOutcome::kFailed: return "failed";
     case CollectionOutcome::kNoVictim: return "no_victim";
     case CollectionOutcome::kVictimGone: return "victim_gone";
     case CollectionOutcome::kDiscarded: return "discarded";
@@ -120,7 +121,7 @@ nlohmann::json to_json(const Incident& inc, const RecordContext& ctx) {
   } else {
     j["victim_pid"] = nullptr;
   }
-  if (inc.capture && inc.outcome == CollectionOutcome::kCollected) {
+  if (inc.capture && (inc.outcome == CollectionOutcome::kCollected || inc.outcome == CollectionOutcome::kFailed)) {
     j["tracer_data"] = {{"language", inc.capture->result.language},
                         {"snapshot", to_json(inc.capture->result.snapshot)}};
   }

@@ -12,7 +12,7 @@
 #include "agent/cgroup.h"
 #include "agent/policy.h"
 #include "agent/victim.h"
-#include "core/capture.h"
+#include "capture/capture.h"
 
 namespace oomsnap {
 
@@ -53,6 +53,7 @@ struct Timeline {
 enum class CollectionOutcome {
   kNotAttempted,  // e.g. an OOM kill with no snapshot before it, or an exit record
   kCollected,     // snapshot taken (its own status says complete/partial/failed)
+  kFailed,        // the capture process failed (killed at its deadline, died, over a cap)
   kNoVictim,      // no killable process in the container
   kVictimGone,    // the victim exited (or was replaced) before collection started
   kDiscarded,     // identity or cgroup changed during collection: snapshot dropped

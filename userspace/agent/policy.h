@@ -100,6 +100,9 @@ class Policy {
 
   bool in_cooldown(MonoNs now) const { return cooldown_until_ && now < *cooldown_until_; }
   size_t deferred_count() const { return deferred_.size(); }
+  bool is_deferred(const std::string& memcg) const { return deferred_.count(memcg) != 0; }
+  bool in_batch(const std::string& memcg) const { return batch_.count(memcg) != 0; }
+  std::optional<MonoNs> cooldown_until() const { return cooldown_until_; }
   void forget(const std::string& memcg);  // the cgroup was removed
 
  private:

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/capture_child.h"
 #include "cli/snapshot_command.h"
 #include "cli/watch_command.h"
 
@@ -19,6 +20,8 @@ int main(int argc, char** argv) {
   }
   std::string cmd = args[0];
   args.erase(args.begin());
+  // The sandboxed capture process the agent and `snapshot` start (not for hand use).
+  if (cmd == oomsnap::kCaptureChildCommand) return oomsnap::run_capture_child(args);
   if (cmd == "snapshot") return oomsnap::run_snapshot_command(args, std::cout, std::cerr);
   if (cmd == "watch") return oomsnap::run_watch_command(args, std::cerr);
   std::cerr << "oomsnap: unknown command '" << cmd << "'\n" << usage;

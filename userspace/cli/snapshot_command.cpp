@@ -10,13 +10,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/capture.h"
+#include "capture/capture.h"
+#include "capture/capture_sandbox.h"
 
 namespace oomsnap {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: oomsnap snapshot --pid PID [--format json|pprof] [-o FILE] [--max-entries N] [--budget-ms MS]\n";
+    "usage: oomsnap snapshot --pid PID [--format json|pprof] [-o FILE] [--max-entries N] [--budget-ms MS]\n"
+    "                        [--grace-ms MS] [--memory-max-mb N] [--in-process]\n"
+    "  The capture runs in a sandboxed capture process, killed at budget + grace;\n"
+    "  --in-process skips the sandbox (benchmarks and debugging only).\n";
 
 template <typename T>
 bool parse_number(const std::string& s, T& out, T min, T max) {
@@ -70,6 +74,8 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
   std::optional<pid_t> pid;
   std::string format = "json", output;
   CaptureOptions opts;
+  SandboxOptions sandbox;
+  bool in_process = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](std::string& v) {
@@ -113,6 +119,22 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
         return 2;
       }
       opts.budget = std::chrono::milliseconds(ms);
+    } else if (a == "--grace-ms") {
+      long ms = 0;
+      if (!value(v) || !parse_number<long>(v, ms, 100, 600'000)) {
+        err << "oomsnap snapshot: --grace-ms needs a number from 100 to 600000, got '" << v << "'\n";
+        return 2;
+      }
+      sandbox.grace = std::chrono::milliseconds(ms);
+    } else if (a == "--memory-max-mb") {
+      uint64_t mb = 0;
+      if (!value(v) || !parse_number<uint64_t>(v, mb, 64, 1 << 20)) {
+        err << "oomsnap snapshot: --memory-max-mb needs a number from 64 to 1048576, got '" << v << "'\n";
+        return 2;
+      }
+      sandbox.memory_bytes = mb << 20;
+    } else if (a == "--in-process") {
+      in_process = true;
     } else {
       err << "oomsnap snapshot: unknown argument '" << a << "'\n" << kUsage;
       return 2;
@@ -125,7 +147,14 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
   opts.want_pprof = format == "pprof";
 
   std::string error;
-  auto rec = capture_process(*pid, opts, error);
+  std::optional<CaptureRecord> rec;
+  if (in_process) {
+    rec = capture_process(*pid, opts, error);
+  } else {
+    sandbox.max_budget = opts.budget;
+    CaptureSandbox box(sandbox);
+    rec = box.capture(*pid, opts, error);
+  }
   if (!rec) {
     err << "oomsnap snapshot: " << error << "\n";
     return 1;
@@ -140,7 +169,8 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
     }
     data = std::move(*rec->result.pprof);
   } else {
-    data = to_json(*rec).dump() + "\n";
+    // A comm or name from the target need not be UTF-8: replace, never abort.
+    data = to_json(*rec).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
   if (output.empty() || output == "-") {
     out.write(data.data(), static_cast<std::streamsize>(data.size()));

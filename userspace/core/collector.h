@@ -1,7 +1,8 @@
-// One interface for every language runtime (Go and CPython today; Java next).
+// One interface for every language runtime (Go, CPython, HotSpot Java).
 // A collector reads the target from outside: never writes, stops or attaches.
 #pragma once
 #include <sys/types.h>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -16,6 +17,13 @@
 
 namespace oomsnap {
 
+// What a capture in progress shows a watchdog on another thread (the capture
+// process's): which collector took the target, and the read in flight.
+struct CaptureProgress {
+  std::atomic<const char*> language{nullptr};  // a collector's language(): static storage
+  ReadInFlight read;
+};
+
 struct CaptureOptions {
   size_t max_entries = 10;
   std::chrono::milliseconds budget{2000};
@@ -27,6 +35,7 @@ struct CaptureOptions {
   size_t max_objects = 10'000'000;
   size_t max_stack_depth = 1024;    // Go caps stacks at 1024 (maxProfStackDepth)
   uint64_t max_read_bytes = 1ull << 30;
+  CaptureProgress* progress = nullptr;  // published to while capturing; may be null
 };
 
 // Cooperative deadline: loops check it between batches.

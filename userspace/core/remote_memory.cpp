@@ -1,11 +1,22 @@
 #include "core/remote_memory.h"
 
 #include <sys/uio.h>
+#include <time.h>
+
 #include <cerrno>
 #include <climits>
 #include <vector>
 
 namespace oomsnap {
+namespace {
+
+uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
 
 bool RemoteMemory::read(uint64_t addr, void* buf, size_t len) {
   if (len == 0) return true;
@@ -30,7 +41,13 @@ size_t RemoteMemory::read_batch(std::span<Request> requests) {
       remote.push_back({reinterpret_cast<void*>(requests[j].addr), requests[j].len});
     }
     ++syscalls_;
+    if (watch_) {
+      watch_->addr.store(requests[first].addr, std::memory_order_relaxed);
+      watch_->len.store(requests[first].len, std::memory_order_relaxed);
+      watch_->since_ns.store(monotonic_ns(), std::memory_order_release);
+    }
     ssize_t n = process_vm_readv(pid_, local.data(), local.size(), remote.data(), remote.size(), 0);
+    if (watch_) watch_->since_ns.store(0, std::memory_order_release);
     if (n < 0) {
       last_errno_ = errno;
       if (errno == ESRCH || errno == EPERM) {

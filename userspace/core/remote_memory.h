@@ -3,15 +3,28 @@
 // collectors can report (and benchmarks can compare) how many syscalls they used.
 #pragma once
 #include <sys/types.h>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
 namespace oomsnap {
 
+// The read in flight, published for a watchdog on another thread: a read of
+// a page nobody will serve (userfaultfd, a stalled FUSE or NFS server) never
+// returns, and only someone outside the reading thread can say where it hangs.
+struct ReadInFlight {
+  std::atomic<uint64_t> addr{0};
+  std::atomic<uint64_t> len{0};
+  std::atomic<uint64_t> since_ns{0};  // CLOCK_MONOTONIC; 0 = no read in flight
+};
+
 class RemoteMemory {
  public:
   explicit RemoteMemory(pid_t pid) : pid_(pid) {}
+
+  // Publish every read's address and start time to `watch` (nullptr: off).
+  void set_read_watch(ReadInFlight* watch) { watch_ = watch; }
 
   // Reads exactly len bytes at addr. False on any failure (last_errno() says why).
   bool read(uint64_t addr, void* buf, size_t len);
@@ -37,6 +50,7 @@ class RemoteMemory {
 
  private:
   pid_t pid_;
+  ReadInFlight* watch_ = nullptr;
   uint64_t syscalls_ = 0;
   uint64_t bytes_read_ = 0;
   int last_errno_ = 0;

@@ -1,0 +1,135 @@
+// The agent with its captures in capture processes: a capture that crashes,
+// hogs memory, hangs or is still stuck at SIGTERM is recorded as failed with
+// the reason, and the agent keeps taking events and capturing the next
+// incident. Misbehaving capture processes come from tests/capture_hooks (the
+// agent runs it through OOMSNAP_CAPTURE_HELPER), picked by the victim's comm.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "agent_process.h"
+
+using namespace oomsnap_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kHookEnv = std::string("OOMSNAP_CAPTURE_HELPER=") + OOMSNAP_CAPTURE_HOOK_HELPER;
+
+// A CPython process named `comm` (run through a symlink of that name) that
+// fills `mb` MiB in `cg` over about half a second (1 MiB at a time, as a
+// growing program would: v1 usage thresholds are checked as pages are
+// charged) and prints "ready".
+std::unique_ptr<Process> holder(const TestMemcg& cg, const std::string& dir, const std::string& comm, int mb) {
+  const std::string link = dir + "/" + comm;
+  if (!fs::exists(link)) fs::create_symlink("/usr/bin/python3", link);
+  auto p = std::make_unique<Process>(
+      std::vector<std::string>{link, "-c",
+                               "import time\nheld = []\nfor i in range(" + std::to_string(mb) +
+                                   "):\n    held.append(b'\\x01' * (1 << 20))\n    if i % 8 == 7: time.sleep(0.03)\n"
+                                   "print('ready', flush=True)\ntime.sleep(600)\n"},
+      std::vector<std::string>{}, cg.dir());
+  if (p->read_line(30s) != "ready") throw std::runtime_error("holder did not start");
+  return p;
+}
+
+uint64_t status_kib(pid_t pid, const std::string& field) {
+  std::string text = slurp("/proc/" + std::to_string(pid) + "/status");
+  auto at = text.find(field + ":");
+  return at == std::string::npos ? 0 : std::strtoull(text.c_str() + at + field.size() + 1, nullptr, 10);
+}
+
+// The agent's own pid (AgentProcess runs it through `sh -c exec`).
+pid_t agent_pid(AgentProcess& a) { return a.process().pid(); }
+
+}  // namespace
+
+// A capture process that dies by SIGSEGV: the incident is recorded failed,
+// naming the signal, and the next container's incident is captured normally.
+TEST(AgentSandbox, CrashedCaptureRecordedAndNextIncidentCaptured) {
+  TestMemcg scope("scope");
+  TestMemcg bad(scope, "bad", 128 * kMiB);
+  TestMemcg good(scope, "good", 128 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, "IntervalTracing = 1\nOomKillWindow = 1\nRunTracingToolTimeout = 5"),
+                     {}, {kHookEnv});
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+
+  auto crasher = holder(bad, dir, "hook-segv", 112);
+  json first = agent.next_record(30s);
+  ASSERT_FALSE(first.is_null()) << agent.log();
+  EXPECT_EQ(first["victim_pid"], crasher->pid()) << first.dump(2);
+  EXPECT_EQ(first["collection"]["status"], "failed") << first.dump(2);
+  EXPECT_NE(first["collection"]["reason"].get<std::string>().find("capture process died: SIGSEGV"), std::string::npos)
+      << first.dump(2);
+  EXPECT_EQ(first["tracer_data"]["snapshot"]["status"], "failed") << first.dump(2);
+
+  auto fine = holder(good, dir, "plain-python", 112);
+  json second = agent.next_record(30s);
+  ASSERT_FALSE(second.is_null()) << agent.log();
+  EXPECT_EQ(second["victim_pid"], fine->pid()) << second.dump(2);
+  EXPECT_EQ(second["collection"]["status"], "collected") << second.dump(2);
+  EXPECT_EQ(second["tracer_data"]["language"], "python") << second.dump(2);
+  EXPECT_EQ(second["tracer_data"]["snapshot"]["status"], "complete") << second.dump(2);
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
+  fs::remove_all(dir);
+}
+
+// A capture process over its memory cap: failed with the cap named; the
+// agent's own memory does not grow with it.
+TEST(AgentSandbox, CaptureOverMemoryCapLeavesAgentMemoryAlone) {
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 128 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir,
+                     config_for(scope, dir, "OomKillWindow = 1\nRunTracingToolTimeout = 10\n[capture]\nMemoryMax = 268435456"),
+                     {}, {kHookEnv});
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  const uint64_t rss_before = status_kib(agent_pid(agent), "VmRSS");
+
+  auto hog = holder(box, dir, "hook-hog", 112);
+  json rec = agent.next_record(30s);
+  ASSERT_FALSE(rec.is_null()) << agent.log();
+  EXPECT_EQ(rec["collection"]["status"], "failed") << rec.dump(2);
+  EXPECT_NE(rec["collection"]["reason"].get<std::string>().find("exceeded its 256 MiB memory cap"), std::string::npos)
+      << rec.dump(2);
+  const uint64_t rss_after = status_kib(agent_pid(agent), "VmRSS");
+  const uint64_t peak = status_kib(agent_pid(agent), "VmHWM");
+  EXPECT_LT(rss_after, rss_before + 8 * 1024) << "before " << rss_before << " KiB, after " << rss_after << " KiB";
+  EXPECT_LT(peak, 128 * 1024u) << "the agent's peak RSS " << peak << " KiB: the hog ran inside it?";
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
+  fs::remove_all(dir);
+}
+
+// SIGTERM while a capture is stuck (its capture process stopped, so only a
+// kill ends it): the agent exits within 2 s and writes the incident, failed.
+TEST(AgentSandbox, SigtermDuringStuckCaptureStopsWithin2sAndWritesTheRecord) {
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 128 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, "OomKillWindow = 60\nRunTracingToolTimeout = 30"), {}, {kHookEnv});
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  auto stuck = holder(box, dir, "hook-stop", 112);
+  ASSERT_TRUE(agent.wait_log("collecting in", 30s)) << agent.log();
+  std::this_thread::sleep_for(500ms);  // the capture process is stopped by now
+
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(agent_pid(agent), SIGTERM);
+  int st = -1;
+  while (st < 0 && std::chrono::steady_clock::now() - t0 < 5s) {
+    st = agent.process().try_wait();
+    std::this_thread::sleep_for(20ms);
+  }
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_GE(st, 0) << "the agent did not stop within 5 s\n" << agent.log();
+  EXPECT_EQ(st, 0);
+  EXPECT_LT(took, 2s);
+  json rec = agent.next_record(2s);
+  ASSERT_FALSE(rec.is_null()) << "pending record not written\n" << agent.log();
+  EXPECT_EQ(rec["victim_pid"], stuck->pid());
+  EXPECT_EQ(rec["collection"]["status"], "failed") << rec.dump(2);
+  EXPECT_NE(rec["collection"]["reason"].get<std::string>().find("the agent is stopping"), std::string::npos)
+      << rec.dump(2);
+  fs::remove_all(dir);
+}

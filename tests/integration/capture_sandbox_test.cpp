@@ -1,0 +1,297 @@
+// The capture process (capture/capture_sandbox.h) against real processes:
+// locked down as documented, killed at its hard deadline whatever it is stuck
+// on, and every way it can fail (crash, abort, memory cap, CPU, forbidden
+// system call, garbage, oversize result, a stopped child, cancellation)
+// reported as a failed snapshot with a reason that says which. Misbehaviour
+// comes from tests/capture_hooks (a test-only build of the child), chosen by
+// the target's comm.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/capability.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "capture/capture_sandbox.h"
+#include "capture/capture_child.h"
+#include "test_process.h"
+
+using namespace std::chrono_literals;
+using oomsnap::CaptureOptions;
+using oomsnap::CaptureSandbox;
+using oomsnap::SandboxOptions;
+using oomsnap::SnapshotStatus;
+using oomsnap_test::Process;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kGoFixture = std::string(OOMSNAP_FIXTURES) + "/go/1.26/default/heapfixture";
+
+CaptureOptions budget(std::chrono::milliseconds b) {
+  CaptureOptions o;
+  o.budget = b;
+  return o;
+}
+
+SandboxOptions hooked(std::chrono::milliseconds max_budget = 2000ms) {
+  return SandboxOptions{.helper_path = OOMSNAP_CAPTURE_HOOK_HELPER, .max_budget = max_budget};
+}
+
+// A sleeping process whose comm is `name` (started through a symlink of that name).
+class NamedSleeper {
+ public:
+  explicit NamedSleeper(const std::string& name) {
+    char tmpl[] = "/tmp/oomsnap-hook-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    fs::create_symlink("/bin/sleep", dir_ + "/" + name);
+    proc_ = std::make_unique<Process>(std::vector<std::string>{dir_ + "/" + name, "600"});
+    // Wait until the exec happened (comm changed).
+    for (int i = 0; i < 200; ++i) {
+      std::string comm;
+      oomsnap_test::read_file("/proc/" + std::to_string(proc_->pid()) + "/comm", comm);
+      if (comm.rfind(name, 0) == 0) break;
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  ~NamedSleeper() {
+    proc_.reset();
+    fs::remove_all(dir_);
+  }
+  pid_t pid() const { return proc_->pid(); }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<Process> proc_;
+};
+
+struct Outcome {
+  std::optional<oomsnap::CaptureRecord> rec;
+  std::string error;
+  std::chrono::milliseconds took{};
+};
+
+Outcome capture_with(CaptureSandbox& box, pid_t pid, const CaptureOptions& o) {
+  Outcome out;
+  auto t0 = std::chrono::steady_clock::now();
+  out.rec = box.capture(pid, o, out.error);
+  out.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  return out;
+}
+
+// A failed snapshot whose reason (and process_failure) contains `what`.
+void expect_failed_with(const Outcome& o, const std::string& what) {
+  ASSERT_TRUE(o.rec) << o.error;
+  const auto& s = o.rec->result.snapshot;
+  EXPECT_EQ(s.status, SnapshotStatus::kFailed) << s.reason;
+  EXPECT_NE(s.reason.find(what), std::string::npos) << s.reason;
+  EXPECT_EQ(o.rec->process_failure, s.reason);
+}
+
+std::map<std::string, std::string> status_of(pid_t pid) {
+  std::string text;
+  oomsnap_test::read_file("/proc/" + std::to_string(pid) + "/status", text);
+  std::map<std::string, std::string> m;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    auto c = line.find(':');
+    if (c == std::string::npos) continue;
+    auto v = line.substr(c + 1);
+    v.erase(0, v.find_first_not_of(" \t"));
+    m[line.substr(0, c)] = v;
+  }
+  return m;
+}
+
+}  // namespace
+
+// What the README promises about the capture process, read from /proc while
+// a pre-started helper waits for its capture.
+TEST(CaptureSandbox, HelperIsLockedDown) {
+  CaptureSandbox box(SandboxOptions{.helper_path = OOMSNAP_BINARY});
+  std::string err;
+  ASSERT_TRUE(box.prestart(err)) << err;
+  const pid_t h = box.helper_pid();
+  ASSERT_GT(h, 0);
+  std::map<std::string, std::string> st;
+  for (int i = 0; i < 400; ++i) {  // the filter is the last step before it waits
+    st = status_of(h);
+    if (st["Seccomp"] == "2") break;
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(st["Seccomp"], "2");
+  EXPECT_EQ(st["NoNewPrivs"], "1");
+  EXPECT_EQ(st["Name"], "oomsnap-capture");
+  const uint64_t want = (1ull << CAP_SYS_PTRACE) | (1ull << CAP_DAC_READ_SEARCH) | (1ull << 40 /* CHECKPOINT_RESTORE */);
+  for (const char* k : {"CapEff", "CapPrm", "CapBnd"})
+    EXPECT_EQ(std::stoull(st[k], nullptr, 16), want) << k << " = " << st[k];
+  EXPECT_EQ(std::stoull(st["CapInh"], nullptr, 16), 0u);
+  EXPECT_EQ(std::stoull(st["CapAmb"], nullptr, 16), 0u);
+
+  // Only stdin/stdout on /dev/null, stderr, and its socket: none of ours.
+  std::set<int> fds;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(h) + "/fd")) fds.insert(std::stoi(e.path().filename()));
+  EXPECT_EQ(fds, (std::set<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(fs::read_symlink("/proc/" + std::to_string(h) + "/fd/1"), "/dev/null");
+
+  std::string limits;
+  oomsnap_test::read_file("/proc/" + std::to_string(h) + "/limits", limits);
+  auto limit_line = [&](const std::string& name) {
+    auto at = limits.find(name);
+    return at == std::string::npos ? std::string() : limits.substr(at, limits.find('\n', at) - at);
+  };
+  EXPECT_NE(limit_line("Max address space").find("1073741824"), std::string::npos) << limits;
+  EXPECT_NE(limit_line("Max core file size").find(" 0 "), std::string::npos) << limits;
+  EXPECT_NE(limit_line("Max file size").find(" 0 "), std::string::npos) << limits;
+  EXPECT_NE(limit_line("Max cpu time").find(" 4 "), std::string::npos) << limits;  // 2 s + 1 s grace, rounded up, + 1
+}
+
+// A real capture through the sandbox equals the same capture in-process.
+TEST(CaptureSandbox, SameResultAsInProcess) {
+  Process go({kGoFixture, "-rate", "1"});
+  ASSERT_NE(go.read_line(20s).find("\"ready\":true"), std::string::npos);
+  CaptureOptions o = budget(5000ms);
+  o.max_entries = 1000;
+  o.want_pprof = true;
+  std::string err;
+  auto local = oomsnap::capture_process(go.pid(), o, err);
+  ASSERT_TRUE(local) << err;
+  CaptureSandbox box(SandboxOptions{.helper_path = OOMSNAP_BINARY, .max_budget = 5000ms});
+  auto boxed = box.capture(go.pid(), o, err);
+  ASSERT_TRUE(boxed) << err;
+  EXPECT_TRUE(boxed->process_failure.empty()) << boxed->process_failure;
+  const auto &a = local->result.snapshot, &b = boxed->result.snapshot;
+  EXPECT_EQ(b.status, SnapshotStatus::kComplete) << b.reason;
+  EXPECT_EQ(boxed->result.language, "go");
+  EXPECT_EQ(boxed->identity.start_time_ticks, local->identity.start_time_ticks);
+  ASSERT_EQ(a.entries.size(), b.entries.size());
+  for (size_t i = 0; i < a.entries.size(); ++i) {
+    EXPECT_EQ(a.entries[i].name, b.entries[i].name);
+    EXPECT_EQ(a.entries[i].bytes, b.entries[i].bytes);
+    EXPECT_EQ(a.entries[i].objects, b.entries[i].objects);
+    EXPECT_EQ(a.entries[i].stack, b.entries[i].stack);
+  }
+  ASSERT_TRUE(boxed->result.pprof);
+  EXPECT_GT(boxed->result.pprof->size(), 100u);
+  // The helper is used once: the next capture starts a fresh one.
+  EXPECT_EQ(box.helper_pid(), -1);
+}
+
+TEST(CaptureSandbox, NoSuchProcessIsAnError) {
+  CaptureSandbox box(SandboxOptions{.helper_path = OOMSNAP_BINARY});
+  Process p({"/bin/true"});
+  while (p.try_wait() < 0) std::this_thread::sleep_for(5ms);
+  std::string err;
+  EXPECT_FALSE(box.capture(p.pid(), budget(1000ms), err));
+  EXPECT_NE(err.find("no process"), std::string::npos) << err;
+}
+
+TEST(CaptureSandbox, CrashingChildIsReportedBySignal) {
+  CaptureSandbox box(hooked());
+  {
+    NamedSleeper t("hook-segv");
+    expect_failed_with(capture_with(box, t.pid(), budget(2000ms)), "capture process died: SIGSEGV");
+  }
+  {
+    NamedSleeper t("hook-abort");
+    expect_failed_with(capture_with(box, t.pid(), budget(2000ms)), "capture process died: SIGABRT");
+  }
+  {
+    NamedSleeper t("hook-syscall");
+    expect_failed_with(capture_with(box, t.pid(), budget(2000ms)), "SIGSYS (a system call outside its seccomp allow-list)");
+  }
+  // And the sandbox goes on serving: an ordinary target right after.
+  NamedSleeper ok("plain-sleeper");
+  auto o = capture_with(box, ok.pid(), budget(2000ms));
+  ASSERT_TRUE(o.rec) << o.error;
+  EXPECT_TRUE(o.rec->process_failure.empty()) << o.rec->process_failure;
+  EXPECT_EQ(o.rec->result.snapshot.status, SnapshotStatus::kUnavailable);  // /bin/sleep has no runtime
+}
+
+TEST(CaptureSandbox, MemoryCapIsReported) {
+  SandboxOptions so = hooked();
+  so.memory_bytes = 256ull << 20;
+  CaptureSandbox box(so);
+  NamedSleeper t("hook-hog");
+  auto o = capture_with(box, t.pid(), budget(5000ms));
+  expect_failed_with(o, "capture process exceeded its 256 MiB memory cap");
+}
+
+TEST(CaptureSandbox, GarbageAndOversizeResultsAreRefused) {
+  SandboxOptions so = hooked();
+  so.result_max_bytes = 1 << 20;
+  CaptureSandbox box(so);
+  {
+    NamedSleeper t("hook-garbage");
+    expect_failed_with(capture_with(box, t.pid(), budget(2000ms)), "capture process wrote an invalid result");
+  }
+  {
+    NamedSleeper t("hook-huge");
+    expect_failed_with(capture_with(box, t.pid(), budget(2000ms)), "capture process result refused: more than its 1 MiB cap");
+  }
+}
+
+// A child that cannot even run its watchdog (stopped) is killed at budget + grace.
+TEST(CaptureSandbox, StoppedChildIsKilledAtTheHardDeadline) {
+  SandboxOptions so = hooked(1000ms);
+  so.grace = 500ms;
+  CaptureSandbox box(so);
+  NamedSleeper t("hook-stop");
+  auto o = capture_with(box, t.pid(), budget(1000ms));
+  expect_failed_with(o, "capture process killed after");
+  EXPECT_NE(o.rec->result.snapshot.reason.find("(hard deadline 1.5 s): no result"), std::string::npos)
+      << o.rec->result.snapshot.reason;
+  EXPECT_GE(o.took, 1500ms);
+  EXPECT_LT(o.took, 3000ms);
+}
+
+// Cancellation (the agent stopping) ends a capture at once.
+TEST(CaptureSandbox, CancelEndsARunningCapture) {
+  CaptureSandbox box(hooked(10000ms));
+  NamedSleeper t("hook-stop");
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(300ms);
+    box.cancel();
+  });
+  auto o = capture_with(box, t.pid(), budget(10000ms));
+  canceller.join();
+  expect_failed_with(o, "the agent is stopping");
+  EXPECT_LT(o.took, 2000ms);
+  // Cancelled for good: the next capture fails at once.
+  auto again = capture_with(box, t.pid(), budget(10000ms));
+  expect_failed_with(again, "the agent is stopping");
+  EXPECT_LT(again.took, 500ms);
+}
+
+// A target killed right after the capture starts: failed or partial with
+// "target exited" (or no process at all), never "unavailable", in every run.
+TEST(CaptureSandbox, TargetKilledDuringCaptureSaysExited) {
+  CaptureSandbox box(SandboxOptions{.helper_path = OOMSNAP_BINARY});
+  for (int run = 0; run < 10; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    Process go({kGoFixture, "-rate", "1"});
+    ASSERT_NE(go.read_line(20s).find("\"ready\":true"), std::string::npos);
+    std::string err;
+    box.prestart(err);
+    std::thread killer([&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(200 * run));
+      go.kill_now();
+    });
+    auto rec = box.capture(go.pid(), budget(2000ms), err);
+    killer.join();
+    if (!rec) {
+      EXPECT_NE(err.find("no process"), std::string::npos) << err;
+      continue;
+    }
+    const auto& s = rec->result.snapshot;
+    EXPECT_NE(s.status, SnapshotStatus::kUnavailable) << s.reason;
+    if (s.status != SnapshotStatus::kComplete) {
+      EXPECT_NE(s.reason.find("exited"), std::string::npos) << s.reason;
+    }
+  }
+}

@@ -1,0 +1,153 @@
+// The pipe protocol between the agent and its capture process: what the
+// child writes round-trips exactly, and anything malformed or oversized is an
+// error naming what is wrong, never a crash.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "capture/capture_wire.h"
+
+using namespace oomsnap;
+
+namespace {
+
+CaptureRecord sample_record() {
+  CaptureRecord r;
+  r.identity.pid = 4242;
+  r.identity.start_time_ticks = 987654;
+  r.identity.comm = "server";
+  r.process_memory.status = "ok";
+  r.process_memory.rss_bytes = 123 << 20;
+  r.process_memory.swap_bytes = 0;
+  r.result.language = "go";
+  Snapshot& s = r.result.snapshot;
+  s.runtime_version = "go1.26.10";
+  s.set_status(SnapshotStatus::kPartial, "deadline after 3 of 4 buckets");
+  s.duration_ms = 12.5;
+  s.sample_rate = 524288;
+  s.output_truncated = true;
+  s.read_syscalls = 7;
+  s.bytes_read = 1 << 20;
+  s.scope = "gc_tracked";
+  s.coverage = 0.75;
+  s.totals = {{"objects", 10}, {"bytes", 4096}};
+  s.entries.push_back({"allocation_site", "main.leak", 1 << 20, 16, {"main.leak", "main.main"}, 65536});
+  s.entries.push_back({"allocation_site", "main.other", 4096, 1, {"main.other"}, std::nullopt});
+  r.result.pprof = std::string("\x1f\x8b binary \0 bytes", 18);
+  return r;
+}
+
+std::string frame_with_json(const std::string& text, const std::string& blob = "") {
+  std::string f = "OOMSNAPR";
+  for (uint32_t v : {static_cast<uint32_t>(text.size()), static_cast<uint32_t>(blob.size())})
+    for (int i = 0; i < 4; ++i) f.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  return f + text + blob;
+}
+
+CaptureOptions bounds(size_t max_entries = 10) {
+  CaptureOptions o;
+  o.max_entries = max_entries;
+  return o;
+}
+
+}  // namespace
+
+TEST(CaptureWire, RecordRoundTripsExactly) {
+  CaptureReply in;
+  in.record = sample_record();
+  std::string why;
+  auto out = decode_reply(encode_reply(in), bounds(), why);
+  ASSERT_TRUE(out) << why;
+  ASSERT_EQ(out->kind, CaptureReply::Kind::kRecord);
+  // What the JSON record says is what was sent.
+  EXPECT_EQ(to_json(*out->record), to_json(*in.record));
+  EXPECT_EQ(out->record->result.pprof, in.record->result.pprof);
+  EXPECT_TRUE(out->record->process_failure.empty());
+}
+
+TEST(CaptureWire, StalledAndNoTargetRoundTrip) {
+  std::string why;
+  CaptureReply st;
+  st.kind = CaptureReply::Kind::kStalled;
+  st.message = "target read stalled: process_vm_readv at 0x1000";
+  st.language = "python";
+  auto a = decode_reply(encode_reply(st), bounds(), why);
+  ASSERT_TRUE(a) << why;
+  EXPECT_EQ(a->kind, CaptureReply::Kind::kStalled);
+  EXPECT_EQ(a->message, st.message);
+  EXPECT_EQ(a->language, "python");
+  CaptureReply nt;
+  nt.kind = CaptureReply::Kind::kNoTarget;
+  nt.message = "no process with pid 7";
+  auto b = decode_reply(encode_reply(nt), bounds(), why);
+  ASSERT_TRUE(b) << why;
+  EXPECT_EQ(b->kind, CaptureReply::Kind::kNoTarget);
+  EXPECT_EQ(b->message, nt.message);
+}
+
+TEST(CaptureWire, RequestRoundTrips) {
+  CaptureRequest r;
+  r.pid = 77;
+  r.options.max_entries = 3;
+  r.options.budget = std::chrono::milliseconds(1500);
+  r.options.want_pprof = true;
+  r.options.max_objects = 5;
+  std::string why;
+  auto back = decode_request(encode_request(r), why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->pid, 77);
+  EXPECT_EQ(back->options.max_entries, 3u);
+  EXPECT_EQ(back->options.budget.count(), 1500);
+  EXPECT_TRUE(back->options.want_pprof);
+  EXPECT_EQ(back->options.max_objects, 5u);
+  EXPECT_FALSE(decode_request("{\"pid\":0}", why));
+  EXPECT_FALSE(decode_request("not json", why));
+}
+
+TEST(CaptureWire, MalformedFramesAreErrors) {
+  std::string why;
+  const std::string good = encode_reply(CaptureReply{CaptureReply::Kind::kRecord, sample_record(), "", ""});
+  EXPECT_FALSE(decode_reply("", bounds(), why));
+  EXPECT_EQ(why, "no result");
+  EXPECT_FALSE(decode_reply("OOMSNAP", bounds(), why));
+  EXPECT_FALSE(decode_reply("XXXXXXXX" + good.substr(8), bounds(), why));
+  EXPECT_NE(why.find("frame header"), std::string::npos);
+  EXPECT_FALSE(decode_reply(good.substr(0, good.size() - 1), bounds(), why));  // cut short
+  EXPECT_NE(why.find("does not match its header"), std::string::npos) << why;
+  EXPECT_FALSE(decode_reply(good + "x", bounds(), why));  // trailing bytes
+  EXPECT_FALSE(decode_reply(frame_with_json("{not json"), bounds(), why));
+  EXPECT_EQ(why, "result is not JSON");
+  EXPECT_FALSE(decode_reply(frame_with_json("[1,2]"), bounds(), why));
+  EXPECT_FALSE(decode_reply(frame_with_json("{\"kind\":\"other\"}"), bounds(), why));
+  EXPECT_FALSE(decode_reply(frame_with_json("{\"kind\":\"stalled\",\"message\":\"x\",\"language\":\"go\"}", "blob"),
+                            bounds(), why));
+}
+
+TEST(CaptureWire, HostileRecordFieldsAreRefused) {
+  auto with = [](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = {{"kind", "record"}, {"record", to_json(sample_record())}, {"pprof", false}};
+    edit(j);
+    return frame_with_json(j.dump());
+  };
+  std::string why;
+  EXPECT_TRUE(decode_reply(with([](auto&) {}), bounds(), why)) << why;
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["pid"] = -1; }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["pid"] = "12"; }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["language"] = "cobol"; }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["status"] = "great"; }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["entries"][0]["bytes"] = -5; }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["entries"][0]["kind"] = "x"; }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["entries"][0]["stack"] = 3; }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"].erase("snapshot"); }), bounds(), why));
+  EXPECT_NE(why.find("missing snapshot"), std::string::npos) << why;
+  // More entries than were asked for, an over-long name, too many frames.
+  EXPECT_FALSE(decode_reply(with([](auto&) {}), bounds(1), why));
+  EXPECT_NE(why.find("at most 1"), std::string::npos) << why;
+  EXPECT_FALSE(decode_reply(
+      with([](auto& j) { j["record"]["snapshot"]["entries"][0]["name"] = std::string(100000, 'n'); }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) {
+                              j["record"]["snapshot"]["entries"][0]["stack"] = std::vector<std::string>(9000, "f");
+                            }),
+                            bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["totals"]["x"] = "y"; }), bounds(), why));
+}

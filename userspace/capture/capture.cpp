@@ -1,0 +1,65 @@
+#include "capture/capture.h"
+
+#include <nlohmann/json.hpp>
+
+#include "go/go_collector.h"
+#include "java/java_collector.h"
+#include "python/python_collector.h"
+
+namespace oomsnap {
+namespace {
+
+// Gone: no /proc entry, a zombie, or another process under the same pid.
+bool target_gone(const ProcessIdentity& id) {
+  auto now = read_identity(id.pid);
+  return !now || now->start_time_ticks != id.start_time_ticks || now->exited();
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<Collector>> make_collectors() {
+  std::vector<std::unique_ptr<Collector>> v;
+  v.push_back(std::make_unique<GoCollector>());
+  v.push_back(std::make_unique<PythonCollector>());
+  v.push_back(std::make_unique<JavaCollector>());
+  return v;
+}
+
+void mark_target_exited(Snapshot& s) {
+  static const std::string kExited = "target exited during the capture";
+  if (s.status == SnapshotStatus::kComplete) return;  // everything was read before it went
+  if (s.reason.find("exited") != std::string::npos) {
+    if (s.status == SnapshotStatus::kUnavailable) s.status = SnapshotStatus::kFailed;
+    return;
+  }
+  if (s.status == SnapshotStatus::kUnavailable) s.status = SnapshotStatus::kFailed;
+  s.reason = s.reason.empty() ? kExited : kExited + " (" + s.reason + ")";
+}
+
+std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& options, std::string& error) {
+  auto target = Target::open(pid, error);
+  if (!target) return std::nullopt;
+  if (options.progress) target->memory().set_read_watch(&options.progress->read);
+  CaptureRecord rec;
+  rec.identity = target->identity();
+  rec.process_memory = read_process_memory(pid);
+  bool detected = false;
+  for (auto& c : make_collectors()) {
+    if (c->detect(*target)) {
+      if (options.progress) options.progress->language.store(c->language(), std::memory_order_release);
+      rec.result = c->collect(*target, options);
+      detected = true;
+      break;
+    }
+  }
+  if (!detected) {
+    rec.result.language = "unknown";
+    rec.result.snapshot.set_status(SnapshotStatus::kUnavailable,
+                                   "no collector recognises this process's runtime (supported: Go, CPython, HotSpot Java)");
+  }
+  target->memory().set_read_watch(nullptr);
+  if (target_gone(rec.identity)) mark_target_exited(rec.result.snapshot);
+  return rec;
+}
+
+}  // namespace oomsnap

@@ -1,0 +1,202 @@
+#include "capture/capture_child.h"
+
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "capture/capture.h"
+#include "capture/sandbox_policy.h"
+
+namespace oomsnap {
+namespace {
+
+struct ChildArgs {
+  pid_t parent = 0;
+  SandboxLimits limits;
+  std::chrono::milliseconds grace{1000};
+  uint64_t result_max = 64ull << 20;
+};
+
+bool parse_u64(const std::string& s, uint64_t& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+bool parse_args(const std::vector<std::string>& args, ChildArgs& a) {
+  for (size_t i = 0; i + 1 < args.size(); i += 2) {
+    uint64_t v = 0;
+    if (!parse_u64(args[i + 1], v)) return false;
+    if (args[i] == "--parent") a.parent = static_cast<pid_t>(v);
+    else if (args[i] == "--memory-max") a.limits.memory_bytes = v;
+    else if (args[i] == "--cpu-seconds") a.limits.cpu_seconds = v;
+    else if (args[i] == "--grace-ms") a.grace = std::chrono::milliseconds(v);
+    else if (args[i] == "--result-max") a.result_max = v;
+    else return false;
+  }
+  return args.size() % 2 == 0 && a.parent > 0;
+}
+
+uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+bool write_all(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The request line, read whole (it is small); empty on EOF or error.
+std::string read_request_line() {
+  std::string line;
+  char buf[512];
+  while (line.size() < 4096 && line.find('\n') == std::string::npos) {
+    ssize_t n = ::read(kCaptureRequestFd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return {};
+    line.append(buf, static_cast<size_t>(n));
+  }
+  return line;
+}
+
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+// Exactly one of the capture thread and the watchdog writes the result.
+class ResultGate {
+ public:
+  bool claim() { return !claimed_.exchange(true); }
+
+ private:
+  std::atomic<bool> claimed_{false};
+};
+
+// Started before the seccomp filter (which forbids new threads); armed with
+// the deadline once a request arrives.
+class Watchdog {
+ public:
+  Watchdog(CaptureProgress& progress, ResultGate& gate) : progress_(progress), gate_(gate) {
+    thread_ = std::thread([this] { run(); });
+    thread_.detach();  // the process ends with _exit, never by joining it
+  }
+  void arm(std::chrono::steady_clock::time_point deadline) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      deadline_ = deadline;
+      armed_ = true;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [this] { return armed_; });
+    cv_.wait_until(l, deadline_, [] { return false; });
+    if (!gate_.claim()) return;  // the capture is writing its result
+    CaptureReply r;
+    r.kind = CaptureReply::Kind::kStalled;
+    const char* lang = progress_.language.load(std::memory_order_acquire);
+    r.language = lang ? lang : "";
+    const uint64_t since = progress_.read.since_ns.load(std::memory_order_acquire);
+    if (since) {
+      const double stuck_s = static_cast<double>(now_ns() - since) / 1e9;
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.1f", stuck_s);
+      r.message = "target read stalled: process_vm_readv at " + hex(progress_.read.addr.load()) + " (" +
+                  std::to_string(progress_.read.len.load()) + " bytes) blocked for " + secs +
+                  " s (a page of a userfaultfd, FUSE or NFS mapping nobody serves?)";
+    } else {
+      r.message = "the capture did not finish by its deadline (no target read in flight)";
+    }
+    write_all(kCaptureResultFd, encode_reply(r));
+    _exit(0);  // exit_group also ends the capture thread's killable wait
+  }
+
+  CaptureProgress& progress_;
+  ResultGate& gate_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false;
+  std::chrono::steady_clock::time_point deadline_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+int run_capture_child(const std::vector<std::string>& args, const CaptureChildHook& hook) {
+  ChildArgs a;
+  if (!parse_args(args, a)) {
+    std::fputs("oomsnap __capture-child: bad arguments (started by the agent, not by hand)\n", stderr);
+    return 2;
+  }
+  // Never outlive the parent (the agent or the CLI that waits for us).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != a.parent) return 0;
+  prctl(PR_SET_NAME, "oomsnap-capture");  // not "exe" in ps and audit logs
+
+  std::string why;
+  if (!apply_limits(a.limits, why) || !drop_capabilities(why)) {
+    std::fprintf(stderr, "oomsnap capture process: %s\n", why.c_str());
+    return 3;
+  }
+  // From here on every path ends in _exit: the detached watchdog uses these.
+  CaptureProgress progress;
+  ResultGate gate;
+  Watchdog watchdog(progress, gate);
+  if (!load_seccomp_filter(kCaptureResultFd, why)) {
+    std::fprintf(stderr, "oomsnap capture process: %s\n", why.c_str());
+    _exit(3);
+  }
+
+  std::string line = read_request_line();
+  if (line.empty()) _exit(0);  // replaced or shutting down: nothing asked
+  auto req = decode_request(line.substr(0, line.find('\n')), why);
+  if (!req) {
+    std::fprintf(stderr, "oomsnap capture process: bad request: %s\n", why.c_str());
+    _exit(2);
+  }
+  const auto half_grace = std::max(a.grace / 2, std::chrono::milliseconds(100));
+  watchdog.arm(std::chrono::steady_clock::now() + req->options.budget + half_grace);
+  if (hook) hook(*req);
+
+  CaptureOptions opts = req->options;
+  opts.progress = &progress;
+  CaptureReply reply;
+  std::string error;
+  auto rec = capture_process(req->pid, opts, error);
+  if (rec) {
+    reply.kind = CaptureReply::Kind::kRecord;
+    reply.record = std::move(rec);
+  } else {
+    reply.kind = CaptureReply::Kind::kNoTarget;
+    reply.message = error;
+  }
+  std::string frame = encode_reply(reply);
+  if (!gate.claim())  // the watchdog is writing; it exits the process
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (frame.size() > a.result_max) _exit(kExitResultTooLarge);
+  _exit(write_all(kCaptureResultFd, frame) ? 0 : 1);
+}
+
+}  // namespace oomsnap

@@ -1,0 +1,71 @@
+// Runs each capture in a separate capture process (capture_child.h) that the
+// parent can always get rid of: killed with SIGKILL at a hard deadline
+// (budget + grace), capped in memory and CPU, holding none of the parent's
+// descriptors, and answering through a socket whose bytes are parsed as
+// hostile. A helper is started ahead of time (prestart) so a capture does
+// not wait for exec; each helper serves one capture and is then replaced.
+//
+// Threads: capture(), prestart() and set_options() from one thread (the
+// agent's worker, or the CLI); cancel() from any thread.
+#pragma once
+#include <sys/types.h>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "capture/capture.h"
+
+namespace oomsnap {
+
+struct SandboxOptions {
+  std::string helper_path;                      // empty: $OOMSNAP_CAPTURE_HELPER, else /proc/self/exe
+  std::chrono::milliseconds grace{1000};        // hard deadline = budget + grace
+  uint64_t memory_bytes = 1ull << 30;         // the capture process's address-space cap
+  uint64_t result_max_bytes = 64ull << 20;      // larger results are refused
+  std::chrono::milliseconds max_budget{2000};   // the longest budget asked for: sets the CPU cap
+  bool operator==(const SandboxOptions&) const = default;
+};
+
+class CaptureSandbox {
+ public:
+  explicit CaptureSandbox(SandboxOptions options);
+  ~CaptureSandbox();  // kills the waiting helper
+  CaptureSandbox(const CaptureSandbox&) = delete;
+  CaptureSandbox& operator=(const CaptureSandbox&) = delete;
+
+  // A helper waiting for its capture (idempotent). False + error when none
+  // could be started; capture() then tries once more itself.
+  bool prestart(std::string& error);
+  // Like capture_process(): nullopt + error only when the pid does not
+  // exist. When the capture process fails, the record's snapshot is
+  // `failed` and process_failure says how (killed at the deadline, died by a
+  // signal, over its memory or CPU cap, result over its cap or malformed).
+  std::optional<CaptureRecord> capture(pid_t pid, const CaptureOptions& options, std::string& error);
+  // Ends the running capture now and every later one at once (shutdown).
+  void cancel();
+  // New limits for the next helper (a waiting one is replaced).
+  void set_options(const SandboxOptions& options);
+
+  pid_t helper_pid() const { return helper_.pid; }
+  const SandboxOptions& options() const { return options_; }
+
+ private:
+  struct Helper {
+    pid_t pid = -1;
+    int sock = -1;  // request out, result in
+  };
+  bool spawn(std::string& error);
+  void discard_helper();  // SIGKILL + reap
+  // Waits for the result frame or the helper's end; fills frame and status.
+  enum class Wait { kExited, kDeadline, kCancelled, kTooLarge };
+  Wait collect(std::chrono::steady_clock::time_point deadline, std::string& frame, int& wait_status);
+
+  SandboxOptions options_;
+  Helper helper_;
+  int cancel_fd_ = -1;  // eventfd: wakes a capture waiting in poll
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace oomsnap

@@ -1,0 +1,313 @@
+#include "capture/capture_wire.h"
+
+#include <cstring>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+namespace oomsnap {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr char kMagic[8] = {'O', 'O', 'M', 'S', 'N', 'A', 'P', 'R'};
+constexpr size_t kMaxString = 64 * 1024;   // a name, a frame, a reason
+constexpr size_t kMaxTotals = 64;
+constexpr size_t kMaxInlineFactor = 8;     // frames per stack slot (inlined calls expanded)
+
+void put_u32(std::string& s, uint32_t v) {
+  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint32_t get_u32(std::string_view s, size_t at) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
+  return v;
+}
+
+// Typed field access that records the first problem and never throws.
+class Fields {
+ public:
+  Fields(const json& j, std::string where, std::string& why) : j_(j), where_(std::move(where)), why_(why) {
+    if (!j_.is_object()) fail("not an object");
+  }
+  bool ok() const { return ok_; }
+  bool has(const char* k) const { return ok_ && j_.contains(k); }
+  std::string str(const char* k, bool required = true) {
+    const json* v = get(k, required);
+    if (!v) return {};
+    if (!v->is_string()) return fail(std::string(k) + " is not a string"), std::string();
+    const auto& s = v->get_ref<const std::string&>();
+    if (s.size() > kMaxString) return fail(std::string(k) + " is longer than " + std::to_string(kMaxString)), std::string();
+    return s;
+  }
+  uint64_t u64(const char* k, bool required = true) {
+    const json* v = get(k, required);
+    if (!v) return 0;
+    if (!v->is_number_unsigned()) return fail(std::string(k) + " is not an unsigned integer"), 0;
+    return v->get<uint64_t>();
+  }
+  int64_t i64(const char* k) {
+    const json* v = get(k, true);
+    if (!v) return 0;
+    if (!v->is_number_integer()) return fail(std::string(k) + " is not an integer"), 0;
+    return v->get<int64_t>();
+  }
+  double num(const char* k, bool required = true) {
+    const json* v = get(k, required);
+    if (!v) return 0;
+    if (!v->is_number()) return fail(std::string(k) + " is not a number"), 0;
+    return v->get<double>();
+  }
+  bool boolean(const char* k, bool required = true) {
+    const json* v = get(k, required);
+    if (!v) return false;
+    if (!v->is_boolean()) return fail(std::string(k) + " is not a boolean"), false;
+    return v->get<bool>();
+  }
+  const json* get(const char* k, bool required) {
+    if (!ok_) return nullptr;
+    auto it = j_.find(k);
+    if (it == j_.end()) {
+      if (required) fail(std::string("missing ") + k);
+      return nullptr;
+    }
+    return &*it;
+  }
+  void fail(const std::string& what) {
+    if (ok_) why_ = where_ + ": " + what;
+    ok_ = false;
+  }
+
+ private:
+  const json& j_;
+  std::string where_;
+  std::string& why_;
+  bool ok_ = true;
+};
+
+std::optional<SnapshotStatus> status_from(const std::string& s) {
+  for (auto st : {SnapshotStatus::kComplete, SnapshotStatus::kPartial, SnapshotStatus::kUnavailable,
+                  SnapshotStatus::kFailed})
+    if (s == to_string(st)) return st;
+  return std::nullopt;
+}
+
+bool memory_from_json(const json& j, ProcessMemory& m, std::string& why) {
+  Fields f(j, "process_memory", why);
+  m.status = f.str("status");
+  auto opt = [&](const char* k, std::optional<uint64_t>& out) {
+    if (f.has(k)) out = f.u64(k);
+  };
+  opt("virtual_bytes", m.virtual_bytes);
+  opt("rss_bytes", m.rss_bytes);
+  opt("rss_anon_bytes", m.rss_anon_bytes);
+  opt("rss_file_bytes", m.rss_file_bytes);
+  opt("rss_shmem_bytes", m.rss_shmem_bytes);
+  opt("swap_bytes", m.swap_bytes);
+  opt("page_table_bytes", m.page_table_bytes);
+  return f.ok();
+}
+
+bool record_from_json(const json& j, const CaptureOptions& bounds, CaptureRecord& r, std::string& why) {
+  Fields f(j, "record", why);
+  uint64_t pid = f.u64("pid");
+  if (f.ok() && (pid == 0 || pid > static_cast<uint64_t>(std::numeric_limits<pid_t>::max()))) f.fail("pid out of range");
+  r.identity.pid = static_cast<pid_t>(pid);
+  r.identity.start_time_ticks = f.u64("start_time_ticks");
+  r.identity.comm = f.str("comm");
+  r.result.language = f.str("language");
+  if (!f.ok()) return false;
+  const std::string& lang = r.result.language;
+  if (lang != "go" && lang != "python" && lang != "java" && lang != "unknown") {
+    why = "record: unknown language '" + lang.substr(0, 32) + "'";
+    return false;
+  }
+  const json* pm = f.get("process_memory", true);
+  const json* snap = f.get("snapshot", true);
+  if (!f.ok()) return false;
+  return memory_from_json(*pm, r.process_memory, why) && snapshot_from_json(*snap, bounds, r.result.snapshot, why);
+}
+
+}  // namespace
+
+std::string encode_request(const CaptureRequest& r) {
+  const CaptureOptions& o = r.options;
+  json j = {{"pid", r.pid},
+            {"max_entries", o.max_entries},
+            {"budget_ms", o.budget.count()},
+            {"want_pprof", o.want_pprof},
+            {"max_records", o.max_records},
+            {"max_objects", o.max_objects},
+            {"max_stack_depth", o.max_stack_depth},
+            {"max_read_bytes", o.max_read_bytes}};
+  return j.dump() + "\n";
+}
+
+std::optional<CaptureRequest> decode_request(std::string_view line, std::string& why) {
+  json j = json::parse(line, nullptr, false);
+  if (j.is_discarded()) {
+    why = "request is not JSON";
+    return std::nullopt;
+  }
+  Fields f(j, "request", why);
+  CaptureRequest r;
+  uint64_t pid = f.u64("pid");
+  r.pid = static_cast<pid_t>(pid);
+  r.options.max_entries = f.u64("max_entries");
+  r.options.budget = std::chrono::milliseconds(f.u64("budget_ms"));
+  r.options.want_pprof = f.boolean("want_pprof");
+  r.options.max_records = f.u64("max_records");
+  r.options.max_objects = f.u64("max_objects");
+  r.options.max_stack_depth = f.u64("max_stack_depth");
+  r.options.max_read_bytes = f.u64("max_read_bytes");
+  if (f.ok() && (pid == 0 || pid > static_cast<uint64_t>(std::numeric_limits<pid_t>::max())))
+    f.fail("pid out of range");
+  if (!f.ok()) return std::nullopt;
+  return r;
+}
+
+bool snapshot_from_json(const json& j, const CaptureOptions& bounds, Snapshot& s, std::string& why) {
+  Fields f(j, "snapshot", why);
+  s.runtime_version = f.str("runtime_version");
+  auto status = status_from(f.str("status"));
+  if (f.ok() && !status) f.fail("unknown status");
+  if (status) s.status = *status;
+  s.reason = f.str("reason", false);
+  s.duration_ms = f.num("duration_ms");
+  if (f.has("sample_rate")) s.sample_rate = f.i64("sample_rate");
+  s.output_truncated = f.boolean("output_truncated");
+  s.scope = f.str("scope", false);
+  if (f.has("coverage")) s.coverage = f.num("coverage");
+  s.read_syscalls = f.u64("read_syscalls");
+  s.bytes_read = f.u64("bytes_read");
+  if (const json* t = f.get("totals", false)) {
+    if (!t->is_object() || t->size() > kMaxTotals) {
+      f.fail("totals is not an object of at most " + std::to_string(kMaxTotals) + " counters");
+    } else {
+      for (const auto& [k, v] : t->items()) {
+        if (!v.is_number_unsigned() || k.size() > 128) {
+          f.fail("totals." + k.substr(0, 64) + " is not a counter");
+          break;
+        }
+        s.totals.emplace_back(k, v.get<uint64_t>());
+      }
+    }
+  }
+  const json* entries = f.get("entries", true);
+  if (!f.ok()) return false;
+  if (!entries->is_array() || entries->size() > bounds.max_entries) {
+    why = "snapshot: entries is not an array of at most " + std::to_string(bounds.max_entries);
+    return false;
+  }
+  const size_t max_frames = bounds.max_stack_depth * kMaxInlineFactor;
+  for (const auto& je : *entries) {
+    Fields e(je, "snapshot entry", why);
+    SnapshotEntry out;
+    out.kind = e.str("kind");
+    out.name = e.str("name");
+    out.bytes = e.u64("bytes");
+    out.objects = e.u64("objects");
+    out.average_bytes = e.u64("average_bytes");
+    if (!e.ok()) return false;
+    if (out.kind != "allocation_site" && out.kind != "object_type") {
+      why = "snapshot entry: unknown kind";
+      return false;
+    }
+    if (const json* st = e.get("stack", false)) {
+      if (!st->is_array() || st->size() > max_frames) {
+        why = "snapshot entry: stack is not an array of at most " + std::to_string(max_frames) + " frames";
+        return false;
+      }
+      for (const auto& fr : *st) {
+        if (!fr.is_string() || fr.get_ref<const std::string&>().size() > kMaxString) {
+          why = "snapshot entry: a stack frame is not a string of at most " + std::to_string(kMaxString) + " bytes";
+          return false;
+        }
+        out.stack.push_back(fr.get<std::string>());
+      }
+    }
+    s.entries.push_back(std::move(out));
+  }
+  return true;
+}
+
+std::string encode_reply(const CaptureReply& reply) {
+  json j;
+  std::string blob;
+  switch (reply.kind) {
+    case CaptureReply::Kind::kRecord:
+      j["kind"] = "record";
+      j["record"] = to_json(*reply.record);
+      if (reply.record->result.pprof) blob = *reply.record->result.pprof;
+      j["pprof"] = reply.record->result.pprof.has_value();
+      break;
+    case CaptureReply::Kind::kNoTarget:
+      j["kind"] = "no_target";
+      j["message"] = reply.message;
+      break;
+    case CaptureReply::Kind::kStalled:
+      j["kind"] = "stalled";
+      j["message"] = reply.message;
+      j["language"] = reply.language;
+      break;
+  }
+  // Strings from the target are not guaranteed UTF-8: replace, never throw.
+  std::string text = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string frame(kMagic, sizeof kMagic);
+  put_u32(frame, static_cast<uint32_t>(text.size()));
+  put_u32(frame, static_cast<uint32_t>(blob.size()));
+  frame += text;
+  frame += blob;
+  return frame;
+}
+
+std::optional<CaptureReply> decode_reply(std::string_view frame, const CaptureOptions& bounds, std::string& why) {
+  if (frame.size() < kResultHeaderBytes || std::memcmp(frame.data(), kMagic, sizeof kMagic) != 0) {
+    why = frame.empty() ? "no result" : "result does not start with the frame header";
+    return std::nullopt;
+  }
+  const uint64_t text_len = get_u32(frame, 8), blob_len = get_u32(frame, 12);
+  if (kResultHeaderBytes + text_len + blob_len != frame.size()) {
+    why = "result frame of " + std::to_string(frame.size()) + " bytes does not match its header (" +
+          std::to_string(text_len) + " + " + std::to_string(blob_len) + ")";
+    return std::nullopt;
+  }
+  json j = json::parse(frame.substr(kResultHeaderBytes, text_len), nullptr, false);
+  if (j.is_discarded()) {
+    why = "result is not JSON";
+    return std::nullopt;
+  }
+  Fields f(j, "result", why);
+  std::string kind = f.str("kind");
+  if (!f.ok()) return std::nullopt;
+  CaptureReply r;
+  if (kind == "no_target" || kind == "stalled") {
+    r.kind = kind == "stalled" ? CaptureReply::Kind::kStalled : CaptureReply::Kind::kNoTarget;
+    r.message = f.str("message");
+    if (r.kind == CaptureReply::Kind::kStalled) r.language = f.str("language");
+    if (!f.ok()) return std::nullopt;
+    if (blob_len != 0) {
+      why = "result: unexpected blob";
+      return std::nullopt;
+    }
+    return r;
+  }
+  if (kind != "record") {
+    why = "result: unknown kind";
+    return std::nullopt;
+  }
+  const json* rec = f.get("record", true);
+  bool has_pprof = f.boolean("pprof");
+  if (!f.ok()) return std::nullopt;
+  CaptureRecord record;
+  if (!record_from_json(*rec, bounds, record, why)) return std::nullopt;
+  if (!has_pprof && blob_len != 0) {
+    why = "result: a blob without pprof";
+    return std::nullopt;
+  }
+  if (has_pprof) record.result.pprof = std::string(frame.substr(kResultHeaderBytes + text_len));
+  r.record = std::move(record);
+  return r;
+}
+
+}  // namespace oomsnap

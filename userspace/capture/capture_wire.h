@@ -1,0 +1,46 @@
+// What crosses the pipes between the agent (or CLI) and its capture process:
+// one request line, one framed result. The parent treats the result as
+// hostile bytes (the child read a hostile target): every field is checked
+// for type and size, and anything else is an error, never a crash.
+#pragma once
+#include <sys/types.h>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "capture/capture_record.h"
+
+namespace oomsnap {
+
+struct CaptureRequest {
+  pid_t pid = 0;
+  CaptureOptions options;  // progress is not sent (the child has its own)
+};
+
+// One line of JSON ending in '\n'.
+std::string encode_request(const CaptureRequest& r);
+std::optional<CaptureRequest> decode_request(std::string_view line, std::string& why);
+
+// The result frame: "OOMSNAPR", then the JSON length and the blob length as
+// little-endian u32, the JSON, then the blob (a gzipped pprof profile, or
+// nothing).
+inline constexpr size_t kResultHeaderBytes = 16;
+
+// What the child says.
+struct CaptureReply {
+  enum class Kind { kRecord, kNoTarget, kStalled } kind = Kind::kRecord;
+  std::optional<CaptureRecord> record;  // kRecord
+  std::string message;                  // kNoTarget: why; kStalled: what hung
+  std::string language;                 // kStalled: the collector that had the target, if known
+};
+
+std::string encode_reply(const CaptureReply& reply);
+// The whole frame as read from the pipe; max_entries and max_stack_depth
+// bound what a record may hold (the request's).
+std::optional<CaptureReply> decode_reply(std::string_view frame, const CaptureOptions& bounds, std::string& why);
+
+// Parses the `snapshot` object of a record (the inverse of to_json(Snapshot)).
+bool snapshot_from_json(const nlohmann::json& j, const CaptureOptions& bounds, Snapshot& out, std::string& why);
+
+}  // namespace oomsnap

@@ -1,0 +1,127 @@
+#include "capture/sandbox_policy.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <malloc.h>
+#include <seccomp.h>
+#include <sys/capability.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <vector>
+
+namespace oomsnap {
+namespace {
+
+bool set_limit(int resource, rlim_t soft, rlim_t hard, const char* name, std::string& why) {
+  rlimit rl{soft, hard};
+  if (setrlimit(resource, &rl) == 0) return true;
+  why = std::string("setrlimit(") + name + "): " + std::strerror(errno);
+  return false;
+}
+
+[[noreturn]] void out_of_memory() { _exit(kExitMemoryCap); }
+
+}  // namespace
+
+bool apply_limits(const SandboxLimits& l, std::string& why) {
+  // One malloc arena: each extra arena reserves 64 MiB of address space,
+  // which would eat the cap without holding data.
+  mallopt(M_ARENA_MAX, 1);
+  std::set_new_handler(out_of_memory);
+  return set_limit(RLIMIT_AS, l.memory_bytes, l.memory_bytes, "RLIMIT_AS", why) &&
+         set_limit(RLIMIT_CPU, l.cpu_seconds, l.cpu_seconds + 1, "RLIMIT_CPU", why) &&
+         set_limit(RLIMIT_CORE, 0, 0, "RLIMIT_CORE", why) && set_limit(RLIMIT_FSIZE, 0, 0, "RLIMIT_FSIZE", why) &&
+         set_limit(RLIMIT_NOFILE, l.max_fds, l.max_fds, "RLIMIT_NOFILE", why) &&
+         (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 || (why = "PR_SET_DUMPABLE failed", false)) &&
+         (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 || (why = "PR_SET_NO_NEW_PRIVS failed", false));
+}
+
+bool drop_capabilities(std::string& why) {
+  const cap_value_t last = static_cast<cap_value_t>(cap_max_bits()) - 1;
+  std::vector<cap_value_t> keep = {CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH};
+  // map_files needs CAP_CHECKPOINT_RESTORE (5.9+) or CAP_SYS_ADMIN before it.
+  constexpr cap_value_t kCheckpointRestore = 40;
+  keep.push_back(last >= kCheckpointRestore ? kCheckpointRestore : CAP_SYS_ADMIN);
+  auto kept = [&](cap_value_t c) {
+    for (auto k : keep)
+      if (k == c) return true;
+    return false;
+  };
+  // The bounding set first, while CAP_SETPCAP is still effective.
+  for (cap_value_t c = 0; c <= last; ++c) {
+    if (kept(c) || !CAP_IS_SUPPORTED(c)) continue;
+    if (cap_drop_bound(c) != 0 && errno != EINVAL && errno != EPERM) {
+      why = "cannot drop capability " + std::to_string(c) + " from the bounding set: " + std::strerror(errno);
+      return false;
+    }
+  }
+  cap_t now = cap_get_proc();
+  if (!now) {
+    why = std::string("cap_get_proc: ") + std::strerror(errno);
+    return false;
+  }
+  // Keep a capability only where the process already has it (an agent run
+  // with fewer privileges passes on fewer, never more).
+  std::vector<cap_value_t> have;
+  for (auto c : keep) {
+    cap_flag_value_t v = CAP_CLEAR;
+    if (cap_get_flag(now, c, CAP_PERMITTED, &v) == 0 && v == CAP_SET) have.push_back(c);
+  }
+  cap_t next = cap_init();
+  bool ok = next && (have.empty() || (cap_set_flag(next, CAP_PERMITTED, static_cast<int>(have.size()), have.data(), CAP_SET) == 0 &&
+                                      cap_set_flag(next, CAP_EFFECTIVE, static_cast<int>(have.size()), have.data(), CAP_SET) == 0)) &&
+            cap_set_proc(next) == 0;
+  if (!ok) why = std::string("cap_set_proc: ") + std::strerror(errno);
+  cap_free(now);
+  if (next) cap_free(next);
+  if (ok && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
+    why = std::string("clearing ambient capabilities: ") + std::strerror(errno);
+    ok = false;
+  }
+  return ok;
+}
+
+bool load_seccomp_filter(int result_fd, std::string& why) {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+  if (!ctx) {
+    why = "seccomp_init failed";
+    return false;
+  }
+  int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+  auto allow = [&](int nr) {
+    if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+  };
+  // Reading the target and its files; the process's own memory and threads.
+  for (int nr : {SCMP_SYS(process_vm_readv), SCMP_SYS(read), SCMP_SYS(pread64), SCMP_SYS(readv), SCMP_SYS(lseek),
+                 SCMP_SYS(close), SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(statx), SCMP_SYS(readlink),
+                 SCMP_SYS(readlinkat), SCMP_SYS(getdents64), SCMP_SYS(fcntl), SCMP_SYS(mmap), SCMP_SYS(munmap),
+                 SCMP_SYS(mremap), SCMP_SYS(mprotect), SCMP_SYS(madvise), SCMP_SYS(brk), SCMP_SYS(futex),
+                 SCMP_SYS(clock_gettime), SCMP_SYS(clock_nanosleep), SCMP_SYS(nanosleep), SCMP_SYS(gettid),
+                 SCMP_SYS(getpid), SCMP_SYS(getppid), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
+                 SCMP_SYS(sched_yield), SCMP_SYS(getrandom), SCMP_SYS(exit), SCMP_SYS(exit_group),
+                 SCMP_SYS(restart_syscall), SCMP_SYS(rseq), SCMP_SYS(set_robust_list), SCMP_SYS(sched_getaffinity),
+                 SCMP_SYS(sysinfo) /* glibc's qsort sizes its buffer by physical memory */})
+    allow(nr);
+  // Files only read-only: no O_CREAT, O_TRUNC, write access.
+  if (rc == 0)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
+                          SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC | O_TMPFILE, O_RDONLY));
+  // Writes only to the result pipe and stderr.
+  for (int fd : {result_fd, STDERR_FILENO})
+    if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(write), 1, SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(fd)));
+  // abort() signals itself; nobody else.
+  if (rc == 0)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+                          SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(getpid())));
+  if (rc == 0) rc = seccomp_load(ctx);
+  if (rc != 0) why = std::string("seccomp filter not loaded: ") + std::strerror(-rc);
+  seccomp_release(ctx);
+  return rc == 0;
+}
+
+}  // namespace oomsnap

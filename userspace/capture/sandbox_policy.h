@@ -1,0 +1,42 @@
+// What the capture process may do. It reads a hostile target, so it keeps
+// only what reading needs (see README "Capture process"):
+// - rlimits: address space (the memory cap: the collectors reserve address
+//   space for the largest tables they accept, ~600 MiB for the Go reader, and
+//   touch only what they use, so the cap is on reservations, a bound on
+//   resident memory too), CPU seconds, no core dumps (they would hold target
+//   memory), no file writes, few descriptors;
+// - not dumpable, PR_SET_NO_NEW_PRIVS;
+// - capabilities: CAP_SYS_PTRACE (process_vm_readv and /proc/PID/{maps,exe,
+//   root} of another user's process), CAP_DAC_READ_SEARCH (the target's
+//   binaries whatever their modes), CAP_CHECKPOINT_RESTORE (opening
+//   /proc/PID/map_files; CAP_SYS_ADMIN instead on kernels before 5.9);
+//   everything else leaves the bounding, permitted and effective sets;
+// - a seccomp allow-list: reading (the target's memory, files opened
+//   read-only), its own memory and threads, writing to the result pipe and
+//   stderr, exiting. Anything else kills the process (SIGSYS).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace oomsnap {
+
+struct SandboxLimits {
+  uint64_t memory_bytes = 1ull << 30;  // RLIMIT_AS
+  uint64_t cpu_seconds = 4;              // RLIMIT_CPU (soft; SIGXCPU)
+  uint64_t max_fds = 256;                // RLIMIT_NOFILE
+};
+
+// Exit status of a capture process whose memory ran out (operator new found
+// the cap): the parent reports "exceeded its memory cap".
+inline constexpr int kExitMemoryCap = 86;
+// Exit status when the result would be larger than the cap: refused, not cut.
+inline constexpr int kExitResultTooLarge = 87;
+
+// Each step false + why on failure. Call in this order, single-threaded for
+// the first two; the seccomp filter is synchronised to every thread.
+bool apply_limits(const SandboxLimits& limits, std::string& why);
+bool drop_capabilities(std::string& why);
+// result_fd: the only descriptor (besides stderr) it may write to.
+bool load_seccomp_filter(int result_fd, std::string& why);
+
+}  // namespace oomsnap
