@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the Go test fixtures (tests/fixtures/go/heapfixture) with every cached
-# Go toolchain, in every binary flavour oomsnap must read.
+# Go toolchain, in every binary flavour oomsnap must read, and the userfaultfd
+# trap target (tests/fixtures/go/uffdtrap) in the default flavour.
 #
 # Usage: tools/build-go-fixtures.sh [--force] [--verify] [1.N ...]
 #   default versions: 1.19 1.21 1.22 1.23 1.24 1.25 1.26 1.27
@@ -12,6 +13,8 @@
 #          pie-stripped  -buildmode=pie -ldflags='-s -w' (CGO_ENABLED=0)
 #          cgo           (1.26 only) CGO_ENABLED=1 -tags cgofixture
 #                        -ldflags=-linkmode=external
+#             $OOMSNAP_CACHE/fixtures/go/1.N/default/uffdtrap
+#               (-ldflags=-checklinkname=0 on 1.23+: it pulls runtime.mbuckets)
 # Offline: GOTOOLCHAIN=local GOPROXY=off GO111MODULE=off, per-version GOCACHE
 # $OOMSNAP_CACHE/gocache-1.N. Inlining stays on (no -gcflags=-l): the fixture
 # has a site reached through an inlined helper.
@@ -25,6 +28,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SELF=$ROOT/tools/build-go-fixtures.sh
 CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 SRC=$ROOT/tests/fixtures/go/heapfixture
+TRAP_SRC=$ROOT/tests/fixtures/go/uffdtrap
 OUT=$CACHE/fixtures/go
 MODES=(default pie stripped pie-stripped)
 CGO_VERSION=1.26
@@ -35,7 +39,7 @@ for a in "$@"; do
   case "$a" in
     --force) force=1 ;;
     --verify) verify=1 ;;
-    -h|--help) sed -n '2,21p' "$SELF"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$SELF"; exit 0 ;;
     1.*) VERSIONS+=("$a") ;;
     *) echo "build-go-fixtures: unknown argument '$a'" >&2; exit 2 ;;
   esac
@@ -53,6 +57,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   fetch them with: OOMSNAP_CACHE=$CACHE tools/fetch-go-toolchains.sh ${missing[*]}"
 fi
 [ -f "$SRC/main.go" ] || die "fixture source not found: $SRC/main.go"
+[ -f "$TRAP_SRC/main.go" ] || die "fixture source not found: $TRAP_SRC/main.go"
 
 mkdir -p "$OUT"
 # Serialize concurrent runs (several test runners may call this at once).
@@ -78,7 +83,7 @@ up_to_date() { # $1 output, rest: inputs
 
 vdir=
 cleanup() {
-  rm -f "$OUT"/*/*/heapfixture.tmp.$$
+  rm -f "$OUT"/*/*/heapfixture.tmp.$$ "$OUT"/*/*/uffdtrap.tmp.$$
   [ -z "$vdir" ] || rm -rf "$vdir"
 }
 trap cleanup EXIT
@@ -132,6 +137,22 @@ for v in "${VERSIONS[@]}"; do
     printf 'built %-5s %-13s %6ss  %s\n' "$v" "$mode" \
       "$(since "$t0")" "$out"
   done
+  out=$OUT/$v/default/uffdtrap
+  if [ $force = 0 ] && up_to_date "$out" "$TRAP_SRC"/*.go "$SELF" "$goroot/VERSION"; then
+    skipped=$((skipped + 1))
+    continue
+  fi
+  args=(build -o "$out.tmp.$$")
+  [ "${v#1.}" -lt 23 ] || args+=(-ldflags=-checklinkname=0)
+  mkdir -p "$OUT/$v/default"
+  t0=$EPOCHREALTIME
+  if ! (cd "$TRAP_SRC" && CGO_ENABLED=0 "$go" "${args[@]}" "${extra[@]}" .); then
+    rm -f "$out.tmp.$$"
+    die "go $v (uffdtrap) build failed"
+  fi
+  mv -f "$out.tmp.$$" "$out"
+  built=$((built + 1))
+  printf 'built %-5s %-13s %6ss  %s\n' "$v" "uffdtrap" "$(since "$t0")" "$out"
 done
 # Tests read our profiles with Go 1.26's `go tool pprof`, which 1.25+ builds on
 # first use (minutes on 2 cores): build it now, into the same GOCACHE.
