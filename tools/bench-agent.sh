@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Agent benchmark (issue #3), one run, figures side by side:
 #   1. event-to-collection-start latency (kernel timestamp of the BPF
-#      memcg-pressure event -> collection start), p50/p99 over many incidents;
+#      memcg-pressure event -> collection start), p50/p99 over many incidents,
+#      and the capture's own duration (collection start -> snapshot complete),
+#      with the capture process (the default) and without it
+#      (--capture-in-process), side by side: what the sandbox costs;
 #   2. the idle agent's CPU and RSS over IDLE_S seconds (default 60);
 #   3. ring-buffer drops under a storm of STORM_N memcgs (default 100)
 #      reclaiming at once.
@@ -15,7 +18,7 @@ BIN=$BUILD/oomsnap
 FIX=$CACHE/fixtures/go/1.26/default/heapfixture
 IDLE_S=${IDLE_S:-60}
 STORM_N=${STORM_N:-100}
-LAT_S=${LAT_S:-20}
+LAT_S=${LAT_S:-40}
 [ "$(id -u)" = 0 ] || { echo "bench-agent: run as root" >&2; exit 1; }
 [ -x "$BIN" ] || { echo "bench-agent: $BIN missing (tools/build.sh)" >&2; exit 1; }
 [ -x "$FIX" ] || { echo "bench-agent: $FIX missing (tools/build-go-fixtures.sh 1.26)" >&2; exit 1; }
@@ -45,13 +48,14 @@ cleanup() {
 trap cleanup EXIT
 mkdir "$SCOPE"
 
-# start_agent NAME CONFIG_TEXT: the agent with records to $WORK/NAME.jsonl.
+# start_agent NAME CONFIG_TEXT [ARGS...]: the agent with records to $WORK/NAME.jsonl.
 start_agent() {
-  printf '%s\n[storage]\nLocalFile = false\n[cgroup]\nScope = "%s"\n' "$2" "$SCOPE_REL" > "$WORK/$1.toml"
-  "$BIN" watch --config "$WORK/$1.toml" > "$WORK/$1.jsonl" 2> "$WORK/$1.log" &
+  local name=$1 config=$2; shift 2
+  printf '%s\n[storage]\nLocalFile = false\n[cgroup]\nScope = "%s"\n' "$config" "$SCOPE_REL" > "$WORK/$name.toml"
+  "$BIN" watch --config "$WORK/$name.toml" "$@" > "$WORK/$name.jsonl" 2> "$WORK/$name.log" &
   AGENT=$!
-  for _ in $(seq 200); do grep -q "ready:" "$WORK/$1.log" && return 0; sleep 0.05; done
-  echo "bench-agent: agent did not start:" >&2; cat "$WORK/$1.log" >&2; exit 1
+  for _ in $(seq 200); do grep -q "ready:" "$WORK/$name.log" && return 0; sleep 0.05; done
+  echo "bench-agent: agent did not start:" >&2; cat "$WORK/$name.log" >&2; exit 1
 }
 stop_agent() {
   kill -TERM "$AGENT"; wait "$AGENT" || true; AGENT=
@@ -71,15 +75,19 @@ make_file() { dd if=/dev/zero of="$1" bs=1M count="$2" oflag=direct status=none;
 # Total CPU time (ns) of all the agent's threads.
 cpu_ns() { cat /proc/"$AGENT"/task/*/schedstat | awk '{s += $1} END {printf "%d", s}'; }
 
-echo "== 1. latency: BPF memcg-pressure event -> collection start (${LAT_S}s of incidents, cooldown 0)"
+echo "== 1. latency: BPF memcg-pressure event -> collection start (${LAT_S}s of incidents each, cooldown 0),"
+echo "      with the capture process and in-process"
 mkdir "$SCOPE/lat"
 echo $((48 << 20)) > "$SCOPE/lat/memory.limit_in_bytes"
 make_file "$WORK/lat.data" 96
-start_agent lat $'IntervalTracing = 0\nOomKillWindow = 0.05\n[triggers]\nBlacklist = ["threshold", "process_exit"]'
 in_cgroup "$SCOPE/lat" "$FIX"            # the victim: a Go program with a small known heap
 in_cgroup "$SCOPE/lat" bash -c "$CHURN" "$WORK/lat.data"
-sleep "$LAT_S"
-stop_agent
+LAT_CONFIG=$'IntervalTracing = 0\nOomKillWindow = 0.05\n[triggers]\nBlacklist = ["threshold", "process_exit"]'
+# Alternating halves, so both modes see the same machine load.
+for half in 1 2; do
+  start_agent "lat-sandbox-$half" "$LAT_CONFIG"; sleep $((LAT_S / 2)); stop_agent
+  start_agent "lat-inproc-$half" "$LAT_CONFIG" --capture-in-process; sleep $((LAT_S / 2)); stop_agent
+done
 for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; PIDS=()
 
 echo "== 2. idle agent: CPU and RSS over ${IDLE_S}s (whole machine scope)"
@@ -114,13 +122,20 @@ work, storm_n = sys.argv[1], int(sys.argv[2])
 def pct(v, p):
     v = sorted(v); k = (len(v) - 1) * p / 100; f = int(k); c = min(f + 1, len(v) - 1)
     return v[f] + (v[c] - v[f]) * (k - f)
-lat, wake, queue = [], [], []
-for line in open(f"{work}/lat.jsonl"):
-    r = json.loads(line); tl = r["timeline"]
-    if r["trigger"]["type"] != "memcg_pressure" or "collection_start_ns" not in tl: continue
-    lat.append((tl["collection_start_ns"] - tl["trigger_ns"]) / 1e6)
-    wake.append((tl["received_ns"] - tl["trigger_ns"]) / 1e6)
-    queue.append((tl["collection_start_ns"] - tl["decided_ns"]) / 1e6)
+def latencies(mode):
+    lat, wake, queue, capture = [], [], [], []
+    for half in (1, 2):
+        for line in open(f"{work}/lat-{mode}-{half}.jsonl"):
+            r = json.loads(line); tl = r["timeline"]
+            if r["trigger"]["type"] != "memcg_pressure" or "collection_start_ns" not in tl: continue
+            lat.append((tl["collection_start_ns"] - tl["trigger_ns"]) / 1e6)
+            wake.append((tl["received_ns"] - tl["trigger_ns"]) / 1e6)
+            queue.append((tl["collection_start_ns"] - tl["decided_ns"]) / 1e6)
+            if "snapshot_complete_ns" in tl and r["collection"]["status"] == "collected":
+                capture.append((tl["snapshot_complete_ns"] - tl["collection_start_ns"]) / 1e6)
+    return lat, wake, queue, capture
+lat, wake, queue, capture = latencies("sandbox")
+lat_ip, _, _, capture_ip = latencies("inproc")
 t0, t1, s0, s1, rss, hwm = open(f"{work}/idle.txt").read().split()
 cpu = (int(t1) - int(t0)) / 1e9 / (float(s1) - float(s0)) * 100
 stopped = [l for l in open(f"{work}/storm.log") if "stopped:" in l][-1]
@@ -134,6 +149,12 @@ if lat:
     print(f"| of which decision -> collection start (queue, victim choice), p50 / p99 | {pct(queue,50):.3f} / {pct(queue,99):.3f} ms | |")
 else:
     print("| event -> collection start | no incidents recorded | p99 < 10 ms |")
+if lat_ip:
+    print(f"| event -> collection start, in-process capture, p50 / p99 (n={len(lat_ip)}) | {pct(lat_ip,50):.2f} / {pct(lat_ip,99):.2f} ms | |")
+if capture and capture_ip:
+    c, ci = statistics.median(capture), statistics.median(capture_ip)
+    print(f"| capture (collection start -> snapshot complete), median: capture process / in-process (n={len(capture)} / {len(capture_ip)}) | {c:.2f} / {ci:.2f} ms | |")
+    print(f"| added cost per capture of the capture process, median | {c - ci:.2f} ms | < 5 ms |")
 print(f"| idle agent CPU over {float(s1)-float(s0):.0f} s | {cpu:.3f} % of a core | < 0.1 % |")
 print(f"| idle agent RSS (peak) | {int(rss)/1024:.1f} MiB ({int(hwm)/1024:.1f} MiB) | < 30 MiB |")
 print(f"| ring-buffer drops, {storm_n} memcgs reclaiming | {counters['bpf_ring_drops']} "

@@ -48,16 +48,19 @@ inline TrapTarget await_ready(std::unique_ptr<Process> proc, const std::string& 
 // The Python trap under `python` (a path inside `rootfs` when that is set,
 // e.g. OOMSNAP_ROOTFS "/trixie" with "/usr/bin/python3.13"; the source is
 // passed with -c, so it needs nothing inside the root file system).
+// hold_mb: memory the trap fills first, in `cgroup_dir` when that is set.
 inline TrapTarget start_python_uffd_trap(const std::string& python = "/usr/bin/python3",
-                                         const std::string& rootfs = "", int pages = 4) {
+                                         const std::string& rootfs = "", int pages = 4, int hold_mb = 0,
+                                         const std::string& cgroup_dir = "") {
   std::string src;
   const std::string path = std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/python/uffd_trap.py";
   if (!read_file(path, src)) throw std::runtime_error("cannot read " + path);
   if (!std::filesystem::exists(rootfs + python)) throw std::runtime_error(rootfs + python + " is missing");
   std::vector<std::string> argv;
   if (!rootfs.empty()) argv = {"/usr/sbin/chroot", rootfs};
-  argv.insert(argv.end(), {python, "-c", src, "--pages", std::to_string(pages)});
-  return trap_detail::await_ready(std::make_unique<Process>(argv), python + " uffd_trap.py",
+  argv.insert(argv.end(), {python, "-c", src, "--pages", std::to_string(pages), "--hold-mb", std::to_string(hold_mb)});
+  return trap_detail::await_ready(std::make_unique<Process>(argv, std::vector<std::string>{}, cgroup_dir),
+                                  python + " uffd_trap.py",
                                   std::chrono::seconds(60));
 }
 

@@ -71,11 +71,13 @@ TEST(CaptureWire, StalledAndNoTargetRoundTrip) {
   st.kind = CaptureReply::Kind::kStalled;
   st.message = "target read stalled: process_vm_readv at 0x1000";
   st.language = "python";
+  st.stalled_addr = 0x7f4011bb6000;
   auto a = decode_reply(encode_reply(st), bounds(), why);
   ASSERT_TRUE(a) << why;
   EXPECT_EQ(a->kind, CaptureReply::Kind::kStalled);
   EXPECT_EQ(a->message, st.message);
   EXPECT_EQ(a->language, "python");
+  EXPECT_EQ(a->stalled_addr, 0x7f4011bb6000u);
   CaptureReply nt;
   nt.kind = CaptureReply::Kind::kNoTarget;
   nt.message = "no process with pid 7";
@@ -92,6 +94,8 @@ TEST(CaptureWire, RequestRoundTrips) {
   r.options.budget = std::chrono::milliseconds(1500);
   r.options.want_pprof = true;
   r.options.max_objects = 5;
+  r.options.stall_after = std::chrono::milliseconds(250);
+  r.options.skip_ranges = {{0x1000, 0x2000}, {0x7f0000000000, 0x7f0000004000}};
   std::string why;
   auto back = decode_request(encode_request(r), why);
   ASSERT_TRUE(back) << why;
@@ -100,6 +104,15 @@ TEST(CaptureWire, RequestRoundTrips) {
   EXPECT_EQ(back->options.budget.count(), 1500);
   EXPECT_TRUE(back->options.want_pprof);
   EXPECT_EQ(back->options.max_objects, 5u);
+  EXPECT_EQ(back->options.stall_after.count(), 250);
+  ASSERT_EQ(back->options.skip_ranges.size(), 2u);
+  EXPECT_EQ(back->options.skip_ranges[1].start, 0x7f0000000000u);
+  EXPECT_EQ(back->options.skip_ranges[1].end, 0x7f0000004000u);
+  auto bad_skip = nlohmann::json::parse(encode_request(r));
+  bad_skip["skip"][0] = {5, 5};  // empty range
+  EXPECT_FALSE(decode_request(bad_skip.dump(), why));
+  bad_skip["skip"] = std::vector<std::vector<uint64_t>>(65, {1, 2});  // too many
+  EXPECT_FALSE(decode_request(bad_skip.dump(), why));
   EXPECT_FALSE(decode_request("{\"pid\":0}", why));
   EXPECT_FALSE(decode_request("not json", why));
 }

@@ -70,3 +70,44 @@ TEST(ProcInfo, LiveSelf) {
   EXPECT_FALSE(read_identity(0));
   EXPECT_FALSE(read_identity(1 << 29));  // no such pid
 }
+
+TEST(ProcInfo, UserfaultfdRangesFromSmaps) {
+  const std::string smaps =
+      "55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]\n"
+      "Size:                132 kB\n"
+      "VmFlags: rd wr mr mw me ac sd\n"
+      "7f4011bb6000-7f4011bba000 rw-p 00000000 00:00 0 \n"
+      "Size:                 16 kB\n"
+      "VmFlags: rd wr mr mw me ac sd um\n"
+      "7f4011bc0000-7f4011bc1000 rw-p 00000000 00:00 0 \n"
+      "VmFlags: rd wr mr mw me ac uw\n"   // write-protect only: reads do not wait
+      "7f4011bd0000-7f4011bd2000 r--s 00000000 00:2a 77 /mnt/fuse/file\n"
+      "VmFlags: rd mr me ms ui\n";
+  auto r = parse_userfaultfd_ranges(smaps);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].start, 0x7f4011bb6000u);
+  EXPECT_EQ(r[0].end, 0x7f4011bba000u);
+  EXPECT_EQ(r[1].start, 0x7f4011bd0000u);
+  EXPECT_TRUE(parse_userfaultfd_ranges("garbage\nVmFlags: um\n").empty());
+  EXPECT_TRUE(read_userfaultfd_ranges(getpid()).empty());
+}
+
+// Skipped ranges fail at once, alone; the rest of a batch is read.
+TEST(RemoteMemory, SkippedRangesAreNotRead) {
+  static uint64_t a = 0x1111, b = 0x2222, c = 0x3333;
+  RemoteMemory mem(getpid());
+  mem.set_skip({{reinterpret_cast<uint64_t>(&b), reinterpret_cast<uint64_t>(&b) + 8}});
+  uint64_t ra = 0, rb = 0, rc = 0;
+  RemoteMemory::Request reqs[3] = {{reinterpret_cast<uint64_t>(&a), &ra, 8},
+                                   {reinterpret_cast<uint64_t>(&b), &rb, 8},
+                                   {reinterpret_cast<uint64_t>(&c), &rc, 8}};
+  EXPECT_EQ(mem.read_batch(reqs), 2u);
+  EXPECT_TRUE(reqs[0].ok);
+  EXPECT_FALSE(reqs[1].ok);
+  EXPECT_TRUE(reqs[2].ok);
+  EXPECT_EQ(ra, 0x1111u);
+  EXPECT_EQ(rb, 0u);
+  EXPECT_EQ(rc, 0x3333u);
+  EXPECT_EQ(mem.skipped_reads(), 1u);
+  EXPECT_FALSE(mem.read(reinterpret_cast<uint64_t>(&b) + 4, &rb, 2));  // any overlap
+}

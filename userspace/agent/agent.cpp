@@ -359,9 +359,12 @@ void Agent::start_collection(Candidate c, MonoNs decided) {
   pending_[id] = std::move(p);
   CgroupFs fs = cgroups_->fs();
   CaptureOptions opts = capture_options();
-  bool queued = worker_->post([this, job_inc, fs, opts, box = sandbox_.get()]() mutable {
-    collect_incident(job_inc, fs, opts,
-                     [box](pid_t pid, const CaptureOptions& o, std::string& error) { return box->capture(pid, o, error); });
+  CaptureFn capture = [box = sandbox_.get()](pid_t pid, const CaptureOptions& o, std::string& error) {
+    return box->capture(pid, o, error);
+  };
+  if (options_.capture_in_process) capture = capture_process;
+  bool queued = worker_->post([this, job_inc, fs, opts, capture, box = sandbox_.get()]() mutable {
+    collect_incident(job_inc, fs, opts, capture);
     asio::post(io_, [this, done = std::move(job_inc)]() mutable { on_collected(std::move(done)); });
     // The next capture process starts now, off the next incident's path.
     std::string error;

@@ -39,6 +39,10 @@ struct AgentOptions {
   std::string config_path;  // re-read on SIGHUP; empty = defaults
   BpfAttachMode bpf_mode = BpfAttachMode::Auto;
   std::string node_name;    // empty: $OOMSNAP_NODE_NAME, else the host name
+  // Benchmarks only (tools/bench-agent.sh, --capture-in-process): capture in
+  // the agent's own worker thread, without the capture process, to measure
+  // what the sandbox costs. Never for production: a stuck read hangs the agent.
+  bool capture_in_process = false;
 };
 
 class Agent {

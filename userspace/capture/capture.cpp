@@ -40,6 +40,7 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
   auto target = Target::open(pid, error);
   if (!target) return std::nullopt;
   if (options.progress) target->memory().set_read_watch(&options.progress->read);
+  target->memory().set_skip(options.skip_ranges);
   CaptureRecord rec;
   rec.identity = target->identity();
   rec.process_memory = read_process_memory(pid);

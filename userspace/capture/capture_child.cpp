@@ -92,17 +92,20 @@ class ResultGate {
 };
 
 // Started before the seccomp filter (which forbids new threads); armed with
-// the deadline once a request arrives.
+// the deadline once a request arrives. Reports (and ends the process) at the
+// deadline, or as soon as one read has hung for stall_after: the parent can
+// then retry without that range while budget is left.
 class Watchdog {
  public:
   Watchdog(CaptureProgress& progress, ResultGate& gate) : progress_(progress), gate_(gate) {
     thread_ = std::thread([this] { run(); });
     thread_.detach();  // the process ends with _exit, never by joining it
   }
-  void arm(std::chrono::steady_clock::time_point deadline) {
+  void arm(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds stall_after) {
     {
       std::lock_guard<std::mutex> l(mu_);
       deadline_ = deadline;
+      stall_after_ns_ = static_cast<uint64_t>(std::chrono::nanoseconds(stall_after).count());
       armed_ = true;
     }
     cv_.notify_one();
@@ -110,9 +113,16 @@ class Watchdog {
 
  private:
   void run() {
+    constexpr auto kPoll = std::chrono::milliseconds(20);
     std::unique_lock<std::mutex> l(mu_);
     cv_.wait(l, [this] { return armed_; });
-    cv_.wait_until(l, deadline_, [] { return false; });
+    for (;;) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline_) break;
+      cv_.wait_until(l, std::min(deadline_, now + kPoll), [] { return false; });
+      const uint64_t since = progress_.read.since_ns.load(std::memory_order_acquire);
+      if (stall_after_ns_ && since && now_ns() - since > stall_after_ns_) break;
+    }
     if (!gate_.claim()) return;  // the capture is writing its result
     CaptureReply r;
     r.kind = CaptureReply::Kind::kStalled;
@@ -120,6 +130,7 @@ class Watchdog {
     r.language = lang ? lang : "";
     const uint64_t since = progress_.read.since_ns.load(std::memory_order_acquire);
     if (since) {
+      r.stalled_addr = progress_.read.addr.load();
       const double stuck_s = static_cast<double>(now_ns() - since) / 1e9;
       char secs[32];
       std::snprintf(secs, sizeof secs, "%.1f", stuck_s);
@@ -139,6 +150,7 @@ class Watchdog {
   std::condition_variable cv_;
   bool armed_ = false;
   std::chrono::steady_clock::time_point deadline_;
+  uint64_t stall_after_ns_ = 0;
   std::thread thread_;
 };
 
@@ -177,7 +189,7 @@ int run_capture_child(const std::vector<std::string>& args, const CaptureChildHo
     _exit(2);
   }
   const auto half_grace = std::max(a.grace / 2, std::chrono::milliseconds(100));
-  watchdog.arm(std::chrono::steady_clock::now() + req->options.budget + half_grace);
+  watchdog.arm(std::chrono::steady_clock::now() + req->options.budget + half_grace, req->options.stall_after);
   if (hook) hook(*req);
 
   CaptureOptions opts = req->options;

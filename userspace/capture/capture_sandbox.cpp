@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -36,6 +37,22 @@ std::string signal_name(int sig) {
 }
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// Runs of the capture process per capture when reads stall: the first, and
+// retries each without the ranges that stalled so far.
+constexpr int kMaxStallRetries = 3;
 
 uint64_t cpu_seconds_for(const SandboxOptions& o) {
   auto ms = (o.max_budget + o.grace).count();
@@ -204,37 +221,39 @@ CaptureSandbox::Wait CaptureSandbox::collect(Clock::time_point deadline, std::st
   }
 }
 
-std::optional<CaptureRecord> CaptureSandbox::capture(pid_t pid, const CaptureOptions& options, std::string& error) {
-  auto identity = read_identity(pid);
-  if (!identity) {
-    error = "no process with pid " + std::to_string(pid) + " (cannot read /proc/" + std::to_string(pid) + "/stat)";
-    return std::nullopt;
-  }
-  CaptureRecord failed;
-  failed.identity = *identity;
-  auto fail = [&](std::string why, std::string language = "unknown") {
-    failed.process_memory = read_process_memory(pid);
-    failed.result.language = language.empty() ? "unknown" : std::move(language);
-    failed.result.snapshot.set_status(SnapshotStatus::kFailed, why);
-    auto now = read_identity(pid);
-    if (!now || now->start_time_ticks != identity->start_time_ticks || now->exited())
-      mark_target_exited(failed.result.snapshot);
-    failed.process_failure = failed.result.snapshot.reason;
-    return std::optional<CaptureRecord>(std::move(failed));
-  };
-  if (cancelled_.load()) return fail("capture process not started: the agent is stopping");
+// One run of the capture process: the record, or why there is none.
+struct CaptureSandbox::Attempt {
+  std::optional<CaptureRecord> record;  // the child's record
+  bool no_target = false;               // the child found no such process (message)
+  bool stalled = false;                 // the child reported a hung read (message, stalled_addr)
+  uint64_t stalled_addr = 0;
+  std::string language;                 // stalled: the collector that had the target
+  std::string message;                  // otherwise: how the capture process failed
+};
 
+CaptureSandbox::Attempt CaptureSandbox::run_once(pid_t pid, const CaptureOptions& options) {
+  Attempt a;
+  if (cancelled_.load()) {
+    a.message = "capture process not started: the agent is stopping";
+    return a;
+  }
   // Send the request; a helper that died while waiting is replaced once.
   const auto start = Clock::now();
   const std::string req = encode_request({pid, options});
   bool sent = false;
   for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
     std::string why;
-    if (!prestart(why)) return fail("capture process could not start: " + why);
+    if (!prestart(why)) {
+      a.message = "capture process could not start: " + why;
+      return a;
+    }
     sent = ::send(helper_.sock, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
     if (!sent) discard_helper();
   }
-  if (!sent) return fail("capture process did not take the request (it died twice before the capture)");
+  if (!sent) {
+    a.message = "capture process did not take the request (it died twice before the capture)";
+    return a;
+  }
 
   const auto deadline = start + options.budget + options_.grace;
   std::string frame;
@@ -243,44 +262,131 @@ std::optional<CaptureRecord> CaptureSandbox::capture(pid_t pid, const CaptureOpt
   const std::string after = seconds(Clock::now() - start);
   if (w != Wait::kExited) {
     discard_helper();
-    switch (w) {
-      case Wait::kCancelled: return fail("capture process killed after " + after + ": the agent is stopping");
-      case Wait::kTooLarge:
-        return fail("capture process result refused: more than its " + mib(options_.result_max_bytes) + " cap");
-      default:
-        return fail("capture process killed after " + after + " (hard deadline " +
-                    seconds(options.budget + options_.grace) + "): no result" +
-                    (frame.empty() ? "" : " (only " + std::to_string(frame.size()) + " bytes of it)"));
-    }
+    if (w == Wait::kCancelled) a.message = "capture process killed after " + after + ": the agent is stopping";
+    else if (w == Wait::kTooLarge)
+      a.message = "capture process result refused: more than its " + mib(options_.result_max_bytes) + " cap";
+    else
+      a.message = "capture process killed after " + after + " (hard deadline " +
+                  seconds(options.budget + options_.grace) + "): no result" +
+                  (frame.empty() ? "" : " (only " + std::to_string(frame.size()) + " bytes of it)");
+    return a;
   }
   ::close(helper_.sock);
   helper_ = Helper{};
 
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
-    if (sig == SIGXCPU) return fail("capture process exceeded its CPU time cap of " + std::to_string(cpu_seconds_for(options_)) + " s");
-    if (sig == SIGSYS) return fail("capture process died: SIGSYS (a system call outside its seccomp allow-list)");
-    return fail("capture process died: " + signal_name(sig));
+    if (sig == SIGXCPU)
+      a.message = "capture process exceeded its CPU time cap of " + std::to_string(cpu_seconds_for(options_)) + " s";
+    else if (sig == SIGSYS)
+      a.message = "capture process died: SIGSYS (a system call outside its seccomp allow-list)";
+    else
+      a.message = "capture process died: " + signal_name(sig);
+    return a;
   }
   const int code = WEXITSTATUS(status);
-  if (code == kExitMemoryCap) return fail("capture process exceeded its " + mib(options_.memory_bytes) + " memory cap");
-  if (code == kExitResultTooLarge)
-    return fail("capture process result refused: more than its " + mib(options_.result_max_bytes) + " cap");
-  if (code != 0) return fail("capture process exited with status " + std::to_string(code) + " without a result");
-
+  if (code == kExitMemoryCap) {
+    a.message = "capture process exceeded its " + mib(options_.memory_bytes) + " memory cap";
+    return a;
+  }
+  if (code == kExitResultTooLarge) {
+    a.message = "capture process result refused: more than its " + mib(options_.result_max_bytes) + " cap";
+    return a;
+  }
+  if (code != 0) {
+    a.message = "capture process exited with status " + std::to_string(code) + " without a result";
+    return a;
+  }
   std::string why;
   auto reply = decode_reply(frame, options, why);
-  if (!reply) return fail("capture process wrote an invalid result: " + why);
+  if (!reply) {
+    a.message = "capture process wrote an invalid result: " + why;
+    return a;
+  }
   switch (reply->kind) {
     case CaptureReply::Kind::kNoTarget:
-      error = reply->message;
-      return std::nullopt;
+      a.no_target = true;
+      a.message = reply->message;
+      break;
     case CaptureReply::Kind::kStalled:
-      return fail("capture process stopped after " + after + ": " + reply->message, reply->language);
-    case CaptureReply::Kind::kRecord: break;
+      a.stalled = true;
+      a.stalled_addr = reply->stalled_addr;
+      a.language = reply->language;
+      a.message = "capture process stopped after " + after + ": " + reply->message;
+      break;
+    case CaptureReply::Kind::kRecord:
+      if (reply->record->identity.pid != pid) a.message = "capture process wrote an invalid result: a record of another pid";
+      else a.record = std::move(reply->record);
+      break;
   }
-  if (reply->record->identity.pid != pid) return fail("capture process wrote an invalid result: a record of another pid");
-  return std::move(reply->record);
+  return a;
+}
+
+std::optional<CaptureRecord> CaptureSandbox::capture(pid_t pid, const CaptureOptions& options, std::string& error) {
+  auto identity = read_identity(pid);
+  if (!identity) {
+    error = "no process with pid " + std::to_string(pid) + " (cannot read /proc/" + std::to_string(pid) + "/stat)";
+    return std::nullopt;
+  }
+  auto target_gone = [&] {
+    auto now = read_identity(pid);
+    return !now || now->start_time_ticks != identity->start_time_ticks || now->exited();
+  };
+  auto fail = [&](std::string why, std::string language) {
+    CaptureRecord failed;
+    failed.identity = *identity;
+    failed.process_memory = read_process_memory(pid);
+    failed.result.language = language.empty() ? "unknown" : std::move(language);
+    failed.result.snapshot.set_status(SnapshotStatus::kFailed, std::move(why));
+    if (target_gone()) mark_target_exited(failed.result.snapshot);
+    failed.process_failure = failed.result.snapshot.reason;
+    return std::optional<CaptureRecord>(std::move(failed));
+  };
+
+  // A read that hangs (a userfaultfd or FUSE page nobody serves) is reported
+  // by the capture process after stall_after; while budget is left, the
+  // capture runs again without the ranges that can hang, and says so.
+  const auto coop_end = Clock::now() + options.budget;
+  CaptureOptions opts = options;
+  if (opts.stall_after.count() == 0)
+    opts.stall_after = std::clamp(options.budget / 4, std::chrono::milliseconds(100), std::chrono::milliseconds(500));
+  std::vector<std::string> skipped;
+  for (int run = 0;; ++run) {
+    Attempt a = run_once(pid, opts);
+    if (a.record) {
+      CaptureRecord rec = std::move(*a.record);
+      if (!skipped.empty()) {
+        Snapshot& s = rec.result.snapshot;
+        std::string note = "not read: " + join(skipped) + " (reads there stalled: userfaultfd or FUSE pages nobody serves?)";
+        if (s.status == SnapshotStatus::kComplete) s.status = SnapshotStatus::kPartial;
+        s.reason = s.reason.empty() ? note : note + "; " + s.reason;
+      }
+      return rec;
+    }
+    if (a.no_target) {
+      error = a.message;
+      return std::nullopt;
+    }
+    const auto left = coop_end - Clock::now();
+    if (!a.stalled || run >= kMaxStallRetries || left < std::chrono::milliseconds(50) || target_gone())
+      return fail(a.message, a.language);
+    // Skip every mapping registered with userfaultfd, and the one the read hung in.
+    size_t before = opts.skip_ranges.size();
+    auto add = [&](AddressRange r, const std::string& what) {
+      for (const auto& have : opts.skip_ranges)
+        if (have.start == r.start && have.end == r.end) return;
+      if (opts.skip_ranges.size() >= kMaxSkipRanges) return;
+      opts.skip_ranges.push_back(r);
+      skipped.push_back(hex(r.start) + "-" + hex(r.end) + (what.empty() ? "" : " (" + what + ")"));
+    };
+    for (const auto& r : read_userfaultfd_ranges(pid)) add(r, "userfaultfd");
+    if (a.stalled_addr) {
+      for (const auto& m : read_maps(pid))
+        if (a.stalled_addr >= m.start && a.stalled_addr < m.end) add({m.start, m.end}, m.path);
+    }
+    if (opts.skip_ranges.size() == before) return fail(a.message, a.language);  // nothing new to avoid
+    opts.budget = std::chrono::duration_cast<std::chrono::milliseconds>(left);
+  }
 }
 
 }  // namespace oomsnap

@@ -42,6 +42,11 @@ class CaptureSandbox {
   // exist. When the capture process fails, the record's snapshot is
   // `failed` and process_failure says how (killed at the deadline, died by a
   // signal, over its memory or CPU cap, result over its cap or malformed).
+  // A read that hangs is reported by the capture process after
+  // options.stall_after (default: a quarter of the budget, 100-500 ms); the
+  // capture then runs again, within the same budget, without the target's
+  // userfaultfd mappings and the mapping the read hung in, and its snapshot
+  // is `partial`, naming what was not read.
   std::optional<CaptureRecord> capture(pid_t pid, const CaptureOptions& options, std::string& error);
   // Ends the running capture now and every later one at once (shutdown).
   void cancel();
@@ -52,6 +57,8 @@ class CaptureSandbox {
   const SandboxOptions& options() const { return options_; }
 
  private:
+  struct Attempt;
+  Attempt run_once(pid_t pid, const CaptureOptions& options);
   struct Helper {
     pid_t pid = -1;
     int sock = -1;  // request out, result in

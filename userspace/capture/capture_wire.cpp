@@ -139,7 +139,11 @@ std::string encode_request(const CaptureRequest& r) {
             {"max_records", o.max_records},
             {"max_objects", o.max_objects},
             {"max_stack_depth", o.max_stack_depth},
-            {"max_read_bytes", o.max_read_bytes}};
+            {"max_read_bytes", o.max_read_bytes},
+            {"stall_ms", o.stall_after.count()}};
+  json skip = json::array();
+  for (const auto& r : o.skip_ranges) skip.push_back({r.start, r.end});
+  j["skip"] = std::move(skip);
   return j.dump() + "\n";
 }
 
@@ -160,6 +164,21 @@ std::optional<CaptureRequest> decode_request(std::string_view line, std::string&
   r.options.max_objects = f.u64("max_objects");
   r.options.max_stack_depth = f.u64("max_stack_depth");
   r.options.max_read_bytes = f.u64("max_read_bytes");
+  r.options.stall_after = std::chrono::milliseconds(f.u64("stall_ms"));
+  if (const json* skip = f.get("skip", true)) {
+    if (!skip->is_array() || skip->size() > kMaxSkipRanges) {
+      f.fail("skip is not an array of at most " + std::to_string(kMaxSkipRanges) + " ranges");
+    } else {
+      for (const auto& e : *skip) {
+        if (!e.is_array() || e.size() != 2 || !e[0].is_number_unsigned() || !e[1].is_number_unsigned() ||
+            e[0].get<uint64_t>() >= e[1].get<uint64_t>()) {
+          f.fail("skip range is not [start, end)");
+          break;
+        }
+        r.options.skip_ranges.push_back({e[0].get<uint64_t>(), e[1].get<uint64_t>()});
+      }
+    }
+  }
   if (f.ok() && (pid == 0 || pid > static_cast<uint64_t>(std::numeric_limits<pid_t>::max())))
     f.fail("pid out of range");
   if (!f.ok()) return std::nullopt;
@@ -249,6 +268,7 @@ std::string encode_reply(const CaptureReply& reply) {
       j["kind"] = "stalled";
       j["message"] = reply.message;
       j["language"] = reply.language;
+      j["addr"] = reply.stalled_addr;
       break;
   }
   // Strings from the target are not guaranteed UTF-8: replace, never throw.
@@ -284,7 +304,10 @@ std::optional<CaptureReply> decode_reply(std::string_view frame, const CaptureOp
   if (kind == "no_target" || kind == "stalled") {
     r.kind = kind == "stalled" ? CaptureReply::Kind::kStalled : CaptureReply::Kind::kNoTarget;
     r.message = f.str("message");
-    if (r.kind == CaptureReply::Kind::kStalled) r.language = f.str("language");
+    if (r.kind == CaptureReply::Kind::kStalled) {
+      r.language = f.str("language");
+      r.stalled_addr = f.u64("addr");
+    }
     if (!f.ok()) return std::nullopt;
     if (blob_len != 0) {
       why = "result: unexpected blob";

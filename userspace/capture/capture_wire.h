@@ -33,7 +33,10 @@ struct CaptureReply {
   std::optional<CaptureRecord> record;  // kRecord
   std::string message;                  // kNoTarget: why; kStalled: what hung
   std::string language;                 // kStalled: the collector that had the target, if known
+  uint64_t stalled_addr = 0;            // kStalled: the read in flight (0: none)
 };
+
+inline constexpr size_t kMaxSkipRanges = 64;
 
 std::string encode_reply(const CaptureReply& reply);
 // The whole frame as read from the pipe; max_entries and max_stack_depth

@@ -16,7 +16,8 @@ constexpr const char* kUsage =
     "usage: oomsnap watch [--config FILE] [--bpf-mode auto|raw_tp|tracepoint] [--log-level "
     "debug|info|warn|error]\n"
     "  Records go to stdout and/or the LocalFile sink as JSON lines; logs go to stderr.\n"
-    "  SIGHUP reloads the configuration, SIGTERM/SIGINT stop cleanly.\n";
+    "  SIGHUP reloads the configuration, SIGTERM/SIGINT stop cleanly.\n"
+    "  --capture-in-process (benchmarks only) captures without the sandboxed capture process.\n";
 
 // Every fd is a notification (one or two per watched cgroup): use the hard limit.
 void raise_fd_limit() {
@@ -45,6 +46,8 @@ int run_watch_command(const std::vector<std::string>& args, std::ostream& err) {
       return 0;
     } else if (a == "--config") {
       if (!value(options.config_path)) return err << "oomsnap watch: --config needs a file\n" << kUsage, 2;
+    } else if (a == "--capture-in-process") {
+      options.capture_in_process = true;  // benchmarks only: no capture process
     } else if (a == "--bpf-mode") {
       if (!value(v)) return err << "oomsnap watch: --bpf-mode needs a value\n" << kUsage, 2;
       if (v == "auto") options.bpf_mode = BpfAttachMode::Auto;

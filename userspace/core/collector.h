@@ -36,6 +36,11 @@ struct CaptureOptions {
   size_t max_stack_depth = 1024;    // Go caps stacks at 1024 (maxProfStackDepth)
   uint64_t max_read_bytes = 1ull << 30;
   CaptureProgress* progress = nullptr;  // published to while capturing; may be null
+  // The capture process: address ranges not to read (where an earlier
+  // attempt's read stalled), and how long one read may hang before the
+  // attempt stops to report it (0: only at the deadline).
+  std::vector<AddressRange> skip_ranges;
+  std::chrono::milliseconds stall_after{0};
 };
 
 // Cooperative deadline: loops check it between batches.

@@ -94,6 +94,30 @@ std::vector<Mapping> parse_proc_maps(const std::string& text) {
   return maps;
 }
 
+std::vector<AddressRange> parse_userfaultfd_ranges(const std::string& text) {
+  std::vector<AddressRange> out;
+  std::istringstream in(text);
+  std::string line;
+  AddressRange current;
+  while (std::getline(in, line)) {
+    unsigned long long start = 0, end = 0;
+    char dash = 0;
+    if (std::sscanf(line.c_str(), "%llx%c%llx ", &start, &dash, &end) == 3 && dash == '-') {
+      current = {start, end};
+      continue;
+    }
+    if (line.rfind("VmFlags:", 0) != 0 || current.end <= current.start) continue;
+    std::istringstream flags(line.substr(8));
+    for (std::string f; flags >> f;) {
+      if (f == "um" || f == "ui") {
+        out.push_back(current);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 static std::string proc_path(pid_t pid, const char* leaf) {
   return "/proc/" + std::to_string(pid) + "/" + leaf;
 }
@@ -118,6 +142,12 @@ std::vector<Mapping> read_maps(pid_t pid) {
   std::string text;
   if (!read_text_file(proc_path(pid, "maps"), text)) return {};
   return parse_proc_maps(text);
+}
+
+std::vector<AddressRange> read_userfaultfd_ranges(pid_t pid) {
+  std::string text;
+  if (pid <= 0 || !read_text_file(proc_path(pid, "smaps"), text)) return {};
+  return parse_userfaultfd_ranges(text);
 }
 
 nlohmann::json to_json(const ProcessMemory& m) {

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/remote_memory.h"  // AddressRange
+
 namespace oomsnap {
 
 // Fields of /proc/PID/status in bytes; a field that cannot be read stays empty
@@ -39,11 +41,16 @@ struct Mapping {
 std::optional<ProcessIdentity> parse_proc_stat(pid_t pid, const std::string& stat_text);
 ProcessMemory parse_proc_status(const std::string& status_text);
 std::vector<Mapping> parse_proc_maps(const std::string& maps_text);
+// Mappings registered with userfaultfd for missing or minor faults (smaps
+// VmFlags "um" / "ui"): a read of a page not yet there waits for a handler
+// that may never answer.
+std::vector<AddressRange> parse_userfaultfd_ranges(const std::string& smaps_text);
 
 // Live readers. read_identity returns nullopt when the pid does not exist.
 std::optional<ProcessIdentity> read_identity(pid_t pid);
 ProcessMemory read_process_memory(pid_t pid);
 std::vector<Mapping> read_maps(pid_t pid);  // empty on failure
+std::vector<AddressRange> read_userfaultfd_ranges(pid_t pid);  // /proc/PID/smaps; empty on failure
 bool read_text_file(const std::string& path, std::string& out);
 
 }  // namespace oomsnap

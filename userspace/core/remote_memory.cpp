@@ -34,8 +34,16 @@ size_t RemoteMemory::read_batch(std::span<Request> requests) {
   while (i < requests.size()) {
     local.clear();
     remote.clear();
+    if (!skip_.empty() && skipped(requests[i].addr, requests[i].len)) {
+      requests[i++].ok = false;
+      ++skipped_reads_;
+      last_errno_ = EFAULT;
+      continue;
+    }
     size_t first = i;
     for (size_t j = i; j < requests.size() && local.size() < kMaxIov; ++j) {
+      // A skipped range ends the batch: it is failed on its own above.
+      if (j > i && !skip_.empty() && skipped(requests[j].addr, requests[j].len)) break;
       requests[j].ok = false;
       local.push_back({requests[j].buf, requests[j].len});
       remote.push_back({reinterpret_cast<void*>(requests[j].addr), requests[j].len});

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace oomsnap {
 
@@ -19,12 +20,23 @@ struct ReadInFlight {
   std::atomic<uint64_t> since_ns{0};  // CLOCK_MONOTONIC; 0 = no read in flight
 };
 
+// [start, end) of the target's address space.
+struct AddressRange {
+  uint64_t start = 0, end = 0;
+  bool overlaps(uint64_t addr, uint64_t len) const { return addr < end && addr + len > start; }
+};
+
 class RemoteMemory {
  public:
   explicit RemoteMemory(pid_t pid) : pid_(pid) {}
 
   // Publish every read's address and start time to `watch` (nullptr: off).
   void set_read_watch(ReadInFlight* watch) { watch_ = watch; }
+  // Ranges never to read (a read of them stalled before: a userfaultfd or
+  // FUSE mapping nobody serves): a request touching one fails at once, as
+  // an unreadable address would.
+  void set_skip(std::vector<AddressRange> ranges) { skip_ = std::move(ranges); }
+  uint64_t skipped_reads() const { return skipped_reads_; }
 
   // Reads exactly len bytes at addr. False on any failure (last_errno() says why).
   bool read(uint64_t addr, void* buf, size_t len);
@@ -51,9 +63,17 @@ class RemoteMemory {
  private:
   pid_t pid_;
   ReadInFlight* watch_ = nullptr;
+  std::vector<AddressRange> skip_;
+  uint64_t skipped_reads_ = 0;
   uint64_t syscalls_ = 0;
   uint64_t bytes_read_ = 0;
   int last_errno_ = 0;
+
+  bool skipped(uint64_t addr, uint64_t len) const {
+    for (const auto& r : skip_)
+      if (r.overlaps(addr, len)) return true;
+    return false;
+  }
 };
 
 }  // namespace oomsnap

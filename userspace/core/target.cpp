@@ -21,8 +21,13 @@ std::unique_ptr<Target> Target::open(pid_t pid, std::string& error) {
   int fd = ::open(exe.c_str(), O_RDONLY | O_CLOEXEC);
   auto maps = read_maps(pid);
   if (fd < 0 && maps.empty()) {
-    error = "cannot read process " + std::to_string(pid) + ": " + std::strerror(errno) +
-            " (need root or CAP_SYS_PTRACE + CAP_DAC_READ_SEARCH)";
+    const int err = errno;
+    auto now = read_identity(pid);
+    if (!now || now->start_time_ticks != id->start_time_ticks || now->exited())
+      error = "no process with pid " + std::to_string(pid) + " (it exited as the capture began)";
+    else
+      error = "cannot read process " + std::to_string(pid) + ": " + std::strerror(err) +
+              " (need root or CAP_SYS_PTRACE + CAP_DAC_READ_SEARCH)";
     return nullptr;
   }
   return std::unique_ptr<Target>(new Target(std::move(*id), fd, std::move(maps)));
