@@ -10,6 +10,7 @@
 #include <boost/asio/post.hpp>
 
 #include "agent/collect.h"
+#include "agent/no_snapshot_reason.h"
 #include "core/proc_info.h"
 
 namespace oomsnap {
@@ -493,35 +494,17 @@ void Agent::on_exit(const oomsnap_event& e) {
 }
 
 std::string Agent::why_no_snapshot(const std::string& container, MonoNs now) const {
-  const std::string lead = "no snapshot of this container before the kill: ";
-  auto secs = [](MonoNs ns) { return std::to_string(ns / 1'000'000'000ull) + " s"; };
-  if (policy_.is_deferred(container)) {
-    auto until = policy_.cooldown_until().value_or(now);
-    return lead + "it was a candidate, deferred by the node's collection cooldown (IntervalTracing " +
-           std::to_string(options_.config.interval_tracing.count()) + " s; " +
-           (until > now ? secs(until - now) + " left" : "ending") + ")";
-  }
-  if (policy_.in_batch(container))
-    return lead + "it was a candidate, and the kill came within the batch window before the decision";
-  if (auto it = last_collection_.find(container); it != last_collection_.end()) {
-    const LastCollection& l = it->second;
-    std::string ago = secs(now > l.at ? now - l.at : 0) + " before";
-    if (l.outcome == CollectionOutcome::kCollected)
-      return lead + "its last snapshot (incident " + std::to_string(l.incident) + ", " + ago +
-             ") was recorded without a kill (OomKillWindow " +
-             std::to_string(options_.config.oom_kill_window.count() / 1000) + " s)" +
-             (policy_.in_cooldown(now) ? "; the node was in its collection cooldown since" : "");
-    return lead + "its last collection (incident " + std::to_string(l.incident) + ", " + ago + ") ended " +
-           to_string(l.outcome) + (l.reason.empty() ? "" : ": " + l.reason);
-  }
-  if (auto it = last_offer_.find(container); it != last_offer_.end()) {
-    if (it->second == OfferResult::kBelowThreshold)
-      return lead + "no candidate: its triggers found usage below ThresholdPercent (" +
-             std::to_string(options_.config.threshold_percent) + "%) of the limit";
-    if (it->second == OfferResult::kDeferred && policy_.in_cooldown(now))
-      return lead + "it was deferred by the node's collection cooldown";
-  }
-  return lead + "no candidate: no trigger for this container reached the agent before the kill";
+  NoSnapshotFacts f;
+  f.now = now;
+  f.deferred = policy_.is_deferred(container);
+  f.in_batch = policy_.in_batch(container);
+  f.cooldown_until = policy_.cooldown_until();
+  if (auto it = last_collection_.find(container); it != last_collection_.end()) f.last = it->second;
+  if (auto it = last_offer_.find(container); it != last_offer_.end()) f.last_offer = it->second;
+  f.interval_tracing_s = options_.config.interval_tracing.count();
+  f.oom_kill_window_ms = options_.config.oom_kill_window.count();
+  f.threshold_percent = options_.config.threshold_percent;
+  return no_snapshot_reason(f);
 }
 
 void Agent::describe_container(IncidentContainer& c, const std::string& memcg) const {

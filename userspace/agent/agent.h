@@ -27,6 +27,7 @@
 #include "agent/cgroup_triggers.h"
 #include "agent/config.h"
 #include "agent/incident.h"
+#include "agent/no_snapshot_reason.h"
 #include "agent/policy.h"
 #include "agent/serial_worker.h"
 #include "agent/sink.h"
@@ -112,12 +113,6 @@ class Agent {
   // last collection ended (for the reason of a kill without a snapshot).
   // Entries go when the cgroup goes.
   std::map<std::string, OfferResult> last_offer_;
-  struct LastCollection {
-    uint64_t incident = 0;
-    MonoNs at = 0;
-    CollectionOutcome outcome = CollectionOutcome::kNotAttempted;
-    std::string reason;
-  };
   std::map<std::string, LastCollection> last_collection_;
   bool stopping_ = false;
   // Counters reported in every record and in the log.

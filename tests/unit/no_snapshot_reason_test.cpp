@@ -1,0 +1,67 @@
+// Every reason an OOM kill can come without a snapshot, from the facts the
+// agent had at the kill.
+#include <gtest/gtest.h>
+
+#include "agent/no_snapshot_reason.h"
+
+using namespace oomsnap;
+
+namespace {
+
+constexpr MonoNs kSec = 1'000'000'000ull;
+
+NoSnapshotFacts base() {
+  NoSnapshotFacts f;
+  f.now = 1000 * kSec;
+  f.interval_tracing_s = 300;
+  f.oom_kill_window_ms = 60000;
+  f.threshold_percent = 90;
+  return f;
+}
+
+bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST(NoSnapshotReason, DeferredByCooldownSaysHowLongIsLeft) {
+  auto f = base();
+  f.deferred = true;
+  f.cooldown_until = f.now + 42 * kSec;
+  auto r = no_snapshot_reason(f);
+  EXPECT_TRUE(has(r, "deferred by the node's collection cooldown (IntervalTracing 300 s; 42 s left)")) << r;
+}
+
+TEST(NoSnapshotReason, KillWithinTheBatchWindow) {
+  auto f = base();
+  f.in_batch = true;
+  EXPECT_TRUE(has(no_snapshot_reason(f), "within the batch window"));
+}
+
+TEST(NoSnapshotReason, LastCollectionFailedNamesItsReason) {
+  auto f = base();
+  f.last = LastCollection{7, f.now - 12 * kSec, CollectionOutcome::kFailed, "capture process died: SIGSEGV"};
+  auto r = no_snapshot_reason(f);
+  EXPECT_TRUE(has(r, "its last collection (incident 7, 12 s before) ended failed: capture process died: SIGSEGV")) << r;
+}
+
+TEST(NoSnapshotReason, LastSnapshotRecordedWithoutAKill) {
+  auto f = base();
+  f.last = LastCollection{3, f.now - 90 * kSec, CollectionOutcome::kCollected, ""};
+  auto r = no_snapshot_reason(f);
+  EXPECT_TRUE(has(r, "its last snapshot (incident 3, 90 s before) was recorded without a kill (OomKillWindow 60 s)"))
+      << r;
+  EXPECT_FALSE(has(r, "cooldown")) << r;
+  f.cooldown_until = f.now + kSec;
+  EXPECT_TRUE(has(no_snapshot_reason(f), "in its collection cooldown"));
+}
+
+TEST(NoSnapshotReason, NoCandidate) {
+  auto f = base();
+  auto r = no_snapshot_reason(f);
+  EXPECT_TRUE(has(r, "no candidate: no trigger for this container reached the agent")) << r;
+  EXPECT_FALSE(has(r, "cooldown")) << r;  // a node in cooldown is not the reason when it never was a candidate
+  f.cooldown_until = f.now + kSec;
+  EXPECT_FALSE(has(no_snapshot_reason(f), "cooldown"));
+  f.last_offer = OfferResult::kBelowThreshold;
+  EXPECT_TRUE(has(no_snapshot_reason(f), "below ThresholdPercent (90%)"));
+}

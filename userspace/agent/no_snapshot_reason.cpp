@@ -1,0 +1,36 @@
+#include "agent/no_snapshot_reason.h"
+
+namespace oomsnap {
+namespace {
+
+std::string secs(MonoNs ns) { return std::to_string(ns / 1'000'000'000ull) + " s"; }
+
+}  // namespace
+
+std::string no_snapshot_reason(const NoSnapshotFacts& f) {
+  const std::string lead = "no snapshot of this container before the kill: ";
+  const bool cooling = f.cooldown_until && f.now < *f.cooldown_until;
+  if (f.deferred) {
+    return lead + "it was a candidate, deferred by the node's collection cooldown (IntervalTracing " +
+           std::to_string(f.interval_tracing_s) + " s; " + (cooling ? secs(*f.cooldown_until - f.now) + " left" : "ending") +
+           ")";
+  }
+  if (f.in_batch) return lead + "it was a candidate, and the kill came within the batch window before the decision";
+  if (f.last) {
+    const LastCollection& l = *f.last;
+    const std::string when = "incident " + std::to_string(l.incident) + ", " + secs(f.now > l.at ? f.now - l.at : 0) + " before";
+    if (l.outcome == CollectionOutcome::kCollected)
+      return lead + "its last snapshot (" + when + ") was recorded without a kill (OomKillWindow " +
+             std::to_string(f.oom_kill_window_ms / 1000) + " s)" +
+             (cooling ? "; the node was in its collection cooldown since" : "");
+    return lead + "its last collection (" + when + ") ended " + to_string(l.outcome) +
+           (l.reason.empty() ? "" : ": " + l.reason);
+  }
+  if (f.last_offer == OfferResult::kBelowThreshold)
+    return lead + "no candidate: its triggers found usage below ThresholdPercent (" +
+           std::to_string(f.threshold_percent) + "%) of the limit";
+  if (f.last_offer == OfferResult::kDeferred && cooling) return lead + "it was deferred by the node's collection cooldown";
+  return lead + "no candidate: no trigger for this container reached the agent before the kill";
+}
+
+}  // namespace oomsnap
