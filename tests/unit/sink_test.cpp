@@ -2,10 +2,16 @@
 // line integrity under threads and concurrent processes, error reporting.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <pty.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +28,7 @@
 
 #include "agent/sink.h"
 #include "agent/time_format.h"
+#include "sink_test_util.h"
 
 using namespace oomsnap;
 namespace fs = std::filesystem;
@@ -220,10 +227,11 @@ TEST(RotatingFileSink, TrailingSlashAndNoTrailingNewline) {
   ASSERT_TRUE(sink->write_line("{\"a\":1}", err)) << err;
   ASSERT_TRUE(sink->write_line("{\"a\":2}\n", err)) << err;
   EXPECT_EQ(read_all(tmp.path() + "/sub/dir/oomsnap.jsonl"), "{\"a\":1}\n{\"a\":2}\n");
-  // mkdir -p made them 0755 (before umask) directories.
+  // mkdir -p made them private (0700) directories.
   struct stat st{};
   ASSERT_EQ(::stat((tmp.path() + "/sub").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
 }
 
 TEST(RotatingFileSink, RejectsLinesThatAreNotOneLine) {
@@ -661,6 +669,641 @@ TEST(StreamSink, FullDeviceIsReportedAndOtherSinksStillWrite) {
   EXPECT_NE(errors[0].find("full"), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find("No space left on device"), std::string::npos) << errors[0];
   EXPECT_EQ(read_all(tmp.path() + "/oomsnap.jsonl"), "{\"a\":1}\n");
+  ::close(fd);
+}
+
+// ------------------------------------------------------------------ bounded: the store's lock
+
+using sinktest::finishes_within;
+using sinktest::LockHolder;
+using sinktest::ms_between;
+using Steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::unique_ptr<RecordSink> file_sink_with(const std::string& dir, milliseconds lock_timeout,
+                                           uint64_t max_bytes = 1 << 20, int max_files = 3) {
+  RotatingFileOptions o;
+  o.dir = dir;
+  o.max_bytes = max_bytes;
+  o.max_files = max_files;
+  o.lock_timeout = lock_timeout;
+  std::string err;
+  auto s = make_rotating_file_sink(o, err);
+  EXPECT_TRUE(s) << err;
+  return s;
+}
+
+}  // namespace
+
+// Anyone who can open the store directory can flock it. The sink must give
+// up after its lock timeout (saying who holds the lock), not wait for them.
+TEST(RotatingFileSink, LockHeldByAnotherProcessTimesOut) {
+  TempDir tmp;
+  auto sink = file_sink_with(tmp.path(), milliseconds(200));
+  ASSERT_TRUE(sink);
+  std::string err;
+  ASSERT_TRUE(sink->write_line(record_line(rec(0, 0, 10)), err)) << err;
+
+  LockHolder holder(tmp.path(), milliseconds(5000));
+  ASSERT_TRUE(holder.locked());
+  bool ok = true;
+  long long took = 0;
+  EXPECT_TRUE(finishes_within(
+      milliseconds(1500),
+      [&] {
+        const auto t0 = Steady::now();
+        ok = sink->write_line(record_line(rec(0, 1, 10)), err);
+        took = ms_between(t0, Steady::now());
+      },
+      [&] { holder.release(); }))
+      << "write_line waited for the lock instead of timing out";
+  EXPECT_FALSE(ok);
+  EXPECT_GE(took, 190);
+  EXPECT_LT(took, 1000);
+  EXPECT_NE(err.find("lock on '" + tmp.path() + "' held by pid " + std::to_string(holder.pid())),
+            std::string::npos) << err;
+  EXPECT_NE(err.find("record not written"), std::string::npos) << err;
+  EXPECT_EQ(read_lines(tmp.path() + "/oomsnap.jsonl").size(), 1u);
+
+  holder.release();
+  ASSERT_TRUE(sink->write_line(record_line(rec(0, 1, 10)), err)) << err;
+  expect_complete(read_lines(tmp.path() + "/oomsnap.jsonl"), 1, 2);
+}
+
+// A caller's deadline (SinkWriter::stop) cuts the wait short, also when it
+// is brought forward from another thread while the sink waits.
+TEST(RotatingFileSink, DeadlineCutsTheLockWait) {
+  TempDir tmp;
+  auto sink = file_sink_with(tmp.path(), milliseconds(20000));
+  ASSERT_TRUE(sink);
+  LockHolder holder(tmp.path(), milliseconds(20000));
+  ASSERT_TRUE(holder.locked());
+
+  SinkDeadline deadline;  // none yet
+  WriteResult r;
+  long long took = 0;
+  std::thread cutter([&] {
+    std::this_thread::sleep_for(milliseconds(150));
+    deadline.bring_forward(Steady::now());
+  });
+  EXPECT_TRUE(finishes_within(
+      milliseconds(2000),
+      [&] {
+        const auto t0 = Steady::now();
+        r = sink->write_record(record_line(rec(0, 0, 10)), deadline);
+        took = ms_between(t0, Steady::now());
+      },
+      [&] { holder.release(); }));
+  cutter.join();
+  EXPECT_EQ(r.status, WriteStatus::failed);
+  EXPECT_GE(took, 140);
+  EXPECT_LT(took, 600);
+  EXPECT_NE(r.error.find("writer's deadline"), std::string::npos) << r.error;
+  // bring_forward never moves a deadline later.
+  SinkDeadline d(Steady::now());
+  const auto before = d.get();
+  d.bring_forward(before + std::chrono::hours(1));
+  EXPECT_EQ(d.get(), before);
+}
+
+// ------------------------------------------------------------------ who can read and redirect records
+
+namespace {
+
+mode_t mode_of(const std::string& path) {
+  struct stat st{};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Sets the umask for the scope: the sink's modes must not depend on it.
+class Umask {
+ public:
+  explicit Umask(mode_t m) : old_(::umask(m)) {}
+  ~Umask() { ::umask(old_); }
+
+ private:
+  mode_t old_;
+};
+
+std::string refused(const std::string& dir) {
+  std::string err;
+  auto s = make_rotating_file_sink(dir, 1 << 20, 3, err);
+  EXPECT_FALSE(s) << "sink on '" << dir << "' was accepted";
+  return err;
+}
+
+}  // namespace
+
+TEST(RotatingFileSink, CreatesPrivateDirectoriesAndFiles) {
+  TempDir tmp;
+  Umask open_umask(0);  // what the sink asks for is what it gets
+  const std::string dir = tmp.path() + "/a/b";
+  auto sink = file_sink(dir, 200, 3);
+  ASSERT_TRUE(sink);
+  EXPECT_EQ(mode_of(tmp.path() + "/a"), 0700u);
+  EXPECT_EQ(mode_of(dir), 0700u);
+  for (int i = 0; i < 20; ++i) {  // several rotations
+    std::string err;
+    ASSERT_TRUE(sink->write_line(record_line(rec(0, i, 40)), err)) << err;
+  }
+  auto files = record_files(dir);
+  ASSERT_EQ(files.size(), 3u);
+  for (const auto& f : files) EXPECT_EQ(mode_of(f), 0600u) << f;
+  // Removed and re-created while running: private again.
+  fs::remove_all(tmp.path() + "/a");
+  std::string err;
+  ASSERT_TRUE(sink->write_line(record_line(rec(0, 20, 40)), err)) << err;
+  EXPECT_EQ(mode_of(tmp.path() + "/a"), 0700u);
+  EXPECT_EQ(mode_of(dir), 0700u);
+  EXPECT_EQ(mode_of(dir + "/oomsnap.jsonl"), 0600u);
+}
+
+// A live file an older version left world-readable is narrowed.
+TEST(RotatingFileSink, NarrowsAWorldReadableLiveFile) {
+  TempDir tmp;
+  const std::string path = tmp.path() + "/oomsnap.jsonl";
+  std::ofstream(path) << "{\"old\":1}\n";
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  auto sink = file_sink(tmp.path(), 1 << 20, 3);
+  ASSERT_TRUE(sink);
+  EXPECT_EQ(mode_of(path), 0600u);
+  EXPECT_EQ(read_all(path), "{\"old\":1}\n");
+}
+
+TEST(RotatingFileSink, RefusesAStoreOthersCanWrite) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/store";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  std::string err = refused(dir);
+  EXPECT_NE(err.find("refusing to keep records in '" + dir + "'"), std::string::npos) << err;
+  EXPECT_NE(err.find("'" + dir + "' is writable by everyone (mode 0777)"), std::string::npos) << err;
+
+  ASSERT_EQ(::chmod(dir.c_str(), 0770), 0);
+  ASSERT_EQ(::chown(dir.c_str(), 0, 65534), 0);
+  err = refused(dir);
+  EXPECT_NE(err.find("writable by group 65534"), std::string::npos) << err;
+
+  // The sticky bit helps an ancestor, not the store: others could still
+  // plant files next to the records.
+  ASSERT_EQ(::chmod(dir.c_str(), 01777), 0);
+  err = refused(dir);
+  EXPECT_NE(err.find("writable by everyone"), std::string::npos) << err;
+
+  // Owned by a non-root user: they can chmod it at will.
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+  err = refused(dir);
+  EXPECT_NE(err.find("'" + dir + "' is owned by uid 65534"), std::string::npos) << err;
+
+  // Fixed: accepted.
+  ASSERT_EQ(::chown(dir.c_str(), 0, 0), 0);
+  EXPECT_TRUE(file_sink(dir, 1 << 20, 3));
+}
+
+TEST(RotatingFileSink, RefusesAParentOthersCanWrite) {
+  TempDir tmp;
+  const std::string parent = tmp.path() + "/parent";
+  const std::string dir = parent + "/store";
+  ASSERT_EQ(::mkdir(parent.c_str(), 0755), 0);
+
+  // Others could rename "store" away and put their own directory (or a
+  // symlink) in its place.
+  ASSERT_EQ(::chmod(parent.c_str(), 0777), 0);
+  std::string err = refused(dir);
+  EXPECT_NE(err.find("'" + parent + "' is writable by everyone"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir)) << "the refused store was created anyway";
+
+  ASSERT_EQ(::chmod(parent.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(parent.c_str(), 65534, 0), 0);
+  err = refused(dir);
+  EXPECT_NE(err.find("'" + parent + "' is owned by uid 65534"), std::string::npos) << err;
+
+  // A root-owned sticky ancestor, like /tmp: others cannot rename or remove
+  // root's entries in it, so it is accepted (the tests' own /tmp relies on it).
+  ASSERT_EQ(::chown(parent.c_str(), 0, 0), 0);
+  ASSERT_EQ(::chmod(parent.c_str(), 01777), 0);
+  EXPECT_TRUE(file_sink(dir, 1 << 20, 3));
+}
+
+// A symlink on the way is followed only when root (or we) made it; one a
+// user planted (in a sticky directory they can write) is refused.
+TEST(RotatingFileSink, RefusesASymlinkOnTheWayOwnedByAnotherUser) {
+  TempDir tmp;
+  const std::string real = tmp.path() + "/real";
+  const std::string link = tmp.path() + "/link";
+  ASSERT_EQ(::mkdir(real.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
+
+  EXPECT_TRUE(file_sink(link + "/store", 1 << 20, 3));  // root's symlink: fine
+  EXPECT_TRUE(fs::exists(real + "/store/oomsnap.jsonl"));
+
+  ASSERT_EQ(::lchown(link.c_str(), 65534, 65534), 0);
+  std::string err = refused(link + "/store");
+  EXPECT_NE(err.find("'" + link + "' is a symbolic link owned by uid 65534"), std::string::npos) << err;
+}
+
+// Permissions loosened while running: the next record is refused (and kept
+// by its writer for retry), not written into a directory others control.
+TEST(RotatingFileSink, StoreMadeUnsafeWhileRunningFailsWrites) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/store";
+  auto sink = file_sink(dir, 1 << 20, 3);
+  ASSERT_TRUE(sink);
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  std::string err;
+  EXPECT_FALSE(sink->write_line(record_line(rec(0, 0, 10)), err));
+  EXPECT_NE(err.find("writable by everyone"), std::string::npos) << err;
+  EXPECT_NE(err.find("record not written"), std::string::npos) << err;
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  ASSERT_TRUE(sink->write_line(record_line(rec(0, 1, 10)), err)) << err;
+  EXPECT_EQ(read_lines(dir + "/oomsnap.jsonl").size(), 1u);
+}
+
+namespace {
+
+// A file outside the store that a planted link points at.
+struct Victim {
+  explicit Victim(const std::string& path) : path(path) {
+    std::ofstream(path) << "root:x:0:0:do not touch\n";
+  }
+  bool unchanged() const { return read_all(path) == "root:x:0:0:do not touch\n"; }
+  std::string path;
+};
+
+}  // namespace
+
+TEST(RotatingFileSink, SymlinkAtTheLiveFileIsNotFollowed) {
+  TempDir tmp;
+  Victim victim(tmp.path() + "/victim");
+  const std::string dir = tmp.path() + "/store";
+  const std::string live = dir + "/oomsnap.jsonl";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+
+  // Planted before the start: the agent refuses to start.
+  ASSERT_EQ(::symlink(victim.path.c_str(), live.c_str()), 0);
+  std::string err = refused(dir);
+  EXPECT_NE(err.find("'" + live + "' is a symbolic link; not following it"), std::string::npos) << err;
+  EXPECT_TRUE(victim.unchanged());
+
+  // Planted while running (the live file renamed away first, as a rotation
+  // by someone else would): the write fails, nothing is appended to the target.
+  ASSERT_EQ(::unlink(live.c_str()), 0);
+  auto sink = file_sink(dir, 1 << 20, 3);
+  ASSERT_TRUE(sink);
+  ASSERT_TRUE(sink->write_line(record_line(rec(0, 0, 10)), err)) << err;
+  ASSERT_EQ(::rename(live.c_str(), (dir + "/moved").c_str()), 0);
+  ASSERT_EQ(::symlink(victim.path.c_str(), live.c_str()), 0);
+  EXPECT_FALSE(sink->write_line(record_line(rec(0, 1, 10)), err));
+  EXPECT_NE(err.find("symbolic link"), std::string::npos) << err;
+  EXPECT_NE(err.find("record not written"), std::string::npos) << err;
+  EXPECT_TRUE(victim.unchanged());
+
+  // A dangling one is not created through either.
+  ASSERT_EQ(::unlink(live.c_str()), 0);
+  const std::string nowhere = tmp.path() + "/created-through-a-link";
+  ASSERT_EQ(::symlink(nowhere.c_str(), live.c_str()), 0);
+  EXPECT_FALSE(sink->write_line(record_line(rec(0, 2, 10)), err));
+  EXPECT_FALSE(fs::exists(nowhere));
+
+  // Removed: writing resumes.
+  ASSERT_EQ(::unlink(live.c_str()), 0);
+  ASSERT_TRUE(sink->write_line(record_line(rec(0, 3, 10)), err)) << err;
+  EXPECT_EQ(read_lines(live).size(), 1u);
+}
+
+TEST(RotatingFileSink, HardLinkOrForeignFileAtTheLiveFileIsRefused) {
+  TempDir tmp;
+  Victim victim(tmp.path() + "/victim");
+  const std::string dir = tmp.path() + "/store";
+  const std::string live = dir + "/oomsnap.jsonl";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::link(victim.path.c_str(), live.c_str()), 0);
+  std::string err = refused(dir);
+  EXPECT_NE(err.find("'" + live + "' has 2 hard links"), std::string::npos) << err;
+  EXPECT_TRUE(victim.unchanged());
+
+  ASSERT_EQ(::unlink(live.c_str()), 0);
+  std::ofstream(live) << "";
+  ASSERT_EQ(::chown(live.c_str(), 65534, 65534), 0);
+  err = refused(dir);
+  EXPECT_NE(err.find("'" + live + "' is owned by uid 65534, not by us"), std::string::npos) << err;
+}
+
+// Rotation renames and removes names in the store; a symlink planted at one
+// of them stops it (reported, the target untouched, the link left in place)
+// and the record still goes into the live file.
+TEST(RotatingFileSink, SymlinkAtARotationTargetIsNotFollowed) {
+  TempDir tmp;
+  Victim victim(tmp.path() + "/victim");
+  const std::string dir = tmp.path() + "/store";
+  for (const char* planted : {"oomsnap.jsonl.1", "oomsnap.jsonl.2"}) {
+    SCOPED_TRACE(planted);
+    fs::remove_all(dir);
+    auto sink = file_sink(dir, 100, 3);
+    ASSERT_TRUE(sink);
+    std::string err;
+    ASSERT_TRUE(sink->write_line(record_line(rec(0, 0, 40)), err)) << err;
+    ASSERT_TRUE(sink->write_line(record_line(rec(0, 1, 40)), err)) << err;  // rotates: .1 exists
+    const std::string link = dir + "/" + planted;
+    fs::remove(link);
+    ASSERT_EQ(::symlink(victim.path.c_str(), link.c_str()), 0);
+
+    EXPECT_FALSE(sink->write_line(record_line(rec(0, 2, 40)), err));
+    EXPECT_NE(err.find("rotate: '" + link + "' is a symbolic link, not a record file of ours; not rotating"),
+              std::string::npos) << err;
+    EXPECT_NE(err.find("record written"), std::string::npos) << err;
+    EXPECT_TRUE(victim.unchanged());
+    EXPECT_TRUE(fs::is_symlink(link));
+    EXPECT_EQ(read_lines(dir + "/oomsnap.jsonl").size(), 2u);  // not dropped
+  }
+}
+
+// A FIFO at the live file's name must neither be opened blocking nor
+// written to (nobody reads it: a large record would block forever).
+TEST(RotatingFileSink, FifoAtTheLiveFileDoesNotBlock) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/store";
+  const std::string live = dir + "/oomsnap.jsonl";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::mkfifo(live.c_str(), 0600), 0);
+  // If the sink did block, a reader draining the FIFO lets it go on.
+  auto rescue = [&] {
+    int fd = ::open(live.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+      sinktest::drain(fd);
+      ::close(fd);
+    }
+  };
+  const std::string big = record_line(rec(0, 0, 200000));  // > the FIFO's 64 KiB
+  std::string err;
+  std::unique_ptr<RecordSink> sink;
+  bool wrote = false;
+  EXPECT_TRUE(finishes_within(
+      milliseconds(3000),
+      [&] {
+        sink = make_rotating_file_sink(dir, 1 << 30, 3, err);
+        if (sink) wrote = sink->write_line(big, err);
+      },
+      rescue));
+  EXPECT_FALSE(sink) << "a FIFO was accepted as the record file";
+  EXPECT_FALSE(wrote);
+  EXPECT_NE(err.find("'" + live + "' is a FIFO, not a regular file"), std::string::npos) << err;
+
+  // Planted while running.
+  ASSERT_EQ(::unlink(live.c_str()), 0);
+  sink = file_sink(dir, 1 << 30, 3);
+  ASSERT_TRUE(sink);
+  ASSERT_TRUE(sink->write_line(record_line(rec(0, 1, 10)), err)) << err;
+  ASSERT_EQ(::rename(live.c_str(), (dir + "/moved").c_str()), 0);
+  ASSERT_EQ(::mkfifo(live.c_str(), 0600), 0);
+  wrote = true;
+  EXPECT_TRUE(finishes_within(milliseconds(3000), [&] { wrote = sink->write_line(big, err); }, rescue));
+  EXPECT_FALSE(wrote);
+  EXPECT_NE(err.find("is a FIFO"), std::string::npos) << err;
+}
+
+// ------------------------------------------------------------------ bounded: stdout
+
+namespace {
+
+// A stream a consumer stopped reading: `write_fd` for the sink (blocking, as
+// an inherited stdout is), `read_fd` for the test to drain.
+struct Stalled {
+  int write_fd = -1, read_fd = -1;
+  std::string fifo;  // path, for the FIFO case
+  ~Stalled() {
+    if (write_fd >= 0) ::close(write_fd);
+    if (read_fd >= 0) ::close(read_fd);
+    if (!fifo.empty()) ::unlink(fifo.c_str());
+  }
+};
+
+enum class StreamKind { pipe, fifo, tty, socket };
+
+std::string kind_name(const testing::TestParamInfo<StreamKind>& info) {
+  switch (info.param) {
+    case StreamKind::pipe: return "Pipe";
+    case StreamKind::fifo: return "Fifo";
+    case StreamKind::tty: return "Tty";
+    case StreamKind::socket: return "Socket";
+  }
+  return "Unknown";
+}
+
+bool make_stalled(StreamKind kind, Stalled& s) {
+  switch (kind) {
+    case StreamKind::pipe: {
+      int p[2];
+      if (::pipe2(p, O_CLOEXEC) != 0) return false;
+      s.read_fd = p[0];
+      s.write_fd = p[1];
+      return true;
+    }
+    case StreamKind::fifo: {
+      char tmpl[] = "/tmp/oomsnap-fifo-XXXXXX";
+      if (!::mkdtemp(tmpl)) return false;
+      ::rmdir(tmpl);
+      s.fifo = tmpl;
+      if (::mkfifo(s.fifo.c_str(), 0600) != 0) return false;
+      s.read_fd = ::open(s.fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+      s.write_fd = ::open(s.fifo.c_str(), O_WRONLY | O_CLOEXEC);  // blocking
+      return s.read_fd >= 0 && s.write_fd >= 0;
+    }
+    case StreamKind::tty: {
+      int master = -1, slave = -1;
+      if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) return false;
+      termios t{};
+      ::tcgetattr(slave, &t);
+      ::cfmakeraw(&t);  // bytes as written: no "\n" -> "\r\n"
+      ::tcsetattr(slave, TCSANOW, &t);
+      ::fcntl(master, F_SETFD, FD_CLOEXEC);
+      ::fcntl(slave, F_SETFD, FD_CLOEXEC);
+      s.read_fd = master;
+      s.write_fd = slave;
+      return true;
+    }
+    case StreamKind::socket: {
+      int sv[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+      s.write_fd = sv[0];
+      s.read_fd = sv[1];
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+class StreamSinkStalled : public testing::TestWithParam<StreamKind> {};
+
+// The consumer stopped reading: the record fails after the write timeout
+// (cut, as much as fitted is out), the shared descriptor's flags are left
+// alone, and once the consumer reads again the fragment is ended and the
+// next record is whole on its own line.
+TEST_P(StreamSinkStalled, WriteTimesOutInsteadOfBlocking) {
+  Stalled s;
+  ASSERT_TRUE(make_stalled(GetParam(), s));
+  const int flags_before = ::fcntl(s.write_fd, F_GETFL);
+  ASSERT_EQ(flags_before & O_NONBLOCK, 0) << "the test needs a blocking descriptor";
+  StreamSinkOptions o;
+  o.write_timeout = milliseconds(200);
+  auto sink = make_stream_sink(s.write_fd, "stdout", o);
+
+  const std::string big = record_line(rec(0, 0, 4 << 20));  // larger than any kernel buffer
+  std::string err, got;
+  bool ok = true;
+  long long took = 0;
+  EXPECT_TRUE(finishes_within(
+      milliseconds(3000),
+      [&] {
+        const auto t0 = Steady::now();
+        ok = sink->write_line(big, err);
+        took = ms_between(t0, Steady::now());
+      },
+      [&] { got += sinktest::drain(s.read_fd); }))
+      << "the write blocked on a consumer that does not read";
+  EXPECT_FALSE(ok);
+  EXPECT_GE(took, 190);
+  EXPECT_LT(took, 1500);
+  EXPECT_NE(err.find("stdout (fd " + std::to_string(s.write_fd) + "): write: consumer not reading"),
+            std::string::npos) << err;
+  EXPECT_NE(err.find("record cut after"), std::string::npos) << err;
+  EXPECT_EQ(::fcntl(s.write_fd, F_GETFL), flags_before) << "the shared descriptor's flags changed";
+
+  // The consumer is back.
+  got += sinktest::drain(s.read_fd);
+  const std::string small = record_line(rec(0, 1, 10));
+  ASSERT_TRUE(sink->write_line(small, err)) << err;
+  got += sinktest::drain(s.read_fd);
+  ASSERT_GT(got.size(), small.size() + 1);
+  EXPECT_EQ(got.substr(got.size() - small.size() - 1), "\n" + small);
+  const std::string fragment = got.substr(0, got.size() - small.size() - 1);
+  EXPECT_EQ(fragment, big.substr(0, fragment.size()));  // the head of the cut record, alone
+  EXPECT_LT(fragment.size(), big.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, StreamSinkStalled,
+                         testing::Values(StreamKind::pipe, StreamKind::fifo, StreamKind::tty,
+                                         StreamKind::socket),
+                         kind_name);
+
+TEST(StreamSink, DeadlineCutsTheWait) {
+  Stalled s;
+  ASSERT_TRUE(make_stalled(StreamKind::pipe, s));
+  StreamSinkOptions o;
+  o.write_timeout = milliseconds(20000);
+  auto sink = make_stream_sink(s.write_fd, "stdout", o);
+  SinkDeadline deadline;
+  std::thread cutter([&] {
+    std::this_thread::sleep_for(milliseconds(150));
+    deadline.bring_forward(Steady::now());
+  });
+  WriteResult r;
+  long long took = 0;
+  EXPECT_TRUE(finishes_within(
+      milliseconds(2000),
+      [&] {
+        const auto t0 = Steady::now();
+        r = sink->write_record(record_line(rec(0, 0, 1 << 20)), deadline);
+        took = ms_between(t0, Steady::now());
+      },
+      [&] { sinktest::drain(s.read_fd); }));
+  cutter.join();
+  EXPECT_EQ(r.status, WriteStatus::failed);
+  EXPECT_GE(took, 140);
+  EXPECT_LT(took, 600);
+  EXPECT_NE(r.error.find("writer's deadline"), std::string::npos) << r.error;
+}
+
+// Each record opens its own non-blocking description of the FIFO: a reader
+// that left is "Broken pipe" (never a blocked open), one that came back is
+// written to again. (Not keeping that description open between records is
+// what lets WritesLinesToAPipe's reader see EOF.)
+TEST(StreamSink, FifoReaderLeavesAndComesBack) {
+  Stalled s;
+  ASSERT_TRUE(make_stalled(StreamKind::fifo, s));
+  auto sink = make_stream_sink(s.write_fd, "stdout");
+  std::string err;
+  ASSERT_TRUE(sink->write_line("{\"n\":1}", err)) << err;
+  EXPECT_EQ(sinktest::drain(s.read_fd), "{\"n\":1}\n");
+  ::close(s.read_fd);
+  s.read_fd = -1;
+  EXPECT_FALSE(sink->write_line("{\"n\":2}", err));
+  EXPECT_NE(err.find("Broken pipe"), std::string::npos) << err;
+  s.read_fd = ::open(s.fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(s.read_fd, 0);
+  ASSERT_TRUE(sink->write_line("{\"n\":3}", err)) << err;
+  EXPECT_EQ(sinktest::drain(s.read_fd), "{\"n\":3}\n");
+}
+
+// Without /proc (no private description can be opened) a blocking pipe is
+// never written blocking: the record fails, saying why; a shared descriptor
+// that is non-blocking already is still used.
+TEST(StreamSink, WithoutProcABlockingPipeIsNotRisked) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::unshare(CLONE_NEWNS) != 0) _exit(77);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) _exit(77);
+    if (::mount("none", "/proc", "tmpfs", 0, nullptr) != 0) _exit(77);
+    int p[2];
+    if (::pipe(p) != 0) _exit(2);
+    auto sink = make_stream_sink(p[1], "stdout");
+    std::string err;
+    if (sink->write_line("{\"a\":1}", err)) _exit(3);
+    if (err.find("cannot get a non-blocking descriptor") == std::string::npos) _exit(4);
+    if (err.find("record not written") == std::string::npos) _exit(5);
+    ::fcntl(p[1], F_SETFL, ::fcntl(p[1], F_GETFL) | O_NONBLOCK);
+    if (!sink->write_line("{\"a\":2}", err)) _exit(6);
+    char buf[64];
+    const ssize_t n = ::read(p[0], buf, sizeof buf);
+    if (n != 8 || std::string(buf, 8) != "{\"a\":2}\n") _exit(7);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot hide /proc here (needs CAP_SYS_ADMIN)";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(StreamSink, ClosedSocketIsAnErrorNotADeath) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGPIPE, SIG_DFL);
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) _exit(2);
+    ::close(sv[1]);
+    auto sink = make_stream_sink(sv[0], "stdout");
+    std::string err;
+    if (sink->write_line("{\"a\":1}\n", err)) _exit(3);
+    if (err.find("Broken pipe") == std::string::npos) _exit(4);
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE)) _exit(6);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(StreamSink, RejectedLinesSayTheyAreNeverWritable) {
+  int fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto sink = make_stream_sink(fd, "null");
+  SinkDeadline none;
+  EXPECT_EQ(sink->write_record("{\"a\":\n1}", none).status, WriteStatus::rejected);
+  EXPECT_EQ(sink->write_record("", none).status, WriteStatus::rejected);
+  EXPECT_EQ(sink->write_record("{\"a\":1}", none).status, WriteStatus::written);
   ::close(fd);
 }
 

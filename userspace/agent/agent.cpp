@@ -48,6 +48,9 @@ std::string join(const std::vector<std::string>& v) {
 
 // How long a record waits for the exit of a process the kernel chose.
 constexpr std::chrono::milliseconds kExitWait{1000};
+// How long the record writer may take to write what is pending at shutdown
+// (each sink operation is bounded by 1 s; SIGTERM must stop within 2 s).
+constexpr std::chrono::milliseconds kSinkStopWait{1000};
 
 }  // namespace
 
@@ -101,13 +104,15 @@ SandboxOptions Agent::sandbox_options() const {
 }
 
 nlohmann::json Agent::counters() const {
+  const SinkWriterCounters s = sink_writer_ ? sink_writer_->counters() : SinkWriterCounters{};
   return {{"bpf_ring_drops", bpf_ ? bpf_->dropped() : 0},
           {"queue_overflows", queue_overflows_},
           {"events", events_seen_},
           {"pressure_events_suppressed", suppressed_pressure_},
           {"unknown_cgroup_events", unknown_cgroup_events_},
           {"records_written", records_written_},
-          {"sink_errors", sink_errors_}};
+          {"sink_errors", s.sink_errors()},
+          {"records_lost", s.lost()}};
 }
 
 void Agent::apply_config() {
@@ -131,7 +136,11 @@ bool Agent::open_sinks(std::string& error) {
   const AgentConfig& c = options_.config;
   if (c.stdout_sink) sinks.add(make_stream_sink(STDOUT_FILENO, "stdout"));
   if (c.file_sink) {
-    auto f = make_rotating_file_sink(c.storage_path, c.storage_max_bytes, c.storage_max_files, error);
+    RotatingFileOptions fo;
+    fo.dir = c.storage_path;
+    fo.max_bytes = c.storage_max_bytes;
+    fo.max_files = c.storage_max_files;
+    auto f = make_rotating_file_sink(std::move(fo), error);  // refuses a store others can write
     if (!f) return false;
     sinks.add(std::move(f));
   }
@@ -139,8 +148,20 @@ bool Agent::open_sinks(std::string& error) {
     error = "no sink: both storage.Stdout and storage.LocalFile are off";
     return false;
   }
-  sinks_ = std::move(sinks);
+  if (sink_writer_) {
+    sink_writer_->replace_sinks(std::move(sinks));  // SIGHUP: waiting records follow their sink
+  } else {
+    SinkWriterOptions wo;
+    // Called on the writer thread: hand the messages to the loop to log.
+    wo.on_message = [this] { asio::post(io_, [this] { log_sink_messages(); }); };
+    sink_writer_ = std::make_unique<SinkWriter>(std::move(sinks), std::move(wo));
+  }
   return true;
+}
+
+void Agent::log_sink_messages() {
+  if (!sink_writer_) return;
+  for (const auto& m : sink_writer_->take_messages()) log_->warn("record sink: {}", m);
 }
 
 bool Agent::start(std::string& error) {
@@ -554,11 +575,9 @@ void Agent::finalize(uint64_t id) {
   ctx.clocks = ClockPair::now();
   ++records_written_;
   ctx.agent = counters();
-  std::vector<std::string> errors;
-  if (!sinks_.write(to_json(inc, ctx), errors)) {
-    ++sink_errors_;
-    for (const auto& e : errors) log_->error("incident {}: record not written: {}", id, e);
-  }
+  std::string why;
+  if (!sink_writer_ || !sink_writer_->post(record_line(to_json(inc, ctx)), &why))
+    log_->error("incident {}: record not written: {}", id, sink_writer_ ? why : std::string("no record writer"));
   log_->info("incident {} recorded: trigger {}, container {}, victim {}, collection {}{}", id, inc.trigger.type,
              inc.container.cgroup_path, inc.victim ? std::to_string(inc.victim->pid) : "none",
              to_string(inc.outcome), inc.oom_kill ? ", OOM kill of " + std::to_string(inc.oom_kill->pid) : "");
@@ -588,6 +607,12 @@ void Agent::stop() {
     for (uint64_t id : ids) finalize(id);
     cgroups_.reset();
     bpf_desc_.reset();
+    if (sink_writer_) {
+      // Bounded: every sink call gives up at the deadline; what is left is counted lost.
+      const size_t lost = sink_writer_->stop(SinkWriter::Clock::now() + kSinkStopWait);
+      log_sink_messages();
+      if (lost) log_->warn("{} record(s) not written by the shutdown deadline", lost);
+    }
     log_->info("stopped: {}", counters().dump());
     io_.stop();
   });

@@ -31,6 +31,7 @@
 #include "agent/policy.h"
 #include "agent/serial_worker.h"
 #include "agent/sink.h"
+#include "agent/sink_writer.h"
 #include "capture/capture_sandbox.h"
 
 namespace oomsnap {
@@ -66,6 +67,7 @@ class Agent {
 
   void apply_config();
   bool open_sinks(std::string& error);
+  void log_sink_messages();
   void arm_bpf();
   void arm_signals();
   void arm_rescan();
@@ -100,7 +102,6 @@ class Agent {
   std::shared_ptr<spdlog::logger> log_;
   std::string node_;
   Policy policy_;
-  SinkSet sinks_;
   std::unique_ptr<CgroupTriggers> cgroups_;
   std::unique_ptr<BpfEventSource> bpf_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> bpf_desc_;
@@ -116,8 +117,11 @@ class Agent {
   std::map<std::string, LastCollection> last_collection_;
   bool stopping_ = false;
   // Counters reported in every record and in the log.
-  uint64_t events_seen_ = 0, unknown_cgroup_events_ = 0, records_written_ = 0, sink_errors_ = 0,
-           suppressed_pressure_ = 0, queue_overflows_ = 0;
+  uint64_t events_seen_ = 0, unknown_cgroup_events_ = 0, records_written_ = 0, suppressed_pressure_ = 0,
+           queue_overflows_ = 0;
+  // Writes records off the loop: every sink operation is bounded, a record
+  // a sink could not take waits for retry (in order), none blocks the loop.
+  std::unique_ptr<SinkWriter> sink_writer_;
   std::unique_ptr<CaptureSandbox> sandbox_;  // used by the worker's jobs; cancel() from the loop
   std::unique_ptr<SerialWorker> worker_;  // last: joined first, before what its jobs post to
 };
