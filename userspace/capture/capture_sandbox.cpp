@@ -76,7 +76,7 @@ int reap(pid_t pid, Clock::time_point until) {
     if (r == pid) return st;
     if (r < 0 && errno != EINTR) return -1;
     if (Clock::now() >= until) return -1;
-    usleep(1000);
+    usleep(200);
   }
 }
 
@@ -88,6 +88,10 @@ CaptureSandbox::CaptureSandbox(SandboxOptions options) : options_(std::move(opti
 
 CaptureSandbox::~CaptureSandbox() {
   discard_helper();
+  for (pid_t p : finishing_) {
+    ::kill(p, SIGKILL);
+    reap(p, Clock::now() + std::chrono::seconds(2));
+  }
   if (cancel_fd_ >= 0) ::close(cancel_fd_);
 }
 
@@ -117,7 +121,19 @@ void CaptureSandbox::discard_helper() {
   helper_ = Helper{};
 }
 
+void CaptureSandbox::reap_finished() {
+  std::erase_if(finishing_, [](pid_t p) {
+    int st = 0;
+    pid_t r = waitpid(p, &st, WNOHANG);
+    return r == p || (r < 0 && errno == ECHILD);
+  });
+  // One that answered but has not exited since the last capture is stuck
+  // (exiting never takes that long): make sure.
+  for (pid_t p : finishing_) ::kill(p, SIGKILL);
+}
+
 bool CaptureSandbox::prestart(std::string& error) {
+  if (!finishing_.empty()) reap_finished();
   if (helper_.pid > 0) return true;
   if (cancelled_.load()) {
     error = "the capture sandbox was cancelled";
@@ -214,6 +230,9 @@ CaptureSandbox::Wait CaptureSandbox::collect(Clock::time_point deadline, std::st
       if (r > 0) {
         if (frame.size() + static_cast<size_t>(r) > cap) return Wait::kTooLarge;
         frame.append(buf, static_cast<size_t>(r));
+        // The whole frame is here: no need to wait for the child's exit.
+        const size_t want = declared_frame_size(frame);
+        if (want && frame.size() == want) return Wait::kFrame;
       } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
         eof = true;
       }
@@ -260,6 +279,13 @@ CaptureSandbox::Attempt CaptureSandbox::run_once(pid_t pid, const CaptureOptions
   int status = 0;
   Wait w = collect(deadline, frame, status);
   const std::string after = seconds(Clock::now() - start);
+  if (w == Wait::kFrame) {
+    // Answered: it exits by itself; reaped at the next capture.
+    finishing_.push_back(helper_.pid);
+    ::close(helper_.sock);
+    helper_ = Helper{};
+    return decode(pid, frame, options, after);
+  }
   if (w != Wait::kExited) {
     discard_helper();
     if (w == Wait::kCancelled) a.message = "capture process killed after " + after + ": the agent is stopping";
@@ -297,6 +323,12 @@ CaptureSandbox::Attempt CaptureSandbox::run_once(pid_t pid, const CaptureOptions
     a.message = "capture process exited with status " + std::to_string(code) + " without a result";
     return a;
   }
+  return decode(pid, frame, options, after);
+}
+
+CaptureSandbox::Attempt CaptureSandbox::decode(pid_t pid, const std::string& frame, const CaptureOptions& options,
+                                               const std::string& after) {
+  Attempt a;
   std::string why;
   auto reply = decode_reply(frame, options, why);
   if (!reply) {

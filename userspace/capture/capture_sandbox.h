@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "capture/capture.h"
 
@@ -59,18 +60,21 @@ class CaptureSandbox {
  private:
   struct Attempt;
   Attempt run_once(pid_t pid, const CaptureOptions& options);
+  Attempt decode(pid_t pid, const std::string& frame, const CaptureOptions& options, const std::string& after);
   struct Helper {
     pid_t pid = -1;
     int sock = -1;  // request out, result in
   };
   bool spawn(std::string& error);
   void discard_helper();  // SIGKILL + reap
+  void reap_finished();   // helpers that answered and are exiting
   // Waits for the result frame or the helper's end; fills frame and status.
-  enum class Wait { kExited, kDeadline, kCancelled, kTooLarge };
+  enum class Wait { kFrame, kExited, kDeadline, kCancelled, kTooLarge };
   Wait collect(std::chrono::steady_clock::time_point deadline, std::string& frame, int& wait_status);
 
   SandboxOptions options_;
   Helper helper_;
+  std::vector<pid_t> finishing_;  // answered; reaped when they are gone
   int cancel_fd_ = -1;  // eventfd: wakes a capture waiting in poll
   std::atomic<bool> cancelled_{false};
 };

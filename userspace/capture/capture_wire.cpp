@@ -281,6 +281,11 @@ std::string encode_reply(const CaptureReply& reply) {
   return frame;
 }
 
+size_t declared_frame_size(std::string_view bytes) {
+  if (bytes.size() < kResultHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) return 0;
+  return kResultHeaderBytes + static_cast<size_t>(get_u32(bytes, 8)) + static_cast<size_t>(get_u32(bytes, 12));
+}
+
 std::optional<CaptureReply> decode_reply(std::string_view frame, const CaptureOptions& bounds, std::string& why) {
   if (frame.size() < kResultHeaderBytes || std::memcmp(frame.data(), kMagic, sizeof kMagic) != 0) {
     why = frame.empty() ? "no result" : "result does not start with the frame header";

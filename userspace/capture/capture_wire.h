@@ -39,6 +39,9 @@ struct CaptureReply {
 inline constexpr size_t kMaxSkipRanges = 64;
 
 std::string encode_reply(const CaptureReply& reply);
+// The size the frame starting `bytes` declares (header included); 0 while the
+// header is incomplete or not a frame's.
+size_t declared_frame_size(std::string_view bytes);
 // The whole frame as read from the pipe; max_entries and max_stack_depth
 // bound what a record may hold (the request's).
 std::optional<CaptureReply> decode_reply(std::string_view frame, const CaptureOptions& bounds, std::string& why);
