@@ -208,10 +208,12 @@ bool Agent::start(std::string& error) {
   cgroups_->rescan();
   arm_rescan();
   log_->info("ready: node {}; {}; threshold {}%, cooldown {}s, batch window {}ms, OOM-kill window {}ms; "
-             "blacklist [{}]; sinks: {}{}",
+             "blacklist [{}]; sinks: {}{}; captures {} (budget {}ms, killed at +{}ms, memory cap {} MiB)",
              node_, cgroups_->describe(), c.threshold_percent, c.interval_tracing.count(), c.batch_window.count(),
              c.oom_kill_window.count(), join(c.trigger_blacklist), c.stdout_sink ? "stdout " : "",
-             c.file_sink ? c.storage_path : "");
+             c.file_sink ? c.storage_path : "",
+             options_.capture_in_process ? "IN THE AGENT (--capture-in-process, benchmarks only)" : "in a capture process",
+             c.run_tracing_tool_timeout.count(), c.capture_grace.count(), c.capture_memory_max >> 20);
   return true;
 }
 
