@@ -36,32 +36,8 @@ using nlohmann::json;
 
 namespace {
 
-// A fresh directory under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/oomsnap-sink-XXXXXX";
-    const char* dir = ::mkdtemp(tmpl);
-    if (!dir) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
-    path_ = dir;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) lines.push_back(line);
-  return lines;
-}
+using sinktest::read_lines;
+using sinktest::TempDir;
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

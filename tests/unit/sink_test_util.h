@@ -9,13 +9,45 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <string>
+#include <stdexcept>
 #include <thread>
+#include <vector>
 
 namespace sinktest {
+
+// A fresh directory under /tmp, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/oomsnap-sink-XXXXXX";
+    const char* dir = ::mkdtemp(tmpl);
+    if (!dir) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
+    path_ = dir;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
 
 // A child process that takes flock(LOCK_EX) on `dir` (as another agent, or a
 // local user who can open the directory, would) and holds it for `hold`, or

@@ -30,30 +30,8 @@ using Steady = std::chrono::steady_clock;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/oomsnap-writer-XXXXXX";
-    const char* dir = ::mkdtemp(tmpl);
-    if (!dir) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
-    path_ = dir;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<std::string> lines;
-  for (std::string l; std::getline(in, l);) lines.push_back(l);
-  return lines;
-}
+using sinktest::read_lines;
+using sinktest::TempDir;
 
 std::string line_for(int seq, size_t pad = 20) {
   return record_line(json{{"seq", seq}, {"pad", std::string(pad, 'x')}});

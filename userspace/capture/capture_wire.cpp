@@ -95,16 +95,8 @@ std::optional<SnapshotStatus> status_from(const std::string& s) {
 bool memory_from_json(const json& j, ProcessMemory& m, std::string& why) {
   Fields f(j, "process_memory", why);
   m.status = f.str("status");
-  auto opt = [&](const char* k, std::optional<uint64_t>& out) {
-    if (f.has(k)) out = f.u64(k);
-  };
-  opt("virtual_bytes", m.virtual_bytes);
-  opt("rss_bytes", m.rss_bytes);
-  opt("rss_anon_bytes", m.rss_anon_bytes);
-  opt("rss_file_bytes", m.rss_file_bytes);
-  opt("rss_shmem_bytes", m.rss_shmem_bytes);
-  opt("swap_bytes", m.swap_bytes);
-  opt("page_table_bytes", m.page_table_bytes);
+  for (const auto& field : kProcessMemoryFields)
+    if (f.has(field.name)) m.*field.member = f.u64(field.name);
   return f.ok();
 }
 

@@ -153,16 +153,8 @@ std::vector<AddressRange> read_userfaultfd_ranges(pid_t pid) {
 nlohmann::json to_json(const ProcessMemory& m) {
   nlohmann::json j;
   j["status"] = m.status;
-  auto put = [&](const char* k, const std::optional<uint64_t>& v) {
-    if (v) j[k] = *v;
-  };
-  put("virtual_bytes", m.virtual_bytes);
-  put("rss_bytes", m.rss_bytes);
-  put("rss_anon_bytes", m.rss_anon_bytes);
-  put("rss_file_bytes", m.rss_file_bytes);
-  put("rss_shmem_bytes", m.rss_shmem_bytes);
-  put("swap_bytes", m.swap_bytes);
-  put("page_table_bytes", m.page_table_bytes);
+  for (const auto& f : kProcessMemoryFields)
+    if (const auto& v = m.*f.member) j[f.name] = *v;
   return j;
 }
 

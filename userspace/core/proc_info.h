@@ -22,6 +22,18 @@ struct ProcessMemory {
 };
 nlohmann::json to_json(const ProcessMemory& m);
 
+// The optional byte counts of ProcessMemory by JSON name, for writing and
+// reading them back (the capture process hands its record to the agent).
+struct ProcessMemoryField {
+  const char* name;
+  std::optional<uint64_t> ProcessMemory::*member;
+};
+inline constexpr ProcessMemoryField kProcessMemoryFields[] = {
+    {"virtual_bytes", &ProcessMemory::virtual_bytes},     {"rss_bytes", &ProcessMemory::rss_bytes},
+    {"rss_anon_bytes", &ProcessMemory::rss_anon_bytes},   {"rss_file_bytes", &ProcessMemory::rss_file_bytes},
+    {"rss_shmem_bytes", &ProcessMemory::rss_shmem_bytes}, {"swap_bytes", &ProcessMemory::swap_bytes},
+    {"page_table_bytes", &ProcessMemory::page_table_bytes}};
+
 struct ProcessIdentity {
   pid_t pid = 0;
   uint64_t start_time_ticks = 0;  // field 22 of /proc/PID/stat
