@@ -21,8 +21,7 @@ const std::string kHookEnv = std::string("OOMSNAP_CAPTURE_HELPER=") + OOMSNAP_CA
 
 // A CPython process named `comm` (run through a symlink of that name) that
 // fills `mb` MiB in `cg` over about half a second (1 MiB at a time, as a
-// growing program would: v1 usage thresholds are checked as pages are
-// charged) and prints "ready".
+// growing program would), prints "ready", and keeps allocating and freeing.
 std::unique_ptr<Process> holder(const TestMemcg& cg, const std::string& dir, const std::string& comm, int mb) {
   const std::string link = dir + "/" + comm;
   if (!fs::exists(link)) fs::create_symlink("/usr/bin/python3", link);
@@ -30,7 +29,11 @@ std::unique_ptr<Process> holder(const TestMemcg& cg, const std::string& dir, con
       std::vector<std::string>{link, "-c",
                                "import time\nheld = []\nfor i in range(" + std::to_string(mb) +
                                    "):\n    held.append(b'\\x01' * (1 << 20))\n    if i % 8 == 7: time.sleep(0.03)\n"
-                                   "print('ready', flush=True)\ntime.sleep(600)\n"},
+                                   "print('ready', flush=True)\n"
+                                   // Then keep charging and uncharging 1 MiB: v1 thresholds are
+                                   // checked on charge events (rate-limited), so a container that
+                                   // went quiet right at the threshold is still seen above it.
+                                   "while True:\n    churn = b'\\x02' * (1 << 20)\n    del churn\n    time.sleep(0.05)\n"},
       std::vector<std::string>{}, cg.dir());
   if (p->read_line(30s) != "ready") throw std::runtime_error("holder did not start");
   return p;
