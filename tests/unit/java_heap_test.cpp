@@ -1,11 +1,16 @@
 // The Java collector's decoders on byte images built in this process's own
 // memory (read back through process_vm_readv on ourselves): HotSpot's
-// VMStructs tables (well-formed, corrupted, unterminated) and G1 heaps
-// (regions, humongous objects, TLAB tails, garbage, sampling, deadline).
+// VMStructs tables (well-formed, corrupted, unterminated), the JVM's flags,
+// the G1 layout resolved from them, and G1 heaps (regions, humongous
+// objects, TLAB tails, garbage, sampling, deadline). A hostile process can
+// export tables of its own making (a file named libjvm.so), so every value
+// from them is also tried out of range: it must be refused with a reason, or
+// bounded, never used to index past a buffer or to loop for long.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <string>
@@ -15,6 +20,9 @@
 #include "java/g1_heap.h"
 #include "java/hotspot_vmstructs.h"
 
+// The Java fuzzer's own entry point, for its regression inputs.
+#include "../fuzz/fuzz_java_heap.cpp"
+
 using namespace oomsnap;
 
 namespace {
@@ -22,6 +30,10 @@ namespace {
 // Page-aligned scratch memory that lives as long as the test.
 class Arena {
  public:
+  Arena() = default;
+  Arena(Arena&& o) noexcept : blocks_(std::move(o.blocks_)) { o.blocks_.clear(); }
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
   ~Arena() {
     for (auto& [p, n] : blocks_) munmap(p, n);
   }
@@ -50,14 +62,39 @@ ChunkCache cache_of_self(RemoteMemory& mem) { return ChunkCache(mem, read_maps(g
 
 // --- VMStructs tables -------------------------------------------------------
 
-struct FakeTables {
-  Arena a;
-  HotSpotSymbols syms;
-  uint64_t structs_array = 0;
-  // The real layouts (JDK 17-25): struct entry 48 bytes, type entry 40, constants 16.
-  FakeTables(int nfields, int ntypes) {
+Deadline no_deadline() { return Deadline{std::chrono::milliseconds(60000)}; }
+
+// HotSpot's four VMStructs tables built from a description, with the real
+// entry layouts (JDK 17-25): struct entries of 48 bytes, type entries of 40,
+// constants of 16. Tests describe, change the description, then build() and
+// read syms with a cache made after that (a cache made before it could hold
+// stale bytes of memory an earlier test unmapped and the arena got back).
+class FakeVm {
+ public:
+  struct Field {
+    std::string type, name, type_string;
+    bool is_static = false;
+    uint64_t offset = 0, address = 0;
+  };
+  void field(const std::string& type, const std::string& name, uint64_t offset) {
+    fields.push_back({type, name, "int", false, offset, 0});
+  }
+  // A static variable holding `value` (8 bytes); returns its address.
+  uint64_t global(const std::string& type, const std::string& name, uint64_t value) {
+    const uint64_t p = a.alloc(8);
+    Arena::put(p, value);
+    fields.push_back({type, name, "int", true, 0, p});
+    return p;
+  }
+  Field& find(const std::string& type, const std::string& name) {
+    for (auto& f : fields)
+      if (f.type == type && f.name == name) return f;
+    throw std::runtime_error("no field " + type + "::" + name);
+  }
+  // Writes the tables and the entry layout variables; the symbols point at them.
+  const HotSpotSymbols& build() {
     auto var = [&](uint64_t v) {
-      uint64_t p = a.alloc(8);
+      const uint64_t p = a.alloc(8);
       Arena::put(p, v);
       return p;
     };
@@ -67,41 +104,58 @@ struct FakeTables {
     syms.type_type_name = var(0), syms.type_size = var(32), syms.type_stride = var(40);
     syms.int_name = var(0), syms.int_value = var(8), syms.int_stride = var(16);
     syms.long_name = var(0), syms.long_value = var(8), syms.long_stride = var(16);
-    structs_array = a.alloc(48 * static_cast<size_t>(nfields + 1));
-    for (int i = 0; i < nfields; ++i) {
-      const uint64_t e = structs_array + 48 * static_cast<uint64_t>(i);
-      Arena::put(e, a.str("Type" + std::to_string(i)));
-      Arena::put(e + 8, a.str("_field"));
-      Arena::put(e + 16, a.str("int"));
-      Arena::put<int32_t>(e + 24, i % 2);
-      Arena::put<uint64_t>(e + 32, static_cast<uint64_t>(i) * 8);
-      Arena::put<uint64_t>(e + 40, 0x1000 + static_cast<uint64_t>(i));
+    const uint64_t st = a.alloc(48 * (fields.size() + 1));
+    for (size_t i = 0; i < fields.size(); ++i) {
+      const Field& f = fields[i];
+      const uint64_t e = st + 48 * i;
+      Arena::put(e, a.str(f.type)), Arena::put(e + 8, a.str(f.name)), Arena::put(e + 16, a.str(f.type_string));
+      Arena::put<int32_t>(e + 24, f.is_static), Arena::put(e + 32, f.offset), Arena::put(e + 40, f.address);
     }
-    const uint64_t types = a.alloc(40 * static_cast<size_t>(ntypes + 1));
-    for (int i = 0; i < ntypes; ++i) {
-      Arena::put(types + 40 * static_cast<uint64_t>(i), a.str("T" + std::to_string(i)));
-      Arena::put<uint64_t>(types + 40 * static_cast<uint64_t>(i) + 32, static_cast<uint64_t>(i) + 1);
-    }
-    const uint64_t ints = a.alloc(32), longs = a.alloc(32);
-    Arena::put(ints, a.str("Klass::_lh_array_tag_shift"));
-    Arena::put<int32_t>(ints + 8, 30);
-    Arena::put(longs, a.str("markWord::klass_shift"));
-    Arena::put<uint64_t>(longs + 8, 42);
-    syms.structs = var(structs_array);
-    syms.types = var(types);
-    syms.int_constants = var(ints);
-    syms.long_constants = var(longs);
+    const uint64_t ty = a.alloc(40 * (types.size() + 1));
+    size_t i = 0;
+    for (const auto& [name, size] : types) Arena::put(ty + 40 * i, a.str(name)), Arena::put(ty + 40 * i + 32, size), ++i;
+    auto constants = [&](const auto& m) {
+      const uint64_t t = a.alloc(16 * (m.size() + 1));
+      size_t j = 0;
+      for (const auto& [name, v] : m) Arena::put(t + 16 * j, a.str(name)), Arena::put(t + 16 * j + 8, v), ++j;
+      return t;
+    };
+    syms.structs = var(st);
+    syms.types = var(ty);
+    syms.int_constants = var(constants(ints));
+    syms.long_constants = var(constants(longs));
+    return syms;
   }
+
+  Arena a;
+  std::vector<Field> fields;
+  std::map<std::string, uint64_t> types;
+  std::map<std::string, int32_t> ints;
+  std::map<std::string, uint64_t> longs;
+  HotSpotSymbols syms;
 };
+
+// nfields generic fields ("Type<i>::_field", every other one static) and ntypes types.
+FakeVm generic_vm(int nfields, int ntypes) {
+  FakeVm v;
+  for (int i = 0; i < nfields; ++i)
+    v.fields.push_back({"Type" + std::to_string(i), "_field", "int", i % 2 != 0, static_cast<uint64_t>(i) * 8,
+                        0x1000 + static_cast<uint64_t>(i)});
+  for (int i = 0; i < ntypes; ++i) v.types["T" + std::to_string(i)] = static_cast<uint64_t>(i) + 1;
+  v.ints["Klass::_lh_array_tag_shift"] = 30;
+  v.longs["markWord::klass_shift"] = 42;
+  v.build();
+  return v;
+}
 
 }  // namespace
 
 TEST(HotSpotVmStructs, ReadsTheTables) {
-  FakeTables t(40, 30);
+  FakeVm t = generic_vm(40, 30);
   RemoteMemory mem(getpid());
   auto c = cache_of_self(mem);
   std::string err;
-  auto vm = HotSpotVm::read(c, t.syms, err);
+  auto vm = HotSpotVm::read(c, t.syms, no_deadline(), err);
   ASSERT_TRUE(vm) << err;
   EXPECT_EQ(vm->field_count(), 40u);
   const VmField* f = vm->field("Type3", "_field");
@@ -122,43 +176,197 @@ TEST(HotSpotVmStructs, CorruptTablesAreErrors) {
   RemoteMemory mem(getpid());
   std::string err;
   {
-    FakeTables t(40, 30);
+    FakeVm t = generic_vm(40, 30);
     Arena::put<uint64_t>(t.syms.struct_stride, 1 << 20);  // absurd stride
     auto c = cache_of_self(mem);
-    EXPECT_FALSE(HotSpotVm::read(c, t.syms, err));
+    EXPECT_FALSE(HotSpotVm::read(c, t.syms, no_deadline(), err));
     EXPECT_NE(err.find("implausible"), std::string::npos) << err;
   }
   {
-    FakeTables t(40, 30);
+    FakeVm t = generic_vm(40, 30);
     Arena::put<uint64_t>(t.syms.structs, 0x10);  // table pointer into nowhere
     auto c = cache_of_self(mem);
-    EXPECT_FALSE(HotSpotVm::read(c, t.syms, err));
+    EXPECT_FALSE(HotSpotVm::read(c, t.syms, no_deadline(), err));
     EXPECT_NE(err.find("gHotSpotVMStructs"), std::string::npos) << err;
   }
   {
-    FakeTables t(40, 30);
+    FakeVm t = generic_vm(40, 30);
     Arena::put<uint64_t>(t.syms.struct_type_name, 44);  // name field past the stride
     auto c = cache_of_self(mem);
-    EXPECT_FALSE(HotSpotVm::read(c, t.syms, err));
+    EXPECT_FALSE(HotSpotVm::read(c, t.syms, no_deadline(), err));
     EXPECT_NE(err.find("stride"), std::string::npos) << err;
   }
   {
     // No terminating entry: a table of repeated records stops at the cap.
-    FakeTables t(4, 30);
+    FakeVm t = generic_vm(4, 30);
     Arena a;
     const uint64_t big = a.alloc(48 * (HotSpotVm::kMaxEntries + 8));
     const uint64_t name = a.str("X");
     for (size_t i = 0; i < HotSpotVm::kMaxEntries + 8; ++i) Arena::put(big + 48 * i, name), Arena::put(big + 48 * i + 8, name);
     Arena::put(t.syms.structs, big);
     auto c = cache_of_self(mem);
-    EXPECT_FALSE(HotSpotVm::read(c, t.syms, err));
+    EXPECT_FALSE(HotSpotVm::read(c, t.syms, no_deadline(), err));
     EXPECT_NE(err.find("no end"), std::string::npos) << err;
   }
   {
-    FakeTables t(3, 3);  // too few entries to be HotSpot's
+    FakeVm t = generic_vm(3, 3);  // too few entries to be HotSpot's
     auto c = cache_of_self(mem);
-    EXPECT_FALSE(HotSpotVm::read(c, t.syms, err));
+    EXPECT_FALSE(HotSpotVm::read(c, t.syms, no_deadline(), err));
     EXPECT_NE(err.find("nearly empty"), std::string::npos) << err;
+  }
+}
+
+// The table walk is bounded by the deadline too, not only by its entry cap.
+TEST(HotSpotVmStructs, DeadlineEndsTheTableWalk) {
+  FakeVm t = generic_vm(40, 30);
+  RemoteMemory mem(getpid());
+  auto c = cache_of_self(mem);
+  std::string err;
+  EXPECT_FALSE(HotSpotVm::read(c, t.syms, Deadline{std::chrono::milliseconds(0)}, err));
+  EXPECT_NE(err.find("deadline"), std::string::npos) << err;
+}
+
+// An offset is only used once it fits, with the bytes read at it, inside its
+// type's size from gHotSpotVMTypes, and that size is believable.
+TEST(HotSpotVmStructs, FieldOffsetsAreCheckedAgainstTheirType) {
+  FakeVm v = generic_vm(20, 20);
+  v.field("Klass", "_name", 16);
+  v.field("Klass", "_far", 200);
+  v.field("Huge", "_x", 0);
+  v.field("NoSize", "_x", 0);
+  v.global("Klass", "_static", 1);
+  v.types["Klass"] = 64;
+  v.types["Huge"] = uint64_t{1} << 40;
+  v.build();
+  RemoteMemory mem(getpid());
+  auto c = cache_of_self(mem);
+  std::string err;
+  auto vm = HotSpotVm::read(c, v.syms, no_deadline(), err);
+  ASSERT_TRUE(vm) << err;
+  EXPECT_EQ(vm->field_offset({"Klass"}, "_name", 8, err).value_or(0), 16u) << err;
+  EXPECT_EQ(vm->field_offset({"Renamed", "Klass"}, "_name", 48, err).value_or(0), 16u) << err;  // ends at 64
+  EXPECT_FALSE(vm->field_offset({"Klass"}, "_name", 49, err));
+  EXPECT_NE(err.find("Klass::_name"), std::string::npos) << err;
+  EXPECT_FALSE(vm->field_offset({"Klass"}, "_far", 8, err));
+  EXPECT_NE(err.find("does not fit"), std::string::npos) << err;
+  EXPECT_FALSE(vm->field_offset({"Klass"}, "_name", ~uint64_t{0}, err));  // offset + bytes wraps
+  EXPECT_FALSE(vm->field_offset({"Klass"}, "_static", 8, err));
+  EXPECT_NE(err.find("static"), std::string::npos) << err;
+  EXPECT_FALSE(vm->field_offset({"Huge"}, "_x", 8, err));
+  EXPECT_NE(err.find("implausible size"), std::string::npos) << err;
+  EXPECT_FALSE(vm->field_offset({"NoSize"}, "_x", 8, err));
+  EXPECT_NE(err.find("no type NoSize"), std::string::npos) << err;
+  EXPECT_FALSE(vm->field_offset({"Klass"}, "_missing", 8, err));
+  EXPECT_NE(err.find("no Klass::_missing"), std::string::npos) << err;
+  EXPECT_EQ(vm->checked_type_size({"Nope", "Klass"}, err).value_or(0), 64u);
+}
+
+// A string that runs into an unreadable page costs a read or two, not one
+// failed read per byte.
+TEST(HotSpotVmStructs, StringsNextToAnUnreadablePageCostFewReads) {
+  const long page = sysconf(_SC_PAGESIZE);
+  auto* p = static_cast<char*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  std::memset(p, 'x', 2 * page);
+  std::memcpy(p + page - 4, "abc", 4);
+  ASSERT_EQ(mprotect(p + page, page, PROT_NONE), 0);
+  RemoteMemory mem(getpid());
+  auto c = cache_of_self(mem);
+  const uint64_t end = reinterpret_cast<uint64_t>(p + page);  // the unreadable page
+  EXPECT_EQ(read_remote_c_string(c, end - 4), "abc");
+  uint64_t before = mem.syscalls();
+  EXPECT_EQ(read_remote_c_string(c, end - 63), std::string(59, 'x') + "abc");
+  EXPECT_LE(mem.syscalls() - before, 1u);
+  // Unterminated up to the unreadable page: empty, after a failed read or two.
+  std::memcpy(p + page - 4, "abcd", 4);
+  auto fresh = cache_of_self(mem);  // c holds the old bytes
+  before = mem.syscalls();
+  EXPECT_EQ(read_remote_c_string(fresh, end - 63), "");
+  EXPECT_LE(mem.syscalls() - before, 2u);
+  munmap(p, 2 * page);
+}
+
+// --- The JVM's flags ----------------------------------------------------------
+
+namespace {
+
+// JVMFlag::flags[numFlags] as JDK 17-25 lay it out (_addr at 0, _name at 8,
+// 24-byte records), with a few flags and their values.
+struct FakeFlags {
+  explicit FakeFlags(FakeVm& v) {
+    const std::vector<std::pair<std::string, uint64_t>> flags = {
+        {"UseSerialGC", 0}, {"UseG1GC", 1}, {"UseCompressedClassPointers", 1}, {"ObjectAlignmentInBytes", 8}};
+    const uint64_t table = v.a.alloc(24 * flags.size());
+    for (size_t i = 0; i < flags.size(); ++i) {
+      const uint64_t value = v.a.alloc(8);
+      Arena::put(value, flags[i].second);
+      values[flags[i].first] = value;
+      Arena::put(table + 24 * i, value);
+      Arena::put(table + 24 * i + 8, v.a.str(flags[i].first));
+    }
+    v.global("JVMFlag", "flags", table);
+    v.global("JVMFlag", "numFlags", flags.size());
+    v.field("JVMFlag", "_addr", 0);
+    v.field("JVMFlag", "_name", 8);
+    v.types["JVMFlag"] = 24;
+  }
+  std::map<std::string, uint64_t> values;  // flag -> address of its value
+};
+
+}  // namespace
+
+TEST(HotSpotFlags, ReadsTheWantedFlags) {
+  FakeVm v = generic_vm(20, 20);
+  FakeFlags f(v);
+  v.build();
+  FakeVm bare = generic_vm(20, 20);  // no flag table
+  RemoteMemory mem(getpid());
+  auto c = cache_of_self(mem);
+  std::string err;
+  auto vm = HotSpotVm::read(c, v.syms, no_deadline(), err);
+  ASSERT_TRUE(vm) << err;
+  auto flags = read_jvm_flags(c, *vm, {"UseG1GC", "ObjectAlignmentInBytes", "UseZGC"}, no_deadline(), err);
+  ASSERT_TRUE(flags) << err;
+  EXPECT_EQ(*flags, (std::map<std::string, uint64_t>{{"UseG1GC", f.values["UseG1GC"]},
+                                                     {"ObjectAlignmentInBytes", f.values["ObjectAlignmentInBytes"]}}));
+  // A JVM without a flag table (not JDK 9+): no flags, not an error.
+  auto vm2 = HotSpotVm::read(c, bare.syms, no_deadline(), err);
+  ASSERT_TRUE(vm2) << err;
+  auto none = read_jvm_flags(c, *vm2, {"UseG1GC"}, no_deadline(), err);
+  ASSERT_TRUE(none) << err;
+  EXPECT_TRUE(none->empty());
+}
+
+// The record offsets come from the target: ones that do not fit the record
+// (here _name 300 bytes into a 24-byte record, which indexed past the copy of
+// the table) are refused with the field named, not used.
+TEST(HotSpotFlags, RecordOffsetsOutsideTheRecordAreRefused) {
+  RemoteMemory mem(getpid());
+  std::string err;
+  for (auto [field, offset] : std::initializer_list<std::pair<const char*, uint64_t>>{
+           {"_name", 300}, {"_addr", 17}, {"_name", ~uint64_t{0} - 3}}) {
+    FakeVm v = generic_vm(20, 20);
+    FakeFlags f(v);
+    v.find("JVMFlag", field).offset = offset;
+    v.build();
+    auto c = cache_of_self(mem);  // each case's own: the memory is new
+    auto vm = HotSpotVm::read(c, v.syms, no_deadline(), err);
+    ASSERT_TRUE(vm) << err;
+    err.clear();
+    EXPECT_FALSE(read_jvm_flags(c, *vm, {"UseG1GC"}, no_deadline(), err)) << field << " at " << offset;
+    EXPECT_NE(err.find(std::string("JVMFlag::") + field), std::string::npos) << err;
+  }
+  for (uint64_t size : {uint64_t{8}, uint64_t{1} << 20}) {  // a record size that cannot hold both, or absurd
+    FakeVm v = generic_vm(20, 20);
+    FakeFlags f(v);
+    v.types["JVMFlag"] = size;
+    v.build();
+    auto c = cache_of_self(mem);
+    auto vm = HotSpotVm::read(c, v.syms, no_deadline(), err);
+    ASSERT_TRUE(vm) << err;
+    err.clear();
+    EXPECT_FALSE(read_jvm_flags(c, *vm, {"UseG1GC"}, no_deadline(), err)) << size;
+    EXPECT_NE(err.find("JVMFlag"), std::string::npos) << err;
   }
 }
 
@@ -178,10 +386,13 @@ TEST(JavaNames, AsJavaPrintsThem) {
 namespace {
 
 // A G1 heap image with compressed class pointers (narrow klass = offset from
-// a klass area), legacy 16-byte headers and 1 MiB regions.
+// a klass area), legacy 16-byte headers and 1 MiB regions. Klass and region
+// records are written at the layout's offsets (L.klass_*, L.region_*), so a
+// test can move them.
 class FakeG1 {
  public:
   static constexpr uint64_t kGrain = 1 << 20;
+  static constexpr uint64_t kKlassBytes = 256, kRegionBytes = 256;  // record sizes
   FakeG1() {
     klass_area_ = a_.alloc(1 << 16, 8);
     klass_next_ = klass_area_ + 8;  // narrow klass 0 means null
@@ -197,12 +408,12 @@ class FakeG1 {
   // An instance klass of `size` bytes, or an array klass (header 16, log2 element size).
   uint32_t klass(const std::string& name, int32_t lh) {
     const uint64_t k = klass_next_;
-    klass_next_ += 64;
+    klass_next_ += kKlassBytes;
     const uint64_t sym = a_.alloc(8 + name.size());
     Arena::put<uint16_t>(sym + 4, static_cast<uint16_t>(name.size()));
     std::memcpy(reinterpret_cast<void*>(sym + 6), name.data(), name.size());
-    Arena::put<int32_t>(k + 8, lh);
-    Arena::put<uint64_t>(k + 24, sym);
+    Arena::put<int32_t>(k + L.klass_layout_helper, lh);
+    Arena::put<uint64_t>(k + L.klass_name, sym);
     return static_cast<uint32_t>(k - klass_area_);
   }
   static int32_t array_lh(bool objects, int log2) {
@@ -211,22 +422,22 @@ class FakeG1 {
   // A region with the given tag; objects are appended with obj()/array().
   uint64_t region(int64_t tag) {
     const uint64_t bottom = a_.alloc(kGrain, kGrain);
-    const uint64_t hr = a_.alloc(64);
-    Arena::put(hr, bottom), Arena::put(hr + 8, bottom + kGrain), Arena::put(hr + 16, bottom);
-    Arena::put<int32_t>(hr + 24, static_cast<int32_t>(tag));
+    const uint64_t hr = a_.alloc(kRegionBytes);
+    Arena::put(hr + L.region_bottom, bottom), Arena::put(hr + L.region_end, bottom + kGrain);
+    Arena::put(hr + L.region_top, bottom);
+    Arena::put<int32_t>(hr + L.region_tag, static_cast<int32_t>(tag));
     regions_.push_back(hr);
     return hr;
   }
-  static uint64_t top(uint64_t hr) {
-    uint64_t t;
-    std::memcpy(&t, reinterpret_cast<void*>(hr + 16), 8);
-    return t;
-  }
+  uint64_t bottom(uint64_t hr) const { return at(hr + L.region_bottom); }
+  uint64_t top(uint64_t hr) const { return at(hr + L.region_top); }
+  void set_top(uint64_t hr, uint64_t top) { Arena::put(hr + L.region_top, top); }
+  void set_end(uint64_t hr, uint64_t end) { Arena::put(hr + L.region_end, end); }
   uint64_t obj(uint64_t hr, uint32_t nk, uint64_t size) {
     const uint64_t at = top(hr);
     Arena::put<uint64_t>(at, 1);  // unlocked mark
     Arena::put<uint32_t>(at + 8, nk);
-    Arena::put(hr + 16, at + size);
+    set_top(hr, at + size);
     return at;
   }
   uint64_t array(uint64_t hr, uint32_t nk, uint32_t len, int log2) {
@@ -235,22 +446,38 @@ class FakeG1 {
     Arena::put<uint32_t>(at + 12, len);
     return at;
   }
-  G1WalkResult walk(uint64_t max_walk = 1ull << 30, int budget_ms = 5000) {
-    const uint64_t table = a_.alloc(8 * (regions_.size() + 2));
-    for (size_t i = 0; i < regions_.size(); ++i) Arena::put(table + 8 * (i + 1), regions_[i]);  // slot 0 uncommitted
-    L.region_table = table;
+  // The region table (slot 0 uncommitted), into L.region_table / L.region_count.
+  void table() {
+    const uint64_t t = a_.alloc(8 * (regions_.size() + 2));
+    for (size_t i = 0; i < regions_.size(); ++i) Arena::put(t + 8 * (i + 1), regions_[i]);
+    L.region_table = t;
     L.region_count = regions_.size() + 2;
+  }
+  // Walks with L as it is (table() when no table was built); last_syscalls:
+  // the reads that cost.
+  G1WalkResult walk(uint64_t max_walk = 1ull << 30, int budget_ms = 5000) {
+    if (!L.region_table) table();
     RemoteMemory mem(getpid());
     ChunkCache c(mem, read_maps(getpid()), 4096, 1 << 20);
     G1Limits lim;
     lim.max_walk_bytes = max_walk;
     Deadline d{std::chrono::milliseconds(budget_ms)};
-    return walk_g1_heap(c, L, lim, d);
+    auto r = walk_g1_heap(c, L, lim, d);
+    last_syscalls = mem.syscalls();
+    return r;
   }
+  uint64_t klass_area() const { return klass_area_; }
+  const std::vector<uint64_t>& regions() const { return regions_; }
   G1Layout L;
   Arena a_;
+  uint64_t last_syscalls = 0;
 
  private:
+  static uint64_t at(uint64_t addr) {
+    uint64_t v;
+    std::memcpy(&v, reinterpret_cast<void*>(addr), 8);
+    return v;
+  }
   uint64_t klass_area_ = 0, klass_next_ = 0;
   std::vector<uint64_t> regions_;
 };
@@ -273,7 +500,7 @@ TEST(G1Heap, CountsObjectsArraysAndHumongous) {
   const uint64_t hum = h.region(4);
   h.region(5);                              // continues humongous: skipped
   h.array(hum, bytes, 1500000, 0);          // spans into the next region
-  Arena::put(hum + 16, hum == 0 ? 0 : FakeG1::top(hum) - 1500000 + (FakeG1::kGrain - 16));  // top at region end
+  h.set_top(hum, h.bottom(hum) + FakeG1::kGrain);  // top at region end
   h.region(0);                              // free: skipped
   auto r = h.walk();
   ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
@@ -295,14 +522,14 @@ TEST(G1Heap, TlabTailsAndGarbageAreSkipped) {
   const uint32_t marker = h.klass("Marker", 24), other = h.klass("Other", 32);
   const uint64_t r1 = h.region(2);
   for (int i = 0; i < 10; ++i) h.obj(r1, marker, 24);
-  const uint64_t hole = FakeG1::top(r1);
+  const uint64_t hole = h.top(r1);
   std::memset(reinterpret_cast<void*>(hole), 0xAB, 4096);  // unformatted TLAB tail
-  Arena::put(r1 + 16, hole + 4096);
+  h.set_top(r1, hole + 4096);
   h.L.holes = {{hole, hole + 4096}};
   for (int i = 0; i < 10; ++i) h.obj(r1, other, 32);
-  const uint64_t junk = FakeG1::top(r1);
+  const uint64_t junk = h.top(r1);
   std::memset(reinterpret_cast<void*>(junk), 0, 200);  // an object being published: zero klass
-  Arena::put(r1 + 16, junk + 200);
+  h.set_top(r1, junk + 200);
   for (int i = 0; i < 10; ++i) h.obj(r1, marker, 24);
   auto r = h.walk();
   ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
@@ -320,7 +547,7 @@ TEST(G1Heap, CorruptRegionEntriesAreSkippedNotFatal) {
   const uint64_t good = h.region(2);
   for (int i = 0; i < 5; ++i) h.obj(good, marker, 24);
   const uint64_t bad = h.region(2);
-  Arena::put<uint64_t>(bad + 16, 1);  // top below bottom
+  h.set_top(bad, 1);  // top below bottom
   const uint64_t wild = h.region(8);
   h.obj(wild, 0x7fffff00, 24);        // a klass that does not exist
   h.obj(wild, marker, 24);
@@ -360,4 +587,350 @@ TEST(G1Heap, ImplausibleTableFails) {
   r = walk_g1_heap(c, h.L, lim, d);
   EXPECT_EQ(r.status, SnapshotStatus::kFailed);
   EXPECT_NE(r.reason.find("implausible"), std::string::npos);
+}
+
+// --- Offsets and sizes from a hostile target (the security issue) ----------
+
+// Klass::_name comes from the target: 200 bytes into the Klass is a legal
+// place for it (Klass is bigger than that), and the walk must read the klass
+// record at that size; it once read it into a 32-byte stack buffer.
+TEST(G1Heap, KlassFieldsAnywhereInsideTheKlassAreRead) {
+  FakeG1 h;
+  h.L.klass_name = 200, h.L.klass_layout_helper = 240;
+  const uint32_t marker = h.klass("Marker", 24);
+  const uint64_t r1 = h.region(2);
+  for (int i = 0; i < 10; ++i) h.obj(r1, marker, 24);
+  auto r = h.walk();
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(classes(r)["Marker"], std::make_pair(uint64_t{10}, uint64_t{240}));
+}
+
+// The HeapRegion fields may lie in any order: the region record is read at
+// the size of its farthest field (it was sized from _tag and _top only, and
+// _bottom/_end were read past it).
+TEST(G1Heap, RegionFieldsAreReadInsideTheRecord) {
+  FakeG1 h;
+  h.L.region_tag = 0, h.L.region_top = 8, h.L.region_bottom = 200, h.L.region_end = 208;
+  const uint32_t marker = h.klass("Marker", 24);
+  const uint64_t r1 = h.region(2);
+  for (int i = 0; i < 10; ++i) h.obj(r1, marker, 24);
+  auto r = h.walk();
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(classes(r)["Marker"].first, 10u);
+  EXPECT_EQ(r.regions, 1u);
+}
+
+// Offsets no HotSpot struct could hold are refused before the walk reads
+// anything, with the field named.
+TEST(G1Heap, LayoutOffsetsBeyondTheCapsAreRefused) {
+  const std::pair<const char*, void (*)(G1Layout&)> cases[] = {
+      {"Klass::_name", [](G1Layout& L) { L.klass_name = 0xfffffff0u; }},
+      {"Klass::_layout_helper", [](G1Layout& L) { L.klass_layout_helper = 1u << 20; }},
+      {"HeapRegion::_bottom", [](G1Layout& L) { L.region_bottom = 0xfffffffcu; }},
+      {"HeapRegion::_end", [](G1Layout& L) { L.region_end = 1u << 20; }},
+      {"HeapRegionType::_tag", [](G1Layout& L) { L.region_tag = 0xfffffffeu; }},
+      {"Symbol::_length", [](G1Layout& L) { L.symbol_length = 0xffffffffu; }},
+      {"markWord::klass_shift", [](G1Layout& L) { L.compact_headers = true, L.mark_klass_shift = 64; }},
+      {"narrow klass shift", [](G1Layout& L) { L.narrow_klass_shift = 64; }},
+      {"ObjectAlignmentInBytes", [](G1Layout& L) { L.object_alignment = 12; }},
+      {"GrainBytes", [](G1Layout& L) { L.grain_bytes = 3 << 20; }},
+  };
+  for (auto [what, spoil] : cases) {
+    FakeG1 h;
+    const uint32_t marker = h.klass("Marker", 24);
+    h.obj(h.region(2), marker, 24);
+    spoil(h.L);
+    auto r = h.walk();
+    EXPECT_EQ(r.status, SnapshotStatus::kFailed) << what;
+    EXPECT_NE(r.reason.find(what), std::string::npos) << what << ": " << r.reason;
+  }
+}
+
+// A region record is believed only as large as a region: one whose end lies
+// 1 TiB above its bottom was walked to its top, resynchronising 8 bytes at a
+// time through unmapped memory, one failed read each (the fuzzer's slow unit).
+// The deadline is far: the walk must end on the region size alone.
+TEST(G1Heap, RegionsLargerThanTheGrainAreNotWalked) {
+  FakeG1 h;
+  const uint32_t marker = h.klass("Marker", 24);
+  const uint64_t good = h.region(2);
+  for (int i = 0; i < 10; ++i) h.obj(good, marker, 24);
+  const uint64_t huge = h.region(2);
+  for (int i = 0; i < 10; ++i) h.obj(huge, marker, 24);
+  h.set_end(huge, h.bottom(huge) + (1ull << 40));
+  h.set_top(huge, h.bottom(huge) + (1ull << 39));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = h.walk(1ull << 30, 60000);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  EXPECT_EQ(classes(r)["Marker"].first, 10u) << r.reason;
+  EXPECT_EQ(r.regions, 1u);
+}
+
+// A region whose memory cannot be read is given up at the first failed read
+// (reported unparsed), not stepped through 8 bytes at a time.
+TEST(G1Heap, UnreadableRegionIsGivenUpAtTheFirstFailedRead) {
+  FakeG1 h;
+  const uint32_t marker = h.klass("Marker", 24);
+  const uint64_t good = h.region(2);
+  for (int i = 0; i < 10; ++i) h.obj(good, marker, 24);
+  const uint64_t gone = h.region(2);
+  h.set_top(gone, h.bottom(gone) + FakeG1::kGrain);
+  ASSERT_EQ(mprotect(reinterpret_cast<void*>(h.bottom(gone)), FakeG1::kGrain, PROT_NONE), 0);
+  auto r = h.walk(1ull << 30, 60000);
+  EXPECT_EQ(classes(r)["Marker"].first, 10u) << r.reason;
+  EXPECT_EQ(r.unparsed_bytes, FakeG1::kGrain);
+  EXPECT_LT(h.last_syscalls, 100u);
+}
+
+// Resynchronising through a region of garbage notices the deadline.
+TEST(G1Heap, DeadlineEndsAResynchronisation) {
+  FakeG1 h;
+  h.klass("Marker", 24);
+  const uint64_t junk = h.region(8);
+  std::memset(reinterpret_cast<void*>(h.bottom(junk)), 0xAB, FakeG1::kGrain);
+  h.set_top(junk, h.bottom(junk) + FakeG1::kGrain);
+  auto r = h.walk(1ull << 30, 0);
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial);
+  EXPECT_NE(r.reason.find("deadline"), std::string::npos) << r.reason;
+  EXPECT_LT(r.unparsed_bytes, FakeG1::kGrain);
+}
+
+// A region table of 2M entries that all point at unreadable memory: the scan
+// ends after a few failed reads, not 2M of them (the 16 MiB table itself
+// costs one read per 4 KiB chunk of the test's cache).
+TEST(G1Heap, UnreadableRegionRecordsEndTheTableScan) {
+  FakeG1 h;
+  const uint64_t n = 1u << 21;
+  const uint64_t table = h.a_.alloc(8 * n);
+  for (uint64_t i = 0; i < n; ++i) Arena::put<uint64_t>(table + 8 * i, 0x1000 + 8 * i);
+  h.L.region_table = table;
+  h.L.region_count = n;
+  auto r = h.walk(1ull << 30, 60000);
+  EXPECT_EQ(r.status, SnapshotStatus::kFailed);
+  EXPECT_NE(r.reason.find("unreadable"), std::string::npos) << r.reason;
+  EXPECT_LT(h.last_syscalls, 8 * n / 4096 + 200);
+}
+
+// The fuzzer's slow unit (tests/fuzz/fuzz_java_heap.cpp found it in an 8-minute
+// run): the G1 walk of this 273-byte image ran for more than 12 minutes.
+TEST(G1Heap, FuzzSlowUnitFinishesFast) {
+  static const uint8_t kSlowUnit[] = {
+    0x0a, 0xb0, 0xb0, 0xb0, 0xb0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x30, 0x30,
+    0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30,
+    0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30,
+    0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x37, 0x39,
+    0x38, 0x36, 0x35, 0x32, 0x34, 0x34, 0x2b, 0x16, 0x33, 0x33, 0x79, 0x7a, 0x00, 0x00, 0x30, 0x61,
+    0x00, 0x00, 0x33, 0x33, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0xff, 0x48, 0xb0, 0x90, 0xb0, 0xb0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x09, 0x00, 0xff, 0xff,
+    0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33,
+    0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x2b, 0x16, 0x33,
+    0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x00, 0x20, 0x00, 0x00, 0x00,
+    0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x32, 0xb0, 0x90, 0xb0, 0xb0, 0xff, 0xff, 0xff,
+    0xff, 0xff, 0xff, 0x09, 0x00, 0xff, 0xff, 0xbf, 0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xe3,
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7a,
+    0xff, 0x09, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0xff, 0xff, 0xff, 0xff, 0xff, 0x7a, 0xff, 0x09, 0x00, 0xff, 0xff, 0xff, 0x51, 0x2e, 0xd9, 0x00,
+    0x70, 0x62, 0xff, 0xff, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0xb0, 0xb0, 0xb0, 0xb0, 0x33, 0x33, 0x33,
+    0xb0,
+  };
+  static_assert(sizeof kSlowUnit == 273);
+  const auto t0 = std::chrono::steady_clock::now();
+  LLVMFuzzerTestOneInput(kSlowUnit, sizeof kSlowUnit);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+}
+
+// --- The G1 layout resolved from VMStructs ----------------------------------
+
+namespace {
+
+// A JVM as the collector sees it once libjvm is found: VMStructs (JDK 17's
+// names) describing a G1 heap (a FakeG1), its flags, and one Java thread
+// whose TLAB has an unformatted tail. Tests change the description, then
+// resolve().
+class FakeJvm {
+ public:
+  static constexpr uint64_t kHrm = 0x100, kRegions = 0x10, kTlab = 0x40;
+  FakeJvm() : vm(generic_vm(0, 0)), flags(vm) {
+    vm.types.insert({{"G1CollectedHeap", 1024}, {"HeapRegionManager", 128}, {"G1HeapRegionTable", 48},
+                     {"HeapRegion", FakeG1::kRegionBytes}, {"HeapRegionType", 4}, {"Klass", FakeG1::kKlassBytes},
+                     {"Symbol", 8}, {"ThreadsList", 32}, {"Thread", 512}, {"ThreadLocalAllocBuffer", 96},
+                     {"CollectedHeap", 512}, {"Universe", 1}, {"java_lang_Class", 1},
+                     {"CompressedKlassPointers", 1}, {"ThreadsSMRSupport", 1}, {"intx", 8}});
+    heap = vm.a.alloc(1024);
+    vm.global("Universe", "_collectedHeap", heap);
+    vm.field("G1CollectedHeap", "_hrm", kHrm);
+    vm.field("HeapRegionManager", "_regions", kRegions);
+    vm.field("G1HeapRegionTable", "_base", 0);
+    vm.field("G1HeapRegionTable", "_length", 8);
+    vm.field("HeapRegion", "_bottom", 0), vm.field("HeapRegion", "_end", 8), vm.field("HeapRegion", "_top", 16);
+    vm.field("HeapRegion", "_type", 24);
+    vm.field("HeapRegionType", "_tag", 0);
+    grain = vm.global("HeapRegion", "GrainBytes", FakeG1::kGrain);
+    vm.ints["HeapRegionType::FreeTag"] = 0;
+    vm.ints["HeapRegionType::StartsHumongousTag"] = 4;
+    vm.ints["HeapRegionType::ContinuesHumongousTag"] = 5;
+    vm.field("Klass", "_layout_helper", 8), vm.field("Klass", "_name", 24);
+    vm.field("Symbol", "_length", 4), vm.field("Symbol", "_body", 6);
+    vm.global("java_lang_Class", "_oop_size_offset", 16);
+    vm.global("CompressedKlassPointers", "_narrow_klass._base", g.klass_area());
+    vm.global("CompressedKlassPointers", "_narrow_klass._shift", 0);
+    // One Java thread: ThreadsList {_length at 8, _threads at 16}, its TLAB at kTlab.
+    const uint64_t list = vm.a.alloc(32);
+    threads = vm.a.alloc(8);
+    thread = vm.a.alloc(512);
+    Arena::put<uint32_t>(list + 8, 1), Arena::put(list + 16, threads), Arena::put(threads, thread);
+    vm.global("ThreadsSMRSupport", "_java_thread_list", list);
+    vm.field("ThreadsList", "_length", 8), vm.field("ThreadsList", "_threads", 16);
+    vm.field("Thread", "_tlab", kTlab);
+    vm.field("ThreadLocalAllocBuffer", "_top", 8), vm.field("ThreadLocalAllocBuffer", "_end", 16);
+  }
+  void set_tlab(uint64_t top, uint64_t end) {
+    Arena::put(thread + kTlab + 8, top);
+    Arena::put(thread + kTlab + 16, end);
+  }
+  struct Resolved {
+    std::optional<std::string> error;  // from any step
+    G1Layout L;
+    uint64_t heap = 0;
+    uint64_t syscalls = 0;
+  };
+  Resolved resolve() {
+    g.table();
+    Arena::put(heap + kHrm + kRegions, g.L.region_table), Arena::put(heap + kHrm + kRegions + 8, g.L.region_count);
+    vm.build();
+    RemoteMemory mem(getpid());
+    auto c = cache_of_self(mem);
+    Resolved r;
+    std::string err;
+    auto hv = HotSpotVm::read(c, vm.syms, no_deadline(), err);
+    auto fl = hv ? read_jvm_flags(c, *hv, {"UseG1GC", "UseCompressedClassPointers", "ObjectAlignmentInBytes"},
+                                  no_deadline(), err)
+                 : std::nullopt;
+    if (!fl) {
+      r.error = err;
+      return r;
+    }
+    r.error = resolve_g1_layout(c, *hv, *fl, r.L, r.heap);
+    if (!r.error) {
+      auto holes = read_tlab_holes(c, *hv, no_deadline(), err);
+      if (holes) r.L.holes = std::move(*holes);
+      else r.error = err;
+    }
+    r.syscalls = mem.syscalls();
+    return r;
+  }
+
+  FakeG1 g;
+  FakeVm vm;
+  FakeFlags flags;
+  uint64_t heap = 0, grain = 0, threads = 0, thread = 0;
+};
+
+}  // namespace
+
+TEST(G1LayoutResolution, ResolvesAConsistentLayoutAndWalksWithIt) {
+  FakeJvm j;
+  const uint32_t marker = j.g.klass("Marker", 24);
+  const uint64_t r1 = j.g.region(2);
+  for (int i = 0; i < 10; ++i) j.g.obj(r1, marker, 24);
+  const uint64_t tail = j.g.top(r1);
+  std::memset(reinterpret_cast<void*>(tail), 0xAB, 4096);
+  j.g.set_top(r1, tail + 4096);
+  j.set_tlab(tail, tail + 4096 - 16);  // the reserve (2 words) past _end is part of the hole
+  for (int i = 0; i < 5; ++i) j.g.obj(r1, marker, 24);
+  auto r = j.resolve();
+  ASSERT_FALSE(r.error) << *r.error;
+  EXPECT_EQ(r.heap, j.heap);
+  EXPECT_EQ(r.L.region_table, j.g.L.region_table);
+  EXPECT_EQ(r.L.region_count, j.g.L.region_count);
+  EXPECT_EQ(r.L.grain_bytes, FakeG1::kGrain);
+  EXPECT_EQ(r.L.region_tag, 24u);
+  EXPECT_EQ(r.L.klass_name, 24u);
+  EXPECT_EQ(r.L.symbol_body, 6u);
+  EXPECT_TRUE(r.L.compressed_klass);
+  EXPECT_FALSE(r.L.compact_headers);
+  EXPECT_EQ(r.L.narrow_klass_base, j.g.klass_area());
+  EXPECT_EQ(r.L.object_alignment, 8u);
+  EXPECT_EQ(r.L.mirror_size_offset, 16);
+  EXPECT_EQ(r.L.holes, (std::vector<std::pair<uint64_t, uint64_t>>{{tail, tail + 4096}}));
+  j.g.L = r.L;
+  auto w = j.g.walk();
+  ASSERT_EQ(w.status, SnapshotStatus::kComplete) << w.reason;
+  EXPECT_EQ(classes(w)["Marker"].first, 15u);
+  EXPECT_EQ(w.unparsed_bytes, 0u);
+}
+
+// Every offset the target gives is checked, once, against the size of the
+// struct it indexes (and every size against a cap); the snapshot fails
+// naming the field instead of using it.
+TEST(G1LayoutResolution, OffsetsOutsideTheirTypeFailWithTheFieldNamed) {
+  const std::tuple<const char*, const char*, uint64_t> offsets[] = {
+      {"Klass", "_name", FakeG1::kKlassBytes - 4},  // 8 bytes read there
+      {"Klass", "_layout_helper", FakeG1::kKlassBytes - 2},
+      {"HeapRegion", "_bottom", 4000},
+      {"HeapRegion", "_end", FakeG1::kRegionBytes - 4},
+      {"HeapRegion", "_top", 1ull << 40},
+      {"HeapRegion", "_type", FakeG1::kRegionBytes - 2},  // HeapRegionType is 4 bytes
+      {"HeapRegionType", "_tag", 2},
+      {"Symbol", "_length", 7},
+      {"Symbol", "_body", 8},
+      {"G1CollectedHeap", "_hrm", 1000},  // HeapRegionManager is 128 bytes
+      {"HeapRegionManager", "_regions", 100},
+      {"G1HeapRegionTable", "_length", 44},
+      {"ThreadLocalAllocBuffer", "_top", 96},
+      {"Thread", "_tlab", 500},
+      {"ThreadsList", "_length", ~uint64_t{0} - 1},
+  };
+  for (auto [type, field, offset] : offsets) {
+    FakeJvm j;
+    j.vm.find(type, field).offset = offset;
+    auto r = j.resolve();
+    ASSERT_TRUE(r.error) << type << "::" << field << " at " << offset;
+    EXPECT_NE(r.error->find(std::string(type) + "::" + field), std::string::npos) << *r.error;
+  }
+  const std::tuple<const char*, uint64_t, const char*> sizes[] = {
+      {"Klass", 1ull << 30, "implausible size"},
+      {"HeapRegion", 0, "implausible size"},
+      {"G1CollectedHeap", ~uint64_t{0}, "implausible size"},
+  };
+  for (auto [type, size, what] : sizes) {
+    FakeJvm j;
+    j.vm.types[type] = size;
+    auto r = j.resolve();
+    ASSERT_TRUE(r.error) << type << " of " << size;
+    EXPECT_NE(r.error->find(what), std::string::npos) << *r.error;
+    EXPECT_NE(r.error->find(type), std::string::npos) << *r.error;
+  }
+  {
+    FakeJvm j;
+    j.vm.types.erase("Symbol");
+    auto r = j.resolve();
+    ASSERT_TRUE(r.error);
+    EXPECT_NE(r.error->find("no type Symbol"), std::string::npos) << *r.error;
+  }
+  {
+    FakeJvm j;
+    Arena::put<uint64_t>(j.grain, 3 << 20);  // not a power of two
+    auto r = j.resolve();
+    ASSERT_TRUE(r.error);
+    EXPECT_NE(r.error->find("GrainBytes"), std::string::npos) << *r.error;
+  }
+}
+
+// A thread list of 100,000 threads that cannot be read: the TLAB scan stops
+// after a few failed reads.
+TEST(G1LayoutResolution, UnreadableThreadsEndTheTlabScan) {
+  FakeJvm j;
+  const uint64_t n = 100000;
+  const uint64_t list = j.vm.find("ThreadsSMRSupport", "_java_thread_list").address;
+  const uint64_t threads = j.vm.a.alloc(8 * n);
+  for (uint64_t i = 0; i < n; ++i) Arena::put<uint64_t>(threads + 8 * i, 0x1000 + 64 * i);
+  uint64_t l = 0;
+  std::memcpy(&l, reinterpret_cast<void*>(list), 8);
+  Arena::put<uint32_t>(l + 8, n), Arena::put(l + 16, threads);
+  auto r = j.resolve();
+  ASSERT_FALSE(r.error) << *r.error;
+  EXPECT_TRUE(r.L.holes.empty());
+  EXPECT_LT(r.syscalls, 1000u);
 }

@@ -7,12 +7,15 @@
 // that parsed is reported.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/chunk_cache.h"
 #include "core/collector.h"
 #include "core/snapshot.h"
+#include "java/hotspot_vmstructs.h"
 
 namespace oomsnap {
 
@@ -67,6 +70,31 @@ struct G1WalkResult {
   double coverage = 0;          // parsed / used over the regions walked
 };
 
+// Every offset and constant the walk needs, from VMStructs and the JVM's
+// flags (read_jvm_flags). heap_addr: the G1CollectedHeap. nullopt when
+// resolved, else the error, naming what is missing or does not fit.
+std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& vm,
+                                             const std::map<std::string, uint64_t>& flags, G1Layout& layout,
+                                             uint64_t& heap_addr);
+
+// The unused tails [top, hard end) of every Java thread's TLAB: unformatted
+// memory inside regions, skipped by the walk (G1Layout::holes), sorted.
+// Empty when VMStructs does not describe the threads' TLABs; nullopt + error
+// when it describes them with offsets that do not fit their types.
+std::optional<std::vector<std::pair<uint64_t, uint64_t>>> read_tlab_holes(ChunkCache& mem, const HotSpotVm& vm,
+                                                                          const Deadline& deadline,
+                                                                          std::string& error);
+
+// The layout's own plausibility, whoever filled it: every offset (+ the
+// bytes read there) below the record cap, shifts, alignment, region size and
+// count in range. nullopt when plausible, else the reason, naming the field.
+// resolve_g1_layout ends with it, and the walk refuses a layout that fails it.
+std::optional<std::string> check_g1_layout(const G1Layout& layout);
+
+// Never longer than the deadline, whatever the layout and the memory say:
+// regions are believed only as large as GrainBytes, unreadable memory ends a
+// region at once, and the region-table scan gives up on records that
+// cannot be read.
 G1WalkResult walk_g1_heap(ChunkCache& mem, const G1Layout& layout, const G1Limits& limits, const Deadline& deadline);
 
 // Klass names in the JVM's internal form to Java's: "java/lang/String" ->

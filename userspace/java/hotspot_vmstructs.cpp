@@ -1,7 +1,10 @@
 #include "java/hotspot_vmstructs.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "core/checked_bytes.h"
 
 namespace oomsnap {
 namespace {
@@ -20,59 +23,70 @@ bool read_layout(ChunkCache& mem, std::initializer_list<std::pair<uint64_t, uint
 }
 
 // Walks a table of `stride`-byte records at `base` until the record whose
-// name pointer (at name_off) is null; calls visit(record bytes).
+// name pointer (at name_off) is null; calls visit(record). Ends on the entry
+// cap or the deadline, whichever comes first.
 template <typename Visit>
 bool walk_table(ChunkCache& mem, uint64_t base, uint64_t stride, uint64_t name_off, const char* what,
-                std::string& error, Visit&& visit) {
-  if (!base || stride < 8 || stride > 4096 || name_off + 8 > stride) {
+                const Deadline& deadline, std::string& error, Visit&& visit) {
+  if (!base || stride < 8 || stride > 4096 || !in_bounds(name_off, 8, stride)) {
     error = std::string("bad ") + what + " table (address or stride)";
     return false;
   }
   std::vector<uint8_t> rec(stride);
   for (size_t i = 0; i < HotSpotVm::kMaxEntries; ++i) {
+    if (deadline.expired()) {
+      error = std::string("deadline reached reading the ") + what + " table (at entry " + std::to_string(i) + ")";
+      return false;
+    }
     if (!mem.read(base + i * stride, rec.data(), stride)) {
       error = std::string("cannot read the ") + what + " table at entry " + std::to_string(i);
       return false;
     }
+    const ByteView r(rec.data(), rec.size());
     uint64_t name = 0;
-    std::memcpy(&name, rec.data() + name_off, 8);
+    r.read_u64(name_off, name);
     if (name == 0) return true;  // the terminating entry
-    visit(rec.data());
+    visit(r);
   }
   error = std::string(what) + " table has no end within " + std::to_string(HotSpotVm::kMaxEntries) + " entries";
   return false;
 }
 
-uint64_t at64(const uint8_t* rec, uint64_t off) {
-  uint64_t v;
-  std::memcpy(&v, rec + off, 8);
+// A record's field. Every entry offset was checked against the stride before
+// the walk, so 0 here only stands for a record that is itself garbage.
+uint64_t u64_at(ByteView r, uint64_t off) {
+  uint64_t v = 0;
+  r.read_u64(off, v);
+  return v;
+}
+int32_t i32_at(ByteView r, uint64_t off) {
+  int32_t v = 0;
+  r.read_i32(off, v);
   return v;
 }
 
 }  // namespace
 
 std::string read_remote_c_string(ChunkCache& mem, uint64_t addr, size_t max) {
+  constexpr uint64_t kPage = 4096;
   std::string s;
   char buf[64];
   while (addr && s.size() < max) {
-    // Small steps: a string near the end of a mapping must not fail as a whole.
-    const size_t n = std::min(sizeof buf, max - s.size());
-    if (!mem.read(addr, buf, n)) {
-      if (!mem.read(addr, buf, 1)) return {};
-      if (buf[0] == 0) return s;
-      s += buf[0];
-      ++addr;
-      continue;
-    }
+    // Never across a page boundary: a string that ends right before an
+    // unreadable page still reads, and a read that fails means the string
+    // cannot be read (no byte-by-byte retries, each a failed syscall).
+    const size_t n = static_cast<size_t>(std::min<uint64_t>({sizeof buf, max - s.size(), kPage - (addr & (kPage - 1))}));
+    if (!mem.read(addr, buf, n)) return {};
     const size_t len = strnlen(buf, n);
     s.append(buf, len);
     if (len < n) return s;
     addr += n;
   }
-  return s.size() < max ? s : std::string();
+  return {};  // no NUL within max bytes (or a null pointer)
 }
 
-std::optional<HotSpotVm> HotSpotVm::read(ChunkCache& mem, const HotSpotSymbols& y, std::string& error) {
+std::optional<HotSpotVm> HotSpotVm::read(ChunkCache& mem, const HotSpotSymbols& y, const Deadline& deadline,
+                                         std::string& error) {
   HotSpotSymbols s = y;
   uint64_t st_type = 0, st_field = 0, st_tstr = 0, st_static = 0, st_off = 0, st_addr = 0, st_stride = 0;
   uint64_t ty_name = 0, ty_size = 0, ty_stride = 0, in_name = 0, in_value = 0, in_stride = 0, lo_name = 0,
@@ -102,7 +116,7 @@ std::optional<HotSpotVm> HotSpotVm::read(ChunkCache& mem, const HotSpotSymbols& 
     error = "cannot read the gHotSpotVM* table pointers";
     return std::nullopt;
   }
-  auto fits = [](uint64_t off, uint64_t len, uint64_t stride) { return off + len <= stride; };
+  auto fits = [](uint64_t off, uint64_t len, uint64_t stride) { return in_bounds(off, len, stride); };
   if (!fits(st_type, 8, st_stride) || !fits(st_field, 8, st_stride) || !fits(st_tstr, 8, st_stride) ||
       !fits(st_static, 4, st_stride) || !fits(st_off, 8, st_stride) || !fits(st_addr, 8, st_stride) ||
       !fits(ty_name, 8, ty_stride) || !fits(ty_size, 8, ty_stride) || !fits(in_name, 8, in_stride) ||
@@ -112,32 +126,28 @@ std::optional<HotSpotVm> HotSpotVm::read(ChunkCache& mem, const HotSpotSymbols& 
   }
 
   HotSpotVm vm;
-  bool ok = walk_table(mem, structs, st_stride, st_type, "gHotSpotVMStructs", error, [&](const uint8_t* r) {
-    std::string type = read_remote_c_string(mem, at64(r, st_type));
-    std::string name = read_remote_c_string(mem, at64(r, st_field));
+  bool ok = walk_table(mem, structs, st_stride, st_type, "gHotSpotVMStructs", deadline, error, [&](ByteView r) {
+    std::string type = read_remote_c_string(mem, u64_at(r, st_type));
+    std::string name = read_remote_c_string(mem, u64_at(r, st_field));
     if (type.empty() || name.empty()) return;
     VmField f;
-    int32_t is_static = 0;
-    std::memcpy(&is_static, r + st_static, 4);
-    f.is_static = is_static != 0;
-    f.offset = at64(r, st_off);
-    f.address = at64(r, st_addr);
-    f.type = read_remote_c_string(mem, at64(r, st_tstr));
+    f.is_static = i32_at(r, st_static) != 0;
+    f.offset = u64_at(r, st_off);
+    f.address = u64_at(r, st_addr);
+    f.type = read_remote_c_string(mem, u64_at(r, st_tstr));
     vm.fields_.emplace(type + "::" + name, std::move(f));
   });
-  ok = ok && walk_table(mem, types, ty_stride, ty_name, "gHotSpotVMTypes", error, [&](const uint8_t* r) {
-    std::string name = read_remote_c_string(mem, at64(r, ty_name));
-    if (!name.empty()) vm.types_.emplace(std::move(name), at64(r, ty_size));
+  ok = ok && walk_table(mem, types, ty_stride, ty_name, "gHotSpotVMTypes", deadline, error, [&](ByteView r) {
+    std::string name = read_remote_c_string(mem, u64_at(r, ty_name));
+    if (!name.empty()) vm.types_.emplace(std::move(name), u64_at(r, ty_size));
   });
-  ok = ok && walk_table(mem, ints, in_stride, in_name, "gHotSpotVMIntConstants", error, [&](const uint8_t* r) {
-    std::string name = read_remote_c_string(mem, at64(r, in_name));
-    int32_t v = 0;
-    std::memcpy(&v, r + in_value, 4);
-    if (!name.empty()) vm.ints_.emplace(std::move(name), v);
+  ok = ok && walk_table(mem, ints, in_stride, in_name, "gHotSpotVMIntConstants", deadline, error, [&](ByteView r) {
+    std::string name = read_remote_c_string(mem, u64_at(r, in_name));
+    if (!name.empty()) vm.ints_.emplace(std::move(name), i32_at(r, in_value));
   });
-  ok = ok && walk_table(mem, longs, lo_stride, lo_name, "gHotSpotVMLongConstants", error, [&](const uint8_t* r) {
-    std::string name = read_remote_c_string(mem, at64(r, lo_name));
-    if (!name.empty()) vm.longs_.emplace(std::move(name), at64(r, lo_value));
+  ok = ok && walk_table(mem, longs, lo_stride, lo_name, "gHotSpotVMLongConstants", deadline, error, [&](ByteView r) {
+    std::string name = read_remote_c_string(mem, u64_at(r, lo_name));
+    if (!name.empty()) vm.longs_.emplace(std::move(name), u64_at(r, lo_value));
   });
   if (!ok) return std::nullopt;
   if (vm.fields_.size() < 16 || vm.types_.size() < 16) {
@@ -168,6 +178,44 @@ std::optional<uint64_t> HotSpotVm::type_size(std::string_view type) const {
   return it->second;
 }
 
+std::optional<uint64_t> HotSpotVm::checked_type_size(std::initializer_list<std::string_view> types,
+                                                     std::string& error) const {
+  for (auto t : types) {
+    auto size = type_size(t);
+    if (!size) continue;
+    if (*size == 0 || *size > kMaxTypeBytes) {
+      error = "implausible size " + std::to_string(*size) + " of type " + std::string(t) + " in gHotSpotVMTypes";
+      return std::nullopt;
+    }
+    return size;
+  }
+  error = "gHotSpotVMTypes has no type " + std::string(*types.begin());
+  return std::nullopt;
+}
+
+std::optional<uint64_t> HotSpotVm::field_offset(std::initializer_list<std::string_view> types, std::string_view name,
+                                                uint64_t bytes, std::string& error) const {
+  for (auto t : types) {
+    const VmField* f = field(t, name);
+    if (!f) continue;
+    const std::string what = std::string(t) + "::" + std::string(name);
+    if (f->is_static) {
+      error = what + " is static, expected a field";
+      return std::nullopt;
+    }
+    auto size = checked_type_size({t}, error);
+    if (!size) return std::nullopt;
+    if (!in_bounds(f->offset, bytes, *size)) {
+      error = what + " at offset " + std::to_string(f->offset) + " (+" + std::to_string(bytes) +
+              " bytes) does not fit in its type's " + std::to_string(*size) + " bytes";
+      return std::nullopt;
+    }
+    return f->offset;
+  }
+  error = "VMStructs has no " + std::string(*types.begin()) + "::" + std::string(name);
+  return std::nullopt;
+}
+
 std::optional<int64_t> HotSpotVm::int_constant(std::string_view name) const {
   auto it = ints_.find(std::string(name));
   if (it == ints_.end()) return std::nullopt;
@@ -178,6 +226,59 @@ std::optional<uint64_t> HotSpotVm::long_constant(std::string_view name) const {
   auto it = longs_.find(std::string(name));
   if (it == longs_.end()) return std::nullopt;
   return it->second;
+}
+
+}  // namespace oomsnap
+
+namespace oomsnap {
+
+std::optional<std::map<std::string, uint64_t>> read_jvm_flags(ChunkCache& mem, const HotSpotVm& vm,
+                                                              std::initializer_list<const char*> wanted,
+                                                              const Deadline& deadline, std::string& error) {
+  // Real JVMs: ~1,300 flags of 24 bytes.
+  constexpr uint64_t kMaxFlags = 10000, kMinRecord = 16, kMaxRecord = 256;
+  std::map<std::string, uint64_t> out;
+  const VmField* flags = vm.field("JVMFlag", "flags");
+  const VmField* num = vm.field("JVMFlag", "numFlags");
+  if (!flags || !num) return out;  // no flag table (not JDK 9+): every flag unknown
+  auto size = vm.checked_type_size({"JVMFlag"}, error);
+  if (!size) return std::nullopt;
+  if (*size < kMinRecord || *size > kMaxRecord) {
+    error = "implausible JVMFlag record size " + std::to_string(*size);
+    return std::nullopt;
+  }
+  auto name_off = vm.field_offset({"JVMFlag"}, "_name", 8, error);
+  if (!name_off) return std::nullopt;
+  auto addr_off = vm.field_offset({"JVMFlag"}, "_addr", 8, error);
+  if (!addr_off) return std::nullopt;
+  uint64_t base = 0, n = 0;
+  if (!mem.get(flags->address, base) || !mem.get(num->address, n)) {
+    error = "cannot read JVMFlag::flags or JVMFlag::numFlags";
+    return std::nullopt;
+  }
+  if (n > kMaxFlags) {
+    error = "implausible JVMFlag::numFlags " + std::to_string(n);
+    return std::nullopt;
+  }
+  std::vector<uint8_t> all(n * *size);
+  if (!mem.read(base, all.data(), all.size())) {
+    error = "cannot read the JVMFlag table (" + std::to_string(n) + " flags)";
+    return std::nullopt;
+  }
+  const ByteView table(all.data(), all.size());
+  for (uint64_t i = 0; i < n; ++i) {
+    if ((i & 255) == 0 && deadline.expired()) {
+      error = "deadline reached reading the JVM's flags";
+      return std::nullopt;
+    }
+    ByteView rec;
+    uint64_t np = 0, vp = 0;
+    if (!table.element(i, *size, rec) || !rec.read_u64(*name_off, np) || !rec.read_u64(*addr_off, vp)) continue;
+    const std::string s = read_remote_c_string(mem, np, 64);
+    for (const char* w : wanted)
+      if (s == w) out[s] = vp;
+  }
+  return out;
 }
 
 }  // namespace oomsnap

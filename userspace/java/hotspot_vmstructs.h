@@ -4,15 +4,22 @@
 // collector uses comes from here, none is hard-coded per JDK version. The
 // entry layouts (field offsets, strides) are themselves exported variables
 // that libjvm fills at start-up, so they are read from the process too.
-// Bounded: entry caps, string length caps; garbage gives an error, never a hang.
+// Bounded: entry caps, string length caps, the deadline; garbage gives an
+// error, never a hang. Nothing read here is trusted: a process can map a file
+// named libjvm.so that exports tables of its own making, so every offset and
+// size is checked against what it indexes (field_offset, read_jvm_flags)
+// before anyone uses it.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "core/chunk_cache.h"
+#include "core/collector.h"
 
 namespace oomsnap {
 
@@ -37,12 +44,27 @@ struct VmField {
 class HotSpotVm {
  public:
   static constexpr size_t kMaxEntries = 20000;
-  // nullopt + error when the tables cannot be read or make no sense.
-  static std::optional<HotSpotVm> read(ChunkCache& mem, const HotSpotSymbols& syms, std::string& error);
+  // The largest type size believed: HotSpot's biggest structs the collector
+  // indexes (JavaThread, G1CollectedHeap) are a few KiB.
+  static constexpr uint64_t kMaxTypeBytes = 64 << 10;
+  // nullopt + error when the tables cannot be read or make no sense (or the
+  // deadline passes while reading them).
+  static std::optional<HotSpotVm> read(ChunkCache& mem, const HotSpotSymbols& syms, const Deadline& deadline,
+                                       std::string& error);
 
   // "Type::field"; for renamed types, the first name that exists wins.
   const VmField* field(std::string_view type, std::string_view name) const;
   const VmField* field_any(std::initializer_list<std::string_view> types, std::string_view name) const;
+  // The offset of a non-static field that is read as `bytes` bytes, checked
+  // against its own type: offset + bytes must fit in the type's size from
+  // gHotSpotVMTypes, itself at most kMaxTypeBytes. The first of `types` that
+  // has the field is used. nullopt + an error naming the field when it is
+  // missing, static, or does not fit.
+  std::optional<uint64_t> field_offset(std::initializer_list<std::string_view> types, std::string_view name,
+                                       uint64_t bytes, std::string& error) const;
+  // The size of the first of `types` that exists, when it is at most
+  // kMaxTypeBytes; nullopt + error otherwise.
+  std::optional<uint64_t> checked_type_size(std::initializer_list<std::string_view> types, std::string& error) const;
   std::optional<uint64_t> type_size(std::string_view type) const;
   bool has_type(std::string_view type) const { return types_.count(std::string(type)) != 0; }
   std::optional<int64_t> int_constant(std::string_view name) const;
@@ -56,7 +78,26 @@ class HotSpotVm {
   std::unordered_map<std::string, uint64_t> longs_;
 };
 
-// Reads a NUL-terminated C string of at most `max` bytes; empty when unreadable.
+// The value of a static VMStructs variable (read from its address in the target).
+template <typename T>
+std::optional<T> read_static(ChunkCache& mem, const VmField* f) {
+  T v{};
+  if (!f || !f->is_static || !mem.get(f->address, v)) return std::nullopt;
+  return v;
+}
+
+// Reads a NUL-terminated C string of at most `max` bytes; empty when
+// unreadable or longer. At most a few reads whatever the bytes (a read never
+// crosses a page, so the first one that fails ends it).
 std::string read_remote_c_string(ChunkCache& mem, uint64_t addr, size_t max = 256);
+
+// The JVM's command-line flags among `wanted`, by name, each with the address
+// of its value: JVMFlag::flags[JVMFlag::numFlags], each record holding its
+// name and the address of its value. An empty map when the JVM exports no
+// flag table (the caller decides what a missing flag means); nullopt + error
+// when it exports one whose layout does not fit its own record size.
+std::optional<std::map<std::string, uint64_t>> read_jvm_flags(ChunkCache& mem, const HotSpotVm& vm,
+                                                              std::initializer_list<const char*> wanted,
+                                                              const Deadline& deadline, std::string& error);
 
 }  // namespace oomsnap
