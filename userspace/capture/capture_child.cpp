@@ -11,9 +11,6 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <malloc.h>
 #include <mutex>
 #include <thread>
 
@@ -157,21 +154,6 @@ class Watchdog {
   std::thread thread_;
 };
 
-// Faults in heap pages before the request arrives (a fresh process pays a
-// page fault per 4 KiB it first touches, ~3 ms of a small capture), and
-// keeps them: freed memory stays in the heap instead of going back to the
-// kernel between allocations.
-void warm_up_allocator() {
-  constexpr size_t kWarm = 8u << 20;
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);  // large buffers from the heap too
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  void* p = std::malloc(kWarm);
-  if (p) {
-    std::memset(p, 0, kWarm);
-    std::free(p);
-  }
-}
-
 }  // namespace
 
 int run_capture_child(const std::vector<std::string>& args, const CaptureChildHook& hook) {
@@ -199,7 +181,6 @@ int run_capture_child(const std::vector<std::string>& args, const CaptureChildHo
     _exit(3);
   }
 
-  warm_up_allocator();
   std::string line = read_request_line();
   if (line.empty()) _exit(0);  // replaced or shutting down: nothing asked
   auto req = decode_request(line.substr(0, line.find('\n')), why);
