@@ -450,12 +450,21 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   k.kernel_ns = e.ktime_ns;
   k.rss_bytes = (e.rss_anon_pages + e.rss_file_pages + e.rss_shmem_pages) * static_cast<uint64_t>(getpagesize());
 
-  // The latest incident of a container that holds the killed process.
+  // An open incident of a container that holds the killed process: the
+  // latest one whose snapshot is of the killed process, else the latest one
+  // (a container collected twice before its kill keeps the kill with the
+  // snapshot of its victim, not with a later collection that found it dying).
   Pending* match = nullptr;
+  bool match_has_victim = false;
   for (auto& [id, p] : pending_) {
     if (p->inc.oom_kill || e.ktime_ns > p->window_end) continue;
     if (!memcg_within(*memcg, p->inc.container.cgroup_path)) continue;
-    if (!match || p->inc.timeline.decided > match->inc.timeline.decided) match = p.get();
+    const bool has_victim = !p->collecting && p->inc.capture && p->inc.victim && p->inc.victim->pid == pid;
+    const bool later = match && p->inc.timeline.decided > match->inc.timeline.decided;
+    if (!match || (has_victim && !match_has_victim) || (has_victim == match_has_victim && later)) {
+      match = p.get();
+      match_has_victim = has_victim;
+    }
   }
   if (match) {
     Incident& inc = match->inc;
