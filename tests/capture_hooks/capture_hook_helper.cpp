@@ -8,19 +8,57 @@
 //   hook-stop     SIGSTOP itself (its watchdog cannot run: the hard kill must)
 //   hook-garbage  a result that is not a frame      hook-huge  a result over the cap
 //   hook-syscall  a system call outside the allow-list (SIGSYS)
+//   hook-openat2  openat2 with flags of its own (write access): SIGSYS
+//   hook-inroot   a chrooted target (tests/common/hostile_root.h): opens its
+//                 files through Target::open_in_root under the sandbox and
+//                 aborts (SIGABRT) unless each gives what it must
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "capture/capture_child.h"
+#include "core/collector.h"
 #include "core/proc_info.h"
 
 namespace {
+
+[[noreturn]] void fail(const std::string& why) {
+  std::fprintf(stderr, "capture hook: %s\n", why.c_str());
+  std::abort();
+}
+
+// What open_in_root gives for `path`: the file's text, or "" (no file).
+std::string read_in_root(const oomsnap::Target& t, const char* path) {
+  const int fd = t.open_in_root(path);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[256];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+void check_open_in_root(pid_t pid) {
+  std::string err;
+  auto t = oomsnap::Target::open(pid, err);
+  if (!t) fail("Target::open: " + err);
+  if (read_in_root(*t, "/lib/libreal.so") != "container library") fail("/lib/libreal.so not opened");
+  if (read_in_root(*t, "/lib/librel.so") != "container library") fail("/lib/librel.so not opened");
+  if (read_in_root(*t, "/lib/libabs.so") != "container shadow") fail("/lib/libabs.so not the container's /etc/shadow");
+  for (const char* refused : {"/lib/libfifo.so", "/lib/libdir.so", "/lib/libnull.so", "/lib/libhost.so"}) {
+    const int fd = t->open_in_root(refused);
+    if (fd >= 0) fail(std::string(refused) + " opened");
+  }
+}
 
 void misbehave(const oomsnap::CaptureRequest& req) {
   auto id = oomsnap::read_identity(req.pid);
@@ -51,6 +89,13 @@ void misbehave(const oomsnap::CaptureRequest& req) {
     _exit(0);
   } else if (c == "hook-syscall") {
     [[maybe_unused]] int s = socket(AF_INET, SOCK_STREAM, 0);
+  } else if (c == "hook-openat2") {
+    open_how how{};
+    how.flags = O_WRONLY | O_CREAT | O_CLOEXEC;
+    how.mode = 0600;
+    [[maybe_unused]] long fd = syscall(SYS_openat2, AT_FDCWD, "/tmp/oomsnap-hook-openat2", &how, sizeof how);
+  } else if (c == "hook-inroot") {
+    check_open_in_root(req.pid);
   }
 }
 

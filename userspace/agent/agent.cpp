@@ -11,6 +11,7 @@
 
 #include "agent/collect.h"
 #include "agent/no_snapshot_reason.h"
+#include "core/log_escape.h"
 #include "core/proc_info.h"
 
 namespace oomsnap {
@@ -331,7 +332,7 @@ void Agent::offer(const std::string& memcg, Trigger trigger) {
   }
   MemcgStats stats = read_memcg(cgroups_->fs(), memcg);
   OfferResult r = policy_.offer(memcg, trigger, stats, monotonic_now_ns());
-  log_->debug("trigger {} ({}) for {}: {}", trigger.type, trigger.source, memcg, to_string(r));
+  log_->debug("trigger {} ({}) for {}: {}", trigger.type, trigger.source, printable(memcg), to_string(r));
   last_offer_[memcg] = r;
   if (r == OfferResult::kOpenedBatch || r == OfferResult::kDeferred) arm_policy_timer();
 }
@@ -353,7 +354,7 @@ void Agent::on_policy_deadline() {
   const MonoNs now = monotonic_now_ns();
   const CgroupFs& fs = cgroups_->fs();
   Decision d = policy_.on_deadline(now, [&fs](const std::string& m) { return read_memcg(fs, m); });
-  for (const auto& [memcg, why] : d.dropped) log_->info("not collecting {}: {}", memcg, why);
+  for (const auto& [memcg, why] : d.dropped) log_->info("not collecting {}: {}", printable(memcg), printable(why));
   if (d.collect) start_collection(std::move(*d.collect), now);
   arm_policy_timer();
 }
@@ -376,8 +377,8 @@ void Agent::start_collection(Candidate c, MonoNs decided) {
   p->collecting = true;
   p->window_end = decided + static_cast<MonoNs>(
                                 std::chrono::duration_cast<std::chrono::nanoseconds>(options_.config.oom_kill_window).count());
-  log_->info("incident {}: collecting in {} ({:.1f}% of the limit, trigger {})", id, c.memcg, c.ratio * 100.0,
-             c.trigger.type);
+  log_->info("incident {}: collecting in {} ({:.1f}% of the limit, trigger {})", id, printable(c.memcg),
+             c.ratio * 100.0, c.trigger.type);
 
   Incident job_inc = inc;
   pending_[id] = std::move(p);
@@ -423,7 +424,7 @@ void Agent::on_collected(Incident done) {
   const Incident& inc = p.inc;
   last_collection_[inc.container.cgroup_path] = {inc.id, monotonic_now_ns(), inc.outcome, inc.reason};
   log_->info("incident {}: {}{}{} in {} ms", inc.id, to_string(inc.outcome),
-             inc.victim ? " victim " + std::to_string(inc.victim->pid) + " (" + inc.victim->comm + ")" : "",
+             inc.victim ? " victim " + std::to_string(inc.victim->pid) + " (" + printable(inc.victim->comm) + ")" : "",
              inc.capture ? ", snapshot " + std::string(to_string(inc.capture->result.snapshot.status)) : "",
              inc.timeline.snapshot_complete && inc.timeline.collection_start
                  ? (inc.timeline.snapshot_complete - inc.timeline.collection_start) / 1'000'000
@@ -473,8 +474,9 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
     if (!match->collecting) {
       inc.oom_kill->matches_victim = inc.victim && inc.victim->pid == pid;
       auto lead = lead_ms(inc);
-      log_->info("incident {}: OOM kill of {} ({}) in {}; matches victim: {}; lead {} ms", inc.id, pid, k.comm,
-                 *memcg, inc.oom_kill->matches_victim, lead ? std::to_string(*lead) : "n/a");
+      log_->info("incident {}: OOM kill of {} ({}) in {}; matches victim: {}; lead {} ms", inc.id, pid,
+                 printable(k.comm), printable(*memcg), inc.oom_kill->matches_victim,
+                 lead ? std::to_string(*lead) : "n/a");
       wait_then_finalize(inc.id, kExitWait);
     } else {
       log_->info("incident {}: OOM kill of {} arrived during collection", inc.id, pid);
@@ -492,7 +494,8 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   inc.oom_kill = k;
   inc.timeline.oom_kill = e.ktime_ns;
   inc.reason = why_no_snapshot(inc.container.cgroup_path, monotonic_now_ns());
-  log_->info("incident {}: OOM kill of {} ({}) in {} without a prior snapshot", id, pid, k.comm, *memcg);
+  log_->info("incident {}: OOM kill of {} ({}) in {} without a prior snapshot", id, pid, printable(k.comm),
+             printable(*memcg));
   wait_then_finalize(id, kExitWait);
 }
 
@@ -590,7 +593,7 @@ void Agent::finalize(uint64_t id) {
   if (!sink_writer_ || !sink_writer_->post(record_line(to_json(inc, ctx)), &why))
     log_->error("incident {}: record not written: {}", id, sink_writer_ ? why : std::string("no record writer"));
   log_->info("incident {} recorded: trigger {}, container {}, victim {}, collection {}{}", id, inc.trigger.type,
-             inc.container.cgroup_path, inc.victim ? std::to_string(inc.victim->pid) : "none",
+             printable(inc.container.cgroup_path), inc.victim ? std::to_string(inc.victim->pid) : "none",
              to_string(inc.outcome), inc.oom_kill ? ", OOM kill of " + std::to_string(inc.oom_kill->pid) : "");
 }
 

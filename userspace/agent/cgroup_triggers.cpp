@@ -8,6 +8,7 @@
 
 #include "agent/collect.h"
 #include "agent/memcg_notify.h"
+#include "core/log_escape.h"
 
 namespace oomsnap {
 
@@ -152,7 +153,7 @@ std::vector<std::string> CgroupTriggers::rescan() {
       if (events_watcher_ && !n.events_watched && (n.stats.limit_bytes || n.stats.high_bytes)) {
         std::string error;
         n.events_watched = events_watcher_->add(fs_, n.path, error);
-        if (!n.events_watched) log_->warn("memory.events of {}: {}", n.path, error);
+        if (!n.events_watched) log_->warn("memory.events of {}: {}", printable(n.path), printable(error));
       }
       watch_psi(n);
     }
@@ -185,7 +186,7 @@ void CgroupTriggers::watch_v1_threshold(Node& n) {
   std::string error;
   n.threshold = V1ThresholdEvent::create(fs_, n.path, want, error);
   if (!n.threshold) {
-    log_->warn("usage threshold for {}: {}", n.path, error);
+    log_->warn("usage threshold for {}: {}", printable(n.path), printable(error));
     return;
   }
   n.threshold_desc = wrap(io_, n.threshold->fd());
@@ -298,7 +299,8 @@ void CgroupTriggers::watch_psi(Node& n) {
     n.psi = PsiTrigger::create(file, "some", options_.psi_stall * 2, std::chrono::microseconds(2000000), error2);
     if (!n.psi) {
       n.psi_failed = true;
-      if (!psi_unavailable_logged_) log_->warn("PSI trigger unavailable ({}); memory.events and BPF remain", error);
+      if (!psi_unavailable_logged_)
+        log_->warn("PSI trigger unavailable ({}); memory.events and BPF remain", printable(error));
       psi_unavailable_logged_ = true;
       return;
     }

@@ -14,6 +14,8 @@
 #include <new>
 #include <vector>
 
+#include "core/safe_open.h"
+
 namespace oomsnap {
 namespace {
 
@@ -107,10 +109,29 @@ bool load_seccomp_filter(int result_fd, std::string& why) {
                  SCMP_SYS(restart_syscall), SCMP_SYS(rseq), SCMP_SYS(set_robust_list), SCMP_SYS(sched_getaffinity),
                  SCMP_SYS(sysinfo) /* glibc's qsort sizes its buffer by physical memory */})
     allow(nr);
-  // Files only read-only: no O_CREAT, O_TRUNC, write access.
+  // Files only read-only: no O_CREAT, O_TRUNC, O_TMPFILE, write access. The
+  // mask takes O_TMPFILE's own bit (020000000) without O_DIRECTORY, which
+  // O_TMPFILE includes: a read-only O_DIRECTORY open is fine.
+  constexpr scmp_datum_t kTmpfileBit = 020000000;
   if (rc == 0)
     rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
-                          SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC | O_TMPFILE, O_RDONLY));
+                          SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC | kTmpfileBit, O_RDONLY));
+  // openat2 (Target::open_in_root: a path resolved inside the target's root)
+  // takes its flags in a struct seccomp cannot read, so it is allowed only
+  // with the one struct core/safe_open.h passes, sealed read-only before this
+  // filter: O_PATH, an fd that cannot be read or written (a regular file is
+  // then reopened through /proc/self/fd by openat, under the rule above).
+  // Any other openat2 kills the process. Where the struct cannot be sealed
+  // (mseal: Linux 6.10+), openat2 fails with ENOSYS and files are opened
+  // through /proc/PID/map_files only.
+  if (rc == 0) {
+    if (const void* how = seal_open_how())
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat2), 2,
+                            SCMP_A2(SCMP_CMP_EQ, static_cast<scmp_datum_t>(reinterpret_cast<uintptr_t>(how))),
+                            SCMP_A3(SCMP_CMP_EQ, static_cast<scmp_datum_t>(open_how_size())));
+    else
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0);
+  }
   // Writes only to the result pipe and stderr.
   for (int fd : {result_fd, STDERR_FILENO})
     if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(write), 1, SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(fd)));

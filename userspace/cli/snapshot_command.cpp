@@ -12,6 +12,7 @@
 
 #include "capture/capture.h"
 #include "capture/capture_sandbox.h"
+#include "core/log_escape.h"
 
 namespace oomsnap {
 namespace {
@@ -156,7 +157,7 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
     rec = box.capture(*pid, opts, error);
   }
   if (!rec) {
-    err << "oomsnap snapshot: " << error << "\n";
+    err << "oomsnap snapshot: " << printable(error) << "\n";
     return 1;
   }
   std::string data;
@@ -164,7 +165,7 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
     if (!rec->result.pprof) {
       const Snapshot& s = rec->result.snapshot;
       err << "oomsnap snapshot: no pprof profile for pid " << *pid << " (language " << rec->result.language
-          << ", status " << to_string(s.status) << (s.reason.empty() ? "" : ": " + s.reason) << ")\n";
+          << ", status " << to_string(s.status) << (s.reason.empty() ? "" : ": " + printable(s.reason)) << ")\n";
       return 1;
     }
     data = std::move(*rec->result.pprof);

@@ -4,13 +4,29 @@
 #include <sys/resource.h>
 
 #include <boost/asio/io_context.hpp>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
+#include "core/log_escape.h"
 
 namespace oomsnap {
 namespace {
+
+// The message of a log line (%*), kept to one line whatever reaches it: a
+// control character (target text a call site did not escape) is written as
+// \xNN. Call sites escape comm, cgroup and path text themselves
+// (core/log_escape.h: backslashes too), and that output holds no control
+// character, so nothing is escaped twice.
+class OneLineMessage : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const std::string line = one_line(std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(line.data(), line.data() + line.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<OneLineMessage>(); }
+};
 
 constexpr const char* kUsage =
     "usage: oomsnap watch [--config FILE] [--bpf-mode auto|raw_tp|tracepoint] [--log-level "
@@ -70,7 +86,9 @@ int run_watch_command(const std::vector<std::string>& args, std::ostream& err) {
   }
 
   auto log = std::make_shared<spdlog::logger>("oomsnap", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  log->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ oomsnap: %v");
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<OneLineMessage>('*').set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ oomsnap: %*");
+  log->set_formatter(std::move(formatter));
   log->set_level(spdlog::level::from_str(level));
   log->flush_on(spdlog::level::trace);  // log lines are events for whoever tails them
 

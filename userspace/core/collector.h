@@ -91,10 +91,16 @@ class Target {
   RemoteMemory& memory() { return memory_; }
   // Still the same process (pid + start time)?
   bool still_same() const;
-  // Open a file as the target sees it (its mount namespace), via /proc/PID/root.
+  // Open a file as the target sees it (its mount namespace), resolved inside
+  // /proc/PID/root (core/safe_open.h): the target's symlinks, absolute or
+  // relative, and ".." cannot leave its root, magic links are refused, and
+  // only a regular file is opened (never a FIFO, socket, device or
+  // directory, so nothing it plants can block the open). A read-only fd, or
+  // -1 with errno.
   int open_in_root(const std::string& path) const;
   // Open the file behind a mapping: /proc/PID/map_files (works for deleted
-  // files and other mount namespaces), else through /proc/PID/root. -1 on failure.
+  // files and other mount namespaces), else open_in_root(m.path); a regular
+  // file only, either way. -1 on failure.
   int open_mapping(const Mapping& m) const;
 
  private:

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/collector.h"
+#include "core/safe_open.h"
 
 namespace oomsnap {
 
@@ -60,13 +61,18 @@ int Target::open_mapping(const Mapping& m) const {
   char mf[96];
   std::snprintf(mf, sizeof mf, "/proc/%d/map_files/%llx-%llx", identity_.pid, static_cast<unsigned long long>(m.start),
                 static_cast<unsigned long long>(m.end));
-  int fd = ::open(mf, O_RDONLY | O_CLOEXEC);
+  int fd = open_regular_file(mf);
   return fd >= 0 ? fd : open_in_root(m.path);
 }
 
 int Target::open_in_root(const std::string& path) const {
-  std::string p = "/proc/" + std::to_string(identity_.pid) + "/root" + path;
-  return ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  const int root = open_proc_root(identity_.pid);
+  if (root < 0) return -1;
+  const int fd = open_regular_in_root(root, path);
+  const int err = errno;
+  ::close(root);
+  errno = err;
+  return fd;
 }
 
 }  // namespace oomsnap

@@ -1,0 +1,97 @@
+// The agent's log (stderr, one line per event) with target-controlled text
+// in it: a process that names itself with a newline, and a container cgroup
+// whose name holds a carriage return and a terminal escape, must not be able
+// to start a forged log line or drive the terminal; they appear escaped
+// (core/log_escape.h).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include "agent_process.h"
+#include "core/log_escape.h"
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using namespace oomsnap_test;
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+// comm is at most 15 bytes: a newline, then the start of a forged line (with
+// a backslash, which the escaping doubles so that "\x0a" in a comm cannot
+// pass for an escaped newline).
+TEST(AgentLogEscape, CommWithNewlineCannotForgeALogLine) {
+  const std::string comm = "\nFORGED\\oomsnap";
+  ASSERT_EQ(comm.size(), 15u);
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 64 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir,
+                     config_for(scope, dir, "ThresholdPercent = 50\nOomKillWindow = 0.5\nRunTracingToolTimeout = 5"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+
+  // Names itself, then holds ~40 MiB of the 64: over the threshold, no OOM.
+  const char* src =
+      "import ctypes, sys, time\n"
+      "ctypes.CDLL(None).prctl(15, sys.argv[1].encode(), 0, 0, 0)\n"
+      "hold = b'x' * (40 << 20)\n"
+      "print('ready', flush=True)\n"
+      "time.sleep(600)\n";
+  Process py({"/usr/bin/python3", "-c", src, comm}, {}, box.dir());
+  ASSERT_NE(py.read_line(30s).find("ready"), std::string::npos);
+  std::string proc_comm;
+  read_file("/proc/" + std::to_string(py.pid()) + "/comm", proc_comm);
+  ASSERT_EQ(proc_comm, comm + "\n");
+
+  json rec = agent.next_record(60s);
+  ASSERT_FALSE(rec.is_null()) << agent.log();
+  EXPECT_EQ(rec["victim_pid"], py.pid()) << rec.dump(2);
+  EXPECT_EQ(rec["comm"], comm);  // the record keeps it (JSON escapes it)
+  ASSERT_TRUE(agent.wait_log("recorded", 10s)) << agent.log();
+
+  const std::string log = agent.log();
+  for (const auto& line : lines_of(log)) EXPECT_NE(line.rfind("FORGED", 0), 0u) << "forged line: " << line;
+  EXPECT_NE(log.find("victim " + std::to_string(py.pid()) + " (\\x0aFORGED\\\\oomsnap)"), std::string::npos) << log;
+  EXPECT_EQ(agent.stop(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// The kernel refuses "\n" in a cgroup name, not "\r" or ESC: a name that
+// would rewrite the terminal line ("\r", erase line) is escaped wherever the
+// agent logs the container.
+TEST(AgentLogEscape, CgroupNameWithControlCharactersIsEscaped) {
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box\r\x1b[2Kforged", 64 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, ""));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+
+  Process sleeper({"/bin/sleep", "60"}, {}, box.dir());
+  ASSERT_TRUE(sleeper.wait_exec(10s));
+  ::kill(sleeper.pid(), SIGTERM);
+  json rec = agent.next_record(15s);
+  ASSERT_FALSE(rec.is_null()) << agent.log();
+  EXPECT_EQ(rec["trigger"]["type"], "process_exit");
+  EXPECT_EQ(rec["container"]["cgroup_path"], box.rel_path());
+  ASSERT_TRUE(agent.wait_log("recorded", 10s)) << agent.log();
+
+  const std::string log = agent.log();
+  // (The log is printed escaped: raw, it would drive the terminal.)
+  EXPECT_EQ(log.find('\r'), std::string::npos) << oomsnap::printable(log);
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << oomsnap::printable(log);
+  EXPECT_NE(log.find("box\\x0d\\x1b[2Kforged"), std::string::npos) << oomsnap::printable(log);
+  EXPECT_EQ(agent.stop(), 0);
+  std::filesystem::remove_all(dir);
+}
