@@ -105,3 +105,23 @@ TEST(SnapshotCli, OutputFileIsWholeAndNoTempLeft) {
   EXPECT_EQ(r.status, 1);
   EXPECT_FALSE(r.err.empty());
 }
+
+// A process may name itself with bytes that are not UTF-8: the snapshot is
+// still written (the bad bytes replaced), never an abort.
+TEST(SnapshotCli, CommThatIsNotUtf8IsReplacedNotFatal) {
+  oomsnap_test::Process named({"/usr/bin/python3", "-c",
+                               "import ctypes, sys, time\n"
+                               "ctypes.CDLL(None).prctl(15, b'bad\\xff\\xfe', 0, 0, 0)\n"
+                               "print('ready', flush=True)\ntime.sleep(60)\n"});
+  ASSERT_EQ(named.read_line(std::chrono::seconds(20)), "ready");
+  // Both where the capture process encodes the name and where the CLI does.
+  for (const char* mode : {"", " --in-process"}) {
+    SCOPED_TRACE(mode);
+    CliRun r = run_oomsnap("snapshot --pid " + std::to_string(named.pid()) + mode);
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    EXPECT_EQ(j["comm"], "bad\xEF\xBF\xBD\xEF\xBF\xBD");  // U+FFFD twice
+    EXPECT_EQ(j["language"], "python");
+  }
+}
