@@ -376,3 +376,31 @@ TEST(CaptureSandbox, SnapshotCommandReturnsOnATrap) {
   EXPECT_EQ(j["snapshot"]["status"], "partial") << line;
   EXPECT_NE(j["snapshot"]["reason"].get<std::string>().find("(userfaultfd)"), std::string::npos) << line;
 }
+
+// Under a unit or pod that grants CAP_SYS_ADMIN but not
+// CAP_CHECKPOINT_RESTORE (needed for /proc/PID/map_files), the capture
+// process keeps SYS_ADMIN in its place, and nothing it was not given.
+TEST(CaptureSandbox, KeepsSysAdminWhereCheckpointRestoreIsNotGranted) {
+  char tmpl[] = "/tmp/oomsnap-capwrap-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string wrapper = dir + "/helper.sh";
+  std::ofstream(wrapper) << "#!/bin/sh\nexec /usr/bin/setpriv --bounding-set -checkpoint_restore --inh-caps "
+                            "-checkpoint_restore " OOMSNAP_BINARY " \"$@\"\n";
+  fs::permissions(wrapper, fs::perms::owner_all);
+  {
+    CaptureSandbox box(SandboxOptions{.helper_path = wrapper});
+    std::string err;
+    ASSERT_TRUE(box.prestart(err)) << err;
+    std::map<std::string, std::string> st;
+    for (int i = 0; i < 400; ++i) {
+      st = status_of(box.helper_pid());
+      if (st["Seccomp"] == "2") break;
+      std::this_thread::sleep_for(5ms);
+    }
+    ASSERT_EQ(st["Seccomp"], "2");
+    const uint64_t want = (1ull << CAP_SYS_PTRACE) | (1ull << CAP_DAC_READ_SEARCH) | (1ull << CAP_SYS_ADMIN);
+    EXPECT_EQ(std::stoull(st["CapEff"], nullptr, 16), want) << st["CapEff"];
+    EXPECT_EQ(std::stoull(st["CapBnd"], nullptr, 16), want) << st["CapBnd"];
+  }
+  fs::remove_all(dir);
+}

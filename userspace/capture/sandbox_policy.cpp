@@ -45,10 +45,21 @@ bool apply_limits(const SandboxLimits& l, std::string& why) {
 
 bool drop_capabilities(std::string& why) {
   const cap_value_t last = static_cast<cap_value_t>(cap_max_bits()) - 1;
+  cap_t now = cap_get_proc();
+  if (!now) {
+    why = std::string("cap_get_proc: ") + std::strerror(errno);
+    return false;
+  }
+  auto permitted = [&](cap_value_t c) {
+    cap_flag_value_t v = CAP_CLEAR;
+    return c <= last && cap_get_flag(now, c, CAP_PERMITTED, &v) == 0 && v == CAP_SET;
+  };
   std::vector<cap_value_t> keep = {CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH};
-  // map_files needs CAP_CHECKPOINT_RESTORE (5.9+) or CAP_SYS_ADMIN before it.
+  // map_files needs CAP_CHECKPOINT_RESTORE (5.9+), or CAP_SYS_ADMIN: the
+  // latter only where the former is not to be had (an older kernel, or a
+  // unit or pod that grants SYS_ADMIN but not CHECKPOINT_RESTORE).
   constexpr cap_value_t kCheckpointRestore = 40;
-  keep.push_back(last >= kCheckpointRestore ? kCheckpointRestore : CAP_SYS_ADMIN);
+  keep.push_back(permitted(kCheckpointRestore) || !permitted(CAP_SYS_ADMIN) ? kCheckpointRestore : CAP_SYS_ADMIN);
   auto kept = [&](cap_value_t c) {
     for (auto k : keep)
       if (k == c) return true;
@@ -62,18 +73,11 @@ bool drop_capabilities(std::string& why) {
       return false;
     }
   }
-  cap_t now = cap_get_proc();
-  if (!now) {
-    why = std::string("cap_get_proc: ") + std::strerror(errno);
-    return false;
-  }
   // Keep a capability only where the process already has it (an agent run
   // with fewer privileges passes on fewer, never more).
   std::vector<cap_value_t> have;
-  for (auto c : keep) {
-    cap_flag_value_t v = CAP_CLEAR;
-    if (cap_get_flag(now, c, CAP_PERMITTED, &v) == 0 && v == CAP_SET) have.push_back(c);
-  }
+  for (auto c : keep)
+    if (permitted(c)) have.push_back(c);
   cap_t next = cap_init();
   bool ok = next && (have.empty() || (cap_set_flag(next, CAP_PERMITTED, static_cast<int>(have.size()), have.data(), CAP_SET) == 0 &&
                                       cap_set_flag(next, CAP_EFFECTIVE, static_cast<int>(have.size()), have.data(), CAP_SET) == 0)) &&
