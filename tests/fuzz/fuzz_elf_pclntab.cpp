@@ -2,16 +2,26 @@
 // discovery) and as a raw pclntab (header + tables + inline trees).
 //
 // Input: byte 0 selects the mode, the rest is the payload.
-//   mode & 3 == 0: payload is an ELF image.
+//   mode & 3 == 0: payload is an ELF image; bit 2 of byte 0 set: read through
+//                  a file (memfd, ElfFile::open_fd: the pread path), else
+//                  from memory.
 //   mode & 3 == 1: payload is a raw pclntab, used as is.
-//   mode & 3 == 2: payload is a raw pclntab whose header is "repaired" (magic,
-//                  pad, minLC, ptrSize fixed; offsets reduced modulo the size),
-//                  so the fuzzer spends its time in the tables, not the header.
-//   mode & 3 == 3: like 2, and the second half of the payload is installed as
-//                  the gofunc (inline tree) region.
+//   mode & 3 == 2: payload is a raw pclntab whose magic, pad, minLC and
+//                  ptrSize are fixed; nfunc, nfiles and every table offset
+//                  are the input's, unconstrained.
+//   mode & 3 == 3: offsets reduced modulo the size (so the fuzzer spends its
+//                  time in the tables), and the second half of the payload is
+//                  installed as the gofunc (inline tree) region.
+// Stacks to symbolize take their PCs (and how many: up to 255) from the input,
+// half of them unconstrained, half near the text start.
 #include <cstddef>
 #include <cstdint>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "elf/elf_file.h"
@@ -31,27 +41,55 @@ uint64_t rd64(const uint8_t* p) {
 }
 
 void exercise(const GoPclntab& t, const uint8_t* data, size_t size) {
-  uint64_t pcs[8];
-  for (int i = 0; i < 8; ++i) {
+  size_t n = size ? 1 + data[size - 1] : 1;
+  std::vector<uint64_t> pcs(n);
+  for (size_t i = 0; i < n; ++i) {
     uint64_t r = 0;
     if (size >= 8) std::memcpy(&r, data + (i * 13) % (size - 7), 8);
-    pcs[i] = t.text_start() + (r % 0x4000);
+    pcs[i] = (r & 1) ? r : t.text_start() + (r % 0x4000);
   }
-  for (uint64_t pc : pcs) {
-    (void)t.find_func(pc);
-    (void)t.frames_for_pc(pc);
+  for (size_t i = 0; i < std::min<size_t>(n, 8); ++i) {
+    (void)t.find_func(pcs[i]);
+    (void)t.frames_for_pc(pcs[i]);
   }
-  (void)t.symbolize_stack(pcs);
+  auto frames = t.symbolize_stack(pcs);
+  if (frames.size() > 8193) __builtin_trap();  // the frame cap
+  for (const auto& f : frames)
+    if (f.function.size() > 4096 + 16 || f.file.size() > 4096 + 16) __builtin_trap();  // the name cap
   (void)t.expand_final_inline_frame(pcs);
   (void)t.find_func_by_name("main.main");
 }
 
-void fuzz_elf(const uint8_t* data, size_t size) {
+// The image as a file: exercises the pread path (chunks, short reads).
+std::unique_ptr<ElfFile> open_as_file(const uint8_t* data, size_t size) {
+  int fd = memfd_create("fuzz-elf", MFD_CLOEXEC);
+  if (fd < 0) return nullptr;
+  size_t done = 0;
+  while (done < size) {
+    ssize_t w = write(fd, data + done, size - done);
+    if (w <= 0) break;
+    done += static_cast<size_t>(w);
+  }
   std::unique_ptr<ElfFile> elf;
   try {
-    elf = ElfFile::from_bytes(std::vector<uint8_t>(data, data + size), "fuzz");
+    elf = ElfFile::open_fd(fd, "fuzz-file");
   } catch (const ElfError&) {
-    return;
+  }
+  close(fd);
+  return elf;
+}
+
+void fuzz_elf(const uint8_t* data, size_t size, bool as_file) {
+  std::unique_ptr<ElfFile> elf;
+  if (as_file) {
+    elf = open_as_file(data, size);
+    if (!elf) return;
+  } else {
+    try {
+      elf = ElfFile::from_bytes(std::vector<uint8_t>(data, data + size), "fuzz");
+    } catch (const ElfError&) {
+      return;
+    }
   }
   (void)elf->first_load_vaddr();
   (void)elf->has_symtab();
@@ -82,7 +120,14 @@ void fuzz_elf(const uint8_t* data, size_t size) {
 
 void fuzz_pclntab(const uint8_t* data, size_t size, int mode) {
   std::vector<uint8_t> b(data, data + size);
-  if (mode >= 2 && b.size() >= 72) {
+  if (mode == 2 && b.size() >= 72) {
+    uint32_t magic = (b[0] & 1) ? 0xfffffff1u : 0xfffffff0u;
+    std::memcpy(b.data(), &magic, 4);
+    b[4] = b[5] = 0;
+    b[6] = 1;
+    b[7] = 8;
+  }
+  if (mode == 3 && b.size() >= 72) {
     uint32_t magic = (b[0] & 1) ? 0xfffffff1u : 0xfffffff0u;
     std::memcpy(b.data(), &magic, 4);
     b[4] = b[5] = 0;
@@ -112,7 +157,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   int mode = data[0] & 3;
   if (mode == 0)
-    fuzz_elf(data + 1, size - 1);
+    fuzz_elf(data + 1, size - 1, (data[0] & 4) != 0);
   else
     fuzz_pclntab(data + 1, size - 1, mode);
   return 0;

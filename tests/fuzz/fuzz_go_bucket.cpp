@@ -1,21 +1,30 @@
-// libFuzzer: hostile bytes as one heap-profile bucket image, for every layout.
+// libFuzzer: hostile bytes as one heap-profile bucket image. Nothing is held
+// to plausible values: the Go version byte and the stack-depth cap come
+// straight from the input too (a cap near 2^64 once let nstk * 8 wrap).
+//
+// Input: [0] Go minor version (any byte), [1..8] depth cap (u64 LE), rest: the bucket.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "go/go_heap_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size < 1) return 0;
-  int minor = 19 + data[0] % 9;  // 1.19 … 1.27
-  std::span<const uint8_t> img(data + 1, size - 1);
+  if (size < 9) return 0;
+  int minor = data[0];
+  uint64_t depth_cap;
+  std::memcpy(&depth_cap, data + 1, 8);
+  std::span<const uint8_t> img(data + 9, size - 9);
   std::string err;
-  auto b = oomsnap::decode_go_bucket(img, minor, 1026, err);
+  auto b = oomsnap::decode_go_bucket(img, minor, static_cast<size_t>(depth_cap), err);
   if (b) {
+    // Every PC and record the decoder vouched for must be inside the image.
     uint64_t sum = 0;
     for (uint64_t i = 0; i < b->nstk; ++i) sum += b->pc(i);
     uint64_t v[4], extra[4];
     oomsnap::fold_go_cycles(*b, static_cast<uint32_t>(sum % 3), v, extra);
+    if (oomsnap::go_bucket_size(minor, b->nstk) > img.size()) __builtin_trap();
   }
   return 0;
 }

@@ -1,38 +1,22 @@
-// ElfFile: libelf parses the headers; every byte access goes through our own
-// bounds checks against the (mmapped or owned) image.
+// ElfFile: ELF64 headers decoded through ByteView; file bytes pread on demand
+// into an anonymous reservation (see elf_file.h for why not mmap of the file).
 #include "elf/elf_file.h"
 
+#include <elf.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <limits>
+
+#include "core/checked_bytes.h"
+#include "core/huge_page_allocator.h"
 
 namespace oomsnap {
 
 namespace {
-
-struct ElfHandle {
-  Elf* e = nullptr;
-  ~ElfHandle() {
-    if (e) elf_end(e);
-  }
-};
-
-void ensure_libelf() {
-  static const bool ok = elf_version(EV_CURRENT) != EV_NONE;
-  if (!ok) throw ElfError("libelf initialisation failed");
-}
-
-// true when [off, off+len) lies within [0, size).
-inline bool in_bounds(uint64_t off, uint64_t len, uint64_t size) {
-  return off <= size && len <= size - off;
-}
 
 std::string hex(const uint8_t* p, size_t n) {
   static const char* digits = "0123456789abcdef";
@@ -45,32 +29,42 @@ std::string hex(const uint8_t* p, size_t n) {
   return s;
 }
 
-uint32_t rd32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
+// Note sections are a few dozen bytes; a larger one is not read.
+constexpr uint64_t kMaxNotes = uint64_t{1} << 20;
 
-// Walks ELF notes in [p, p+n) and returns the descriptor of the first note with
-// the given name and type.
-std::optional<std::span<const uint8_t>> find_note(std::span<const uint8_t> d, std::string_view name,
-                                                  uint32_t type) {
-  size_t off = 0;
+std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+// Walks ELF notes in d and returns the descriptor of the first note with the
+// given name and type.
+std::optional<std::span<const uint8_t>> find_note(ByteView d, std::string_view name, uint32_t type) {
+  uint64_t off = 0;
   // Each note consumes at least 12 bytes, so this terminates.
-  while (off + 12 <= d.size()) {
-    uint32_t namesz = rd32(d.data() + off), descsz = rd32(d.data() + off + 4),
-             ntype = rd32(d.data() + off + 8);
+  for (;;) {
+    uint32_t namesz, descsz, ntype;
+    if (!d.read_u32(off, namesz) || !d.read_u32(off + 4, descsz) || !d.read_u32(off + 8, ntype)) break;
     uint64_t name_off = off + 12;
     uint64_t desc_off = name_off + ((uint64_t(namesz) + 3) & ~uint64_t(3));
     uint64_t next = desc_off + ((uint64_t(descsz) + 3) & ~uint64_t(3));
-    if (!in_bounds(name_off, namesz, d.size()) || !in_bounds(desc_off, descsz, d.size())) break;
-    std::string_view nm(reinterpret_cast<const char*>(d.data() + name_off), namesz);
+    ByteView nm_bytes, desc;
+    if (!d.sub(name_off, namesz, nm_bytes) || !d.sub(desc_off, descsz, desc)) break;
+    std::string_view nm(reinterpret_cast<const char*>(nm_bytes.data()), nm_bytes.size());
     while (!nm.empty() && nm.back() == '\0') nm.remove_suffix(1);
-    if (ntype == type && nm == name) return d.subspan(desc_off, descsz);
-    if (next <= off) break;
+    if (ntype == type && nm == name) return std::span<const uint8_t>(desc.data(), desc.size());
     off = next;
   }
   return std::nullopt;
+}
+
+// The raw fields of an ELF64 section header, as read from the table.
+struct RawShdr {
+  uint32_t name = 0, type = 0, link = 0, info = 0;
+  uint64_t flags = 0, addr = 0, offset = 0, size = 0;
+};
+bool read_shdr(ByteView table, uint64_t index, RawShdr& s) {
+  ByteView e;
+  return table.element(index, sizeof(Elf64_Shdr), e) && e.read_u32(0, s.name) && e.read_u32(4, s.type) &&
+         e.read_u64(8, s.flags) && e.read_u64(16, s.addr) && e.read_u64(24, s.offset) &&
+         e.read_u64(32, s.size) && e.read_u32(40, s.link) && e.read_u32(44, s.info);
 }
 
 }  // namespace
@@ -78,28 +72,26 @@ std::optional<std::span<const uint8_t>> find_note(std::span<const uint8_t> d, st
 std::unique_ptr<ElfFile> ElfFile::open_fd(int fd, std::string label) {
   int dfd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (dfd < 0) throw ElfError(label + ": dup failed: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(dfd, &st) != 0) {
-    int err = errno;
-    ::close(dfd);
-    throw ElfError(label + ": fstat failed: " + std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode) || st.st_size <= 0) {
-    ::close(dfd);
-    throw ElfError(label + ": not a regular non-empty file");
-  }
-  size_t size = static_cast<size_t>(st.st_size);
-  // MAP_PRIVATE + PROT_WRITE: libelf never writes in read mode, but a private
-  // mapping makes that harmless even if it did. The file is never modified.
-  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, dfd, 0);
-  int err = errno;
-  ::close(dfd);
-  if (m == MAP_FAILED) throw ElfError(label + ": mmap failed: " + std::strerror(err));
   std::unique_ptr<ElfFile> f(new ElfFile());
+  f->fd_ = dfd;  // closed by the destructor from here on
   f->label_ = std::move(label);
-  f->data_ = static_cast<const uint8_t*>(m);
-  f->size_ = size;
-  f->mmapped_ = true;
+  struct stat st {};
+  if (::fstat(dfd, &st) != 0) throw ElfError(f->label_ + ": fstat failed: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode) || st.st_size <= 0) throw ElfError(f->label_ + ": not a regular non-empty file");
+  if (static_cast<uint64_t>(st.st_size) > kMaxFileSize)
+    throw ElfError(f->label_ + ": file of " + mib(st.st_size) + " is larger than the " + mib(kMaxFileSize) +
+                   " this reader accepts");
+  f->size_ = static_cast<size_t>(st.st_size);
+  // Address space only: pages cost memory when a pread fills them. Huge pages
+  // (where enabled) make that one fault per chunk rather than per 4 KiB page.
+  void* m = nullptr;
+  try {
+    m = huge_page_alloc(f->size_, f->reserved_);
+  } catch (const std::bad_alloc&) {
+    throw ElfError(f->label_ + ": cannot reserve " + mib(f->size_) + " of address space: " + std::strerror(errno));
+  }
+  f->data_ = static_cast<uint8_t*>(m);
+  f->chunk_read_.assign((f->size_ + kChunk - 1) / kChunk, false);
   f->parse();
   return f;
 }
@@ -115,80 +107,165 @@ std::unique_ptr<ElfFile> ElfFile::from_bytes(std::vector<uint8_t> bytes, std::st
 }
 
 ElfFile::~ElfFile() {
-  if (mmapped_ && data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (reserved_) huge_page_free(data_, reserved_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+uint64_t ElfFile::bytes_read() const {
+  std::lock_guard lk(mutex_);
+  return bytes_read_;
+}
+
+std::string ElfFile::io_error() const {
+  std::lock_guard lk(mutex_);
+  return io_error_;
+}
+
+void ElfFile::ensure(uint64_t off, uint64_t len) const {
+  if (!in_bounds(off, len, size_))
+    throw ElfError(label_ + ": bytes [" + std::to_string(off) + ", +" + std::to_string(len) +
+                   ") outside the file of " + std::to_string(size_) + " bytes");
+  if (len == 0) return;
+  std::lock_guard lk(mutex_);
+  if (chunk_read_.empty()) return;  // an owned image: all present
+  const uint64_t last = (off + len - 1) / kChunk;
+  uint64_t c = off / kChunk;
+  while (c <= last) {
+    if (chunk_read_[c]) {
+      ++c;
+      continue;
+    }
+    uint64_t run_end = c;  // one pread for each run of chunks not read yet
+    while (run_end + 1 <= last && !chunk_read_[run_end + 1]) ++run_end;
+    read_chunks(c, run_end);
+    c = run_end + 1;
+  }
+}
+
+void ElfFile::read_chunks(uint64_t first, uint64_t last) const {
+  const uint64_t from = first * kChunk, to = std::min<uint64_t>((last + 1) * kChunk, size_);
+  if (bytes_read_ + (to - from) > kMaxReadBytes)
+    throw ElfError(label_ + ": reading " + std::to_string(to - from) + " bytes at offset " + std::to_string(from) +
+                   " would pass the read budget of " + mib(kMaxReadBytes) + " per file");
+  uint64_t at = from;
+  while (at < to) {
+    ssize_t n = ::pread(fd_, data_ + at, to - at, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw ElfError(label_ + ": read at offset " + std::to_string(at) + " failed: " + std::strerror(errno));
+    if (n == 0)
+      throw ElfError(label_ + ": file ended at offset " + std::to_string(at) + " while read (it was " +
+                     std::to_string(size_) + " bytes when opened: it shrank)");
+    at += static_cast<uint64_t>(n);
+  }
+  bytes_read_ += to - from;
+  for (uint64_t c = first; c <= last; ++c) chunk_read_[c] = true;
+}
+
+bool ElfFile::try_ensure(uint64_t off, uint64_t len) const {
+  try {
+    ensure(off, len);
+    return true;
+  } catch (const ElfError& e) {
+    std::lock_guard lk(mutex_);
+    io_error_ = e.what();
+    return false;
+  }
 }
 
 void ElfFile::parse() {
-  ensure_libelf();
-  if (size_ < sizeof(Elf64_Ehdr)) throw ElfError(label_ + ": too small for an ELF header");
+  constexpr uint64_t kEhdr = sizeof(Elf64_Ehdr);
+  if (size_ < kEhdr) throw ElfError(label_ + ": too small for an ELF header");
+  ensure(0, kEhdr);
+  const ByteView file(data_, size_);  // only what ensure() covered is read below
   if (std::memcmp(data_, ELFMAG, SELFMAG) != 0) throw ElfError(label_ + ": bad ELF magic");
   if (data_[EI_CLASS] != ELFCLASS64) throw ElfError(label_ + ": not ELF64");
   if (data_[EI_DATA] != ELFDATA2LSB) throw ElfError(label_ + ": not little-endian");
+  uint64_t phoff = 0, shoff = 0;
+  uint16_t phentsize = 0, phnum16 = 0, shentsize = 0, shnum16 = 0, shstrndx16 = 0;
+  file.read_u16(16, elf_type_);
+  file.read_u64(32, phoff);
+  file.read_u64(40, shoff);
+  file.read_u16(54, phentsize);
+  file.read_u16(56, phnum16);
+  file.read_u16(58, shentsize);
+  file.read_u16(60, shnum16);
+  file.read_u16(62, shstrndx16);
 
-  // libelf needs a mutable buffer; our mapping is private (or owned), and
-  // libelf does not write in read mode.
-  ElfHandle h;
-  h.e = elf_memory(reinterpret_cast<char*>(const_cast<uint8_t*>(data_)), size_);
-  if (!h.e || elf_kind(h.e) != ELF_K_ELF)
-    throw ElfError(label_ + ": libelf: " + (elf_errmsg(-1) ? elf_errmsg(-1) : "not ELF"));
-  GElf_Ehdr eh;
-  if (!gelf_getehdr(h.e, &eh)) throw ElfError(label_ + ": cannot read ELF header");
-  elf_type_ = eh.e_type;
+  // Section header 0 holds the real counts when they do not fit in 16 bits.
+  RawShdr sh0;
+  const bool extended = shoff != 0 && (shnum16 == 0 || phnum16 == PN_XNUM || shstrndx16 == SHN_XINDEX);
+  if (extended) {
+    if (shentsize != sizeof(Elf64_Shdr) || !in_bounds(shoff, sizeof(Elf64_Shdr), size_))
+      throw ElfError(label_ + ": section header 0 out of bounds");
+    ensure(shoff, sizeof(Elf64_Shdr));
+    read_shdr(ByteView(data_ + shoff, sizeof(Elf64_Shdr)), 0, sh0);
+  }
 
   // Program headers.
-  size_t phnum = 0;
-  if (elf_getphdrnum(h.e, &phnum) != 0) phnum = 0;
-  if (phnum > 0 && (eh.e_phentsize != sizeof(Elf64_Phdr) ||
-                    !in_bounds(eh.e_phoff, uint64_t(phnum) * sizeof(Elf64_Phdr), size_)))
-    throw ElfError(label_ + ": program header table out of bounds");
+  uint64_t phnum = phnum16 == PN_XNUM ? sh0.info : phnum16;
+  if (phnum > kMaxSegments)
+    throw ElfError(label_ + ": " + std::to_string(phnum) + " program headers, more than the " +
+                   std::to_string(kMaxSegments) + " this reader accepts");
+  if (phnum > 0) {
+    if (phentsize != sizeof(Elf64_Phdr) || !in_bounds(phoff, phnum * sizeof(Elf64_Phdr), size_))
+      throw ElfError(label_ + ": program header table out of bounds");
+    ensure(phoff, phnum * sizeof(Elf64_Phdr));
+  }
+  ByteView ph_table;
+  file.sub(phoff, phnum * sizeof(Elf64_Phdr), ph_table);
   segments_.reserve(phnum);
-  for (size_t i = 0; i < phnum; ++i) {
-    GElf_Phdr ph;
-    if (!gelf_getphdr(h.e, static_cast<int>(i), &ph)) throw ElfError(label_ + ": bad program header");
+  for (uint64_t i = 0; i < phnum; ++i) {
+    ByteView e;
     Segment s;
-    s.type = ph.p_type;
-    s.flags = ph.p_flags;
-    s.offset = ph.p_offset;
-    s.vaddr = ph.p_vaddr;
-    s.filesz = ph.p_filesz;
-    s.memsz = ph.p_memsz;
-    s.align = ph.p_align;
+    if (!ph_table.element(i, sizeof(Elf64_Phdr), e) || !e.read_u32(0, s.type) || !e.read_u32(4, s.flags) ||
+        !e.read_u64(8, s.offset) || !e.read_u64(16, s.vaddr) || !e.read_u64(32, s.filesz) ||
+        !e.read_u64(40, s.memsz) || !e.read_u64(48, s.align))
+      throw ElfError(label_ + ": bad program header " + std::to_string(i));
     segments_.push_back(s);
   }
 
   // Section headers (optional: a file may have none).
-  size_t shnum = 0, shstrndx = 0;
-  if (elf_getshdrnum(h.e, &shnum) != 0) shnum = 0;
-  if (shnum > 0) {
-    if (eh.e_shentsize != sizeof(Elf64_Shdr) ||
-        !in_bounds(eh.e_shoff, uint64_t(shnum) * sizeof(Elf64_Shdr), size_))
-      throw ElfError(label_ + ": section header table out of bounds");
-    if (elf_getshdrstrndx(h.e, &shstrndx) != 0) shstrndx = SHN_UNDEF;
-    // Section names: resolve ourselves against the shstrtab bytes.
-    std::span<const uint8_t> shstr;
-    if (shstrndx != SHN_UNDEF && shstrndx < shnum) {
-      const auto* raw = reinterpret_cast<const Elf64_Shdr*>(data_ + eh.e_shoff);
-      Elf64_Shdr sh;
-      std::memcpy(&sh, &raw[shstrndx], sizeof sh);
-      if (sh.sh_type != SHT_NOBITS && in_bounds(sh.sh_offset, sh.sh_size, size_))
-        shstr = {data_ + sh.sh_offset, static_cast<size_t>(sh.sh_size)};
+  if (shoff == 0) return;
+  uint64_t shnum = shnum16 == 0 && extended ? sh0.size : shnum16;
+  if (shnum == 0) return;
+  if (shnum > kMaxSections)
+    throw ElfError(label_ + ": " + std::to_string(shnum) + " section headers, more than the " +
+                   std::to_string(kMaxSections) + " this reader accepts");
+  if (shentsize != sizeof(Elf64_Shdr) || !in_bounds(shoff, shnum * sizeof(Elf64_Shdr), size_))
+    throw ElfError(label_ + ": section header table out of bounds");
+  ensure(shoff, shnum * sizeof(Elf64_Shdr));
+  ByteView sh_table;
+  file.sub(shoff, shnum * sizeof(Elf64_Shdr), sh_table);
+  const uint64_t shstrndx = shstrndx16 == SHN_XINDEX ? sh0.link : shstrndx16;
+
+  // Section names: resolved against the .shstrtab bytes, when it is sane.
+  ByteView names;
+  RawShdr strsh;
+  if (shstrndx != SHN_UNDEF && read_shdr(sh_table, shstrndx, strsh) && strsh.type != SHT_NOBITS &&
+      in_bounds(strsh.offset, strsh.size, size_)) {
+    if (strsh.size > kMaxSectionNames)
+      throw ElfError(label_ + ": section name table of " + std::to_string(strsh.size) + " bytes, more than the " +
+                     std::to_string(kMaxSectionNames) + " this reader accepts");
+    ensure(strsh.offset, strsh.size);
+    file.sub(strsh.offset, strsh.size, names);
+  }
+  sections_.reserve(shnum);
+  for (uint64_t i = 0; i < shnum; ++i) {
+    RawShdr sh;
+    read_shdr(sh_table, i, sh);  // in bounds: the table was checked above
+    Section s;
+    if (sh.name < names.size()) {
+      const char* p = reinterpret_cast<const char*>(names.data() + sh.name);
+      s.name.assign(p, strnlen(p, names.size() - sh.name));
     }
-    sections_.reserve(shnum);
-    for (size_t i = 0; i < shnum; ++i) {
-      Elf64_Shdr sh;
-      std::memcpy(&sh, data_ + eh.e_shoff + i * sizeof(Elf64_Shdr), sizeof sh);
-      Section s;
-      if (sh.sh_name < shstr.size()) {
-        const char* p = reinterpret_cast<const char*>(shstr.data() + sh.sh_name);
-        s.name.assign(p, strnlen(p, shstr.size() - sh.sh_name));
-      }
-      s.type = sh.sh_type;
-      s.flags = sh.sh_flags;
-      s.addr = sh.sh_addr;
-      s.offset = sh.sh_offset;
-      s.size = sh.sh_size;
-      sections_.push_back(std::move(s));
-    }
+    s.type = sh.type;
+    s.flags = sh.flags;
+    s.addr = sh.addr;
+    s.offset = sh.offset;
+    s.size = sh.size;
+    s.link = sh.link;
+    sections_.push_back(std::move(s));
   }
 }
 
@@ -213,31 +290,37 @@ bool ElfFile::has_symtab() const {
 
 std::optional<ElfFile::Symbol> ElfFile::symbol(std::string_view name) const {
   if (name.empty()) return std::nullopt;
+  // A table is usable when it and its strings are inside the file, within the
+  // size cap, and readable.
+  auto table = [&](const Section& s, ByteView& out) {
+    if (s.type == SHT_NOBITS || !in_bounds(s.offset, s.size, size_)) return false;
+    if (s.size > kMaxSymbolTable) {
+      std::lock_guard lk(mutex_);
+      io_error_ = label_ + ": section " + s.name + " of " + std::to_string(s.size) +
+                  " bytes is larger than the symbol table cap of " + mib(kMaxSymbolTable);
+      return false;
+    }
+    if (!try_ensure(s.offset, s.size)) return false;
+    out = ByteView(data_ + s.offset, static_cast<size_t>(s.size));
+    return true;
+  };
   for (uint32_t want : {uint32_t(SHT_SYMTAB), uint32_t(SHT_DYNSYM)}) {
     for (const auto& s : sections_) {
-      if (s.type != want || !in_bounds(s.offset, s.size, size_)) continue;
-      auto syms = section_data(s);
-      // sh_link names the string table; re-read it from the raw section header
-      // (parse() checked that the table is in bounds).
-      size_t idx = &s - sections_.data();
-      const Elf64_Ehdr* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
-      Elf64_Shdr raw;
-      std::memcpy(&raw, data_ + eh->e_shoff + idx * sizeof(Elf64_Shdr), sizeof raw);
-      if (raw.sh_link >= sections_.size()) continue;
-      const Section& strsec = sections_[raw.sh_link];
-      if (strsec.type == SHT_NOBITS || !in_bounds(strsec.offset, strsec.size, size_)) continue;
-      auto strs = section_data(strsec);
-      if (strs.empty()) continue;
-      size_t n = syms.size() / sizeof(Elf64_Sym);
-      for (size_t i = 1; i < n; ++i) {
-        Elf64_Sym sym;
-        std::memcpy(&sym, syms.data() + i * sizeof(Elf64_Sym), sizeof sym);
-        if (sym.st_name >= strs.size()) continue;
-        const char* p = reinterpret_cast<const char*>(strs.data() + sym.st_name);
-        size_t maxlen = strs.size() - sym.st_name;
-        if (name.size() >= maxlen) continue;
-        if (std::memcmp(p, name.data(), name.size()) != 0 || p[name.size()] != '\0') continue;
-        return Symbol{std::string(name), sym.st_value, sym.st_size, sym.st_shndx};
+      if (s.type != want || s.link >= sections_.size()) continue;
+      ByteView syms, strs;
+      if (!table(s, syms) || !table(sections_[s.link], strs) || strs.empty()) continue;
+      for (uint64_t i = 1;; ++i) {
+        ByteView e;
+        uint32_t st_name;
+        if (!syms.element(i, sizeof(Elf64_Sym), e) || !e.read_u32(0, st_name)) break;
+        ByteView str;
+        if (!strs.sub(st_name, name.size() + 1, str)) continue;
+        if (std::memcmp(str.data(), name.data(), name.size()) != 0 || str.data()[name.size()] != '\0') continue;
+        Symbol sym{std::string(name), 0, 0, 0};
+        e.read_u16(6, sym.shndx);
+        e.read_u64(8, sym.value);
+        e.read_u64(16, sym.size);
+        return sym;
       }
     }
   }
@@ -248,6 +331,7 @@ std::span<const uint8_t> ElfFile::section_data(const Section& s) const {
   if (s.type == SHT_NOBITS || s.size == 0) return {};
   if (!in_bounds(s.offset, s.size, size_))
     throw ElfError(label_ + ": section " + s.name + " out of file bounds");
+  ensure(s.offset, s.size);
   return {data_ + s.offset, static_cast<size_t>(s.size)};
 }
 
@@ -258,48 +342,52 @@ std::optional<std::span<const uint8_t>> ElfFile::bytes_at_vaddr(uint64_t vaddr, 
     uint64_t rel = vaddr - s.vaddr;
     if (!in_bounds(rel, len, s.filesz)) continue;
     if (!in_bounds(s.offset, s.filesz, size_)) continue;
+    if (!try_ensure(s.offset + rel, len)) return std::nullopt;
     return std::span<const uint8_t>(data_ + s.offset + rel, len);
   }
   return std::nullopt;
 }
 
+std::span<const uint8_t> ElfFile::image() const {
+  ensure(0, size_);
+  return {data_, size_};
+}
+
 std::optional<std::string> ElfFile::gnu_build_id() const {
-  auto from = [&](std::span<const uint8_t> d) -> std::optional<std::string> {
-    if (auto desc = find_note(d, "GNU", NT_GNU_BUILD_ID); desc && !desc->empty())
+  auto from = [&](uint64_t off, uint64_t len) -> std::optional<std::string> {
+    if (len > kMaxNotes || !in_bounds(off, len, size_) || !try_ensure(off, len)) return std::nullopt;
+    if (auto desc = find_note(ByteView(data_ + off, len), "GNU", NT_GNU_BUILD_ID); desc && !desc->empty())
       return hex(desc->data(), desc->size());
     return std::nullopt;
   };
-  if (const auto* s = section(".note.gnu.build-id")) {
-    if (in_bounds(s->offset, s->size, size_))
-      if (auto r = from(section_data(*s))) return r;
-  }
+  if (const auto* s = section(".note.gnu.build-id"))
+    if (auto r = from(s->offset, s->size)) return r;
   for (const auto& s : sections_)
-    if (s.type == SHT_NOTE && in_bounds(s.offset, s.size, size_))
-      if (auto r = from(section_data(s))) return r;
+    if (s.type == SHT_NOTE)
+      if (auto r = from(s.offset, s.size)) return r;
   if (sections_.empty())
     for (const auto& p : segments_)
-      if (p.type == PT_NOTE && in_bounds(p.offset, p.filesz, size_))
-        if (auto r = from({data_ + p.offset, static_cast<size_t>(p.filesz)})) return r;
+      if (p.type == PT_NOTE)
+        if (auto r = from(p.offset, p.filesz)) return r;
   return std::nullopt;
 }
 
 std::optional<std::string> ElfFile::go_build_id() const {
   constexpr uint32_t kGoBuildIdNote = 4;
-  auto from = [&](std::span<const uint8_t> d) -> std::optional<std::string> {
-    if (auto desc = find_note(d, "Go", kGoBuildIdNote); desc && !desc->empty()) {
+  auto from = [&](uint64_t off, uint64_t len) -> std::optional<std::string> {
+    if (len > kMaxNotes || !in_bounds(off, len, size_) || !try_ensure(off, len)) return std::nullopt;
+    if (auto desc = find_note(ByteView(data_ + off, len), "Go", kGoBuildIdNote); desc && !desc->empty()) {
       std::string s(reinterpret_cast<const char*>(desc->data()), desc->size());
       while (!s.empty() && s.back() == '\0') s.pop_back();
       return s;
     }
     return std::nullopt;
   };
-  if (const auto* s = section(".note.go.buildid")) {
-    if (in_bounds(s->offset, s->size, size_))
-      if (auto r = from(section_data(*s))) return r;
-  }
+  if (const auto* s = section(".note.go.buildid"))
+    if (auto r = from(s->offset, s->size)) return r;
   for (const auto& p : segments_)
-    if (p.type == PT_NOTE && in_bounds(p.offset, p.filesz, size_))
-      if (auto r = from({data_ + p.offset, static_cast<size_t>(p.filesz)})) return r;
+    if (p.type == PT_NOTE)
+      if (auto r = from(p.offset, p.filesz)) return r;
   return std::nullopt;
 }
 

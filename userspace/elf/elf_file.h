@@ -1,9 +1,20 @@
-// A read-only view of an ELF64 little-endian file (libelf underneath): sections,
-// segments, symbols and bounds-checked byte access. Garbage input throws
-// ElfError with context; it never crashes.
+// A read-only view of an ELF64 little-endian file: sections, segments, symbols
+// and bounds-checked byte access. The file is usually a target's executable or
+// library, i.e. another container's to craft, so reading it is bounded:
+//  - nothing is mapped from the file (its pages could fault on FUSE, or raise
+//    SIGBUS when it shrinks): the parts needed are pread() on first use into a
+//    private anonymous reservation of the file's size, so addresses stay stable
+//    and only what was read costs memory; a file that shrinks while read gives
+//    an error;
+//  - the file size, the number of section and program headers, string and
+//    symbol table sizes, and the total bytes read are capped (constants below);
+//  - headers are decoded here through ByteView, never by a library that
+//    allocates per header.
+// Garbage input throws ElfError with context; it never crashes.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -20,11 +31,23 @@ class ElfError : public std::runtime_error {
 
 class ElfFile {
  public:
+  // Local limits, far above what real binaries need (a large Go binary such
+  // as kubelet: ~120 MiB, ~70 sections, a symbol table of a few MiB).
+  static constexpr uint64_t kMaxFileSize = uint64_t{2} << 30;     // address space reserved
+  static constexpr uint64_t kMaxReadBytes = uint64_t{256} << 20;  // bytes pread, all parts together
+  static constexpr uint64_t kMaxSections = 65535;
+  static constexpr uint64_t kMaxSegments = 4096;
+  static constexpr uint64_t kMaxSectionNames = uint64_t{1} << 20;  // .shstrtab
+  static constexpr uint64_t kMaxSymbolTable = uint64_t{128} << 20;  // .symtab/.dynsym and its strings
+  // Read granularity: one huge page, so pages touched never exceed bytes read.
+  static constexpr uint64_t kChunk = uint64_t{2} << 20;
+
   struct Section {
     std::string name;
     uint32_t type = 0;   // SHT_*
     uint64_t flags = 0;  // SHF_*
     uint64_t addr = 0, offset = 0, size = 0;
+    uint32_t link = 0;  // sh_link (the string table of a symbol table)
   };
   struct Segment {
     uint32_t type = 0, flags = 0;  // PT_*, PF_*
@@ -36,13 +59,22 @@ class ElfFile {
     uint16_t shndx = 0;
   };
 
-  // Maps the file read-only; fd is dup'ed (the caller keeps its own).
+  // Reads the headers now and the rest on demand; fd is dup'ed (the caller
+  // keeps its own) and kept until destruction.
   static std::unique_ptr<ElfFile> open_fd(int fd, std::string label);
   // An in-memory image (tests, fuzzing).
   static std::unique_ptr<ElfFile> from_bytes(std::vector<uint8_t> bytes, std::string label);
   ~ElfFile();
+  ElfFile(const ElfFile&) = delete;
+  ElfFile& operator=(const ElfFile&) = delete;
 
   const std::string& label() const { return label_; }
+  uint64_t file_size() const { return size_; }
+  // Bytes pread from the file so far (what this file costs in memory).
+  uint64_t bytes_read() const;
+  // The last read that failed inside an accessor that reports failure as
+  // nullopt (a file that shrank, the read budget spent), for error messages.
+  std::string io_error() const;
   uint16_t elf_type() const { return elf_type_; }  // ET_EXEC, ET_DYN
   const std::vector<Section>& sections() const { return sections_; }
   const Section* section(std::string_view name) const;
@@ -50,12 +82,13 @@ class ElfFile {
   // Lowest p_vaddr of the PT_LOAD segments (0x400000 for non-PIE Go, 0 for most PIE).
   std::optional<uint64_t> first_load_vaddr() const;
   bool has_symtab() const;
-  // Looks in .symtab, then .dynsym.
+  // Looks in .symtab, then .dynsym (each at most kMaxSymbolTable).
   std::optional<Symbol> symbol(std::string_view name) const;
-  // File bytes of a section (empty for SHT_NOBITS); bounds-checked.
+  // File bytes of a section (empty for SHT_NOBITS); throws ElfError when they
+  // are outside the file or cannot be read.
   std::span<const uint8_t> section_data(const Section& s) const;
   // File bytes backing [vaddr, vaddr+len) through a PT_LOAD segment, or nullopt
-  // when the range is not entirely file-backed.
+  // when the range is not entirely file-backed or cannot be read (io_error()).
   std::optional<std::span<const uint8_t>> bytes_at_vaddr(uint64_t vaddr, size_t len) const;
   // Calls visit(vaddr, bytes from vaddr to the end of its segment's file data)
   // at every `align`-aligned address of the file-backed PT_LOAD data until it
@@ -72,8 +105,8 @@ class ElfFile {
     }
     return false;
   }
-  // The whole image.
-  std::span<const uint8_t> image() const { return {data_, size_}; }
+  // The whole image, read in full (tests; subject to kMaxReadBytes).
+  std::span<const uint8_t> image() const;
   // GNU build id (hex) from .note.gnu.build-id, if any.
   std::optional<std::string> gnu_build_id() const;
   // Go build id from .note.go.buildid, if any.
@@ -82,11 +115,23 @@ class ElfFile {
  private:
   ElfFile() = default;
   void parse();
+  // Makes [off, off + len) of the file present in data_ (pread of the chunks
+  // not read yet); throws ElfError when it is outside the file, the file
+  // ended early or the read budget is spent.
+  void ensure(uint64_t off, uint64_t len) const;
+  // ensure() for accessors that report failure as nullopt.
+  bool try_ensure(uint64_t off, uint64_t len) const;
+  void read_chunks(uint64_t first, uint64_t last) const;  // mutex_ held
   std::string label_;
-  const uint8_t* data_ = nullptr;
+  uint8_t* data_ = nullptr;  // anonymous reservation (open_fd) or owned_.data()
   size_t size_ = 0;
-  bool mmapped_ = false;
+  size_t reserved_ = 0;  // bytes of the anonymous reservation (2 MiB units), 0 for owned images
+  int fd_ = -1;
   std::vector<uint8_t> owned_;
+  mutable std::mutex mutex_;
+  mutable std::vector<bool> chunk_read_;  // per kChunk of the file; empty when all present
+  mutable uint64_t bytes_read_ = 0;
+  mutable std::string io_error_;
   uint16_t elf_type_ = 0;
   std::vector<Section> sections_;
   std::vector<Segment> segments_;

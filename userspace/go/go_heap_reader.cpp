@@ -6,6 +6,8 @@
 #include <array>
 #include <unordered_map>
 
+#include "core/checked_bytes.h"
+
 namespace oomsnap {
 namespace {
 
@@ -127,16 +129,12 @@ uint64_t GoBucketView::pc(size_t i) const { return load_u64(pcs + i * 8); }
 
 std::optional<GoBucketView> decode_go_bucket(std::span<const uint8_t> bytes, int go_minor,
                                              size_t max_stack_depth, std::string& error) {
-  if (bytes.size() < kHeaderSize) {
+  const ByteView v(bytes);
+  GoBucketView b;
+  if (!v.read_u64(8, b.allnext) || !v.read_u64(16, b.typ) || !v.read_u64(32, b.size) || !v.read_u64(40, b.nstk)) {
     error = "bucket header truncated";
     return std::nullopt;
   }
-  GoBucketView b;
-  const uint8_t* p = bytes.data();
-  b.allnext = load_u64(p + 8);
-  b.typ = load_u64(p + 16);
-  b.size = load_u64(p + 32);
-  b.nstk = load_u64(p + 40);
   if (b.typ != kMemProfileType) {
     error = "bucket type " + std::to_string(b.typ) + " is not a heap profile bucket";
     return std::nullopt;
@@ -145,15 +143,19 @@ std::optional<GoBucketView> decode_go_bucket(std::span<const uint8_t> bytes, int
     error = "implausible bucket stack depth " + std::to_string(b.nstk);
     return std::nullopt;
   }
-  if (bytes.size() < go_bucket_size(go_minor, b.nstk)) {
+  // The PCs and then the records must fit; nstk is the target's, so the size
+  // is checked by division (nstk * 8 can wrap when the depth cap is large).
+  const size_t words = record_words(go_minor);
+  const uint64_t records = 4 * words * 8;
+  ByteView pcs, rec;
+  if (b.nstk > (v.size() - kHeaderSize) / 8 || !v.sub(kHeaderSize, b.nstk * 8, pcs) ||
+      !v.sub(kHeaderSize + b.nstk * 8, records, rec)) {
     error = "bucket truncated";
     return std::nullopt;
   }
-  b.pcs = p + kHeaderSize;
-  const uint8_t* rec = b.pcs + b.nstk * 8;
-  size_t words = record_words(go_minor);
-  for (int c = 0; c < 4; ++c)
-    for (size_t w = 0; w < words; ++w) b.cycles[c][w] = load_u64(rec + (c * words + w) * 8);
+  b.pcs = pcs.data();
+  for (size_t c = 0; c < 4; ++c)
+    for (size_t w = 0; w < words; ++w) rec.read_u64((c * words + w) * 8, b.cycles[c][w]);
   if (go_minor >= 27) {
     for (auto& cyc : b.cycles) {
       cyc[2] = cyc[0] * b.size;

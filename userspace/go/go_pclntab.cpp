@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/checked_bytes.h"
 #include "elf/elf_file.h"
 
 namespace oomsnap {
@@ -21,25 +22,56 @@ constexpr int kPcdataInlTreeIndex = 2;
 constexpr int kFuncdataInlTree = 3;
 constexpr int kMaxInlineDepth = 128;     // real inline chains are far shorter
 constexpr size_t kMaxNameLen = 1 << 16;  // cap on NUL-terminated string scans
+// Names and file names reported are cut here (a crafted table can make one
+// 64 KiB long, times every frame of every stack), marked as cut.
+constexpr size_t kMaxReportedName = 4096;
+constexpr std::string_view kTruncatedMark = "...[truncated]";
+// Frames one symbolized stack may expand to: 1026 stored PCs (Go's maximum
+// depth + 2) with a few inlined callers each stay far below it.
+constexpr size_t kMaxStackFrames = 8192;
+// Entries one pcvalue lookup decodes: a real function's table has about one
+// per line change; a crafted one could otherwise run to the end of the data.
+constexpr uint32_t kMaxPcvalueSteps = 1 << 18;
+// The magic scan of a file without pclntab sections: how many candidates get
+// the full check (a functab sort check, O(nfunc)) after the cheap header
+// checks; a real file has one.
+constexpr uint64_t kMaxScanFullChecks = 8;
 
-inline uint32_t rd32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline uint64_t rd64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-inline bool in_bounds(uint64_t off, uint64_t len, uint64_t size) {
-  return off <= size && len <= size - off;
+// Unchecked loads: every caller has checked its range (core/checked_bytes.h).
+inline uint32_t rd32(const uint8_t* p) { return load_le<uint32_t>(p); }
+inline uint64_t rd64(const uint8_t* p) { return load_le<uint64_t>(p); }
+
+// Cuts a name read from the table to kMaxReportedName bytes (marked).
+std::string reported_name(std::string_view s) {
+  if (s.size() <= kMaxReportedName) return std::string(s);
+  std::string out(s.substr(0, kMaxReportedName));
+  out += kTruncatedMark;
+  return out;
 }
 
 bool header_sane(const uint8_t* p) {
   uint32_t magic = rd32(p);
   return (magic == kMagic118 || magic == kMagic120) && p[4] == 0 && p[5] == 0 &&
          (p[6] == 1 || p[6] == 2 || p[6] == 4) && p[7] == 8;
+}
+
+// O(1) checks a scan candidate must pass before the full (O(nfunc)) check:
+// the header is sane and its tables lie in the order the linker writes them
+// (funcnametab, cutab, filetab, pctab, functab) inside `rest`, with room for
+// the functab.
+bool header_plausible(ByteView rest) {
+  if (!rest.contains(0, kHeaderSize) || !header_sane(rest.data())) return false;
+  uint64_t nfunc = 0, nfiles = 0, offs[5] = {};
+  rest.read_u64(8, nfunc);
+  rest.read_u64(16, nfiles);
+  for (int k = 0; k < 5; ++k) rest.read_u64(32 + 8 * k, offs[k]);
+  uint64_t prev = kHeaderSize;
+  for (uint64_t o : offs) {
+    if (o < prev || o > rest.size()) return false;
+    prev = o;
+  }
+  const uint64_t functab_room = rest.size() - offs[4];
+  return nfiles <= rest.size() && nfunc < functab_room / 8;
 }
 
 }  // namespace
@@ -149,8 +181,9 @@ struct PclntabAccess {
     const uint8_t* end = t.data_.data() + t.data_.size();
     uint64_t pc = f.entry;
     uint32_t val = static_cast<uint32_t>(-1);
-    // Each step consumes >= 2 bytes, so this loop is bounded by the data size.
-    while (p < end) {
+    // Each step consumes >= 2 bytes, so this loop is bounded by the data size,
+    // and by kMaxPcvalueSteps (the data may be hundreds of MiB).
+    for (uint32_t steps = 0; p < end && steps < kMaxPcvalueSteps; ++steps) {
       bool first = pc == f.entry;
       uint32_t uvdelta, pcdelta;
       if (*p == 0 && !first) return -1;  // end of table
@@ -180,7 +213,7 @@ struct PclntabAccess {
     uint32_t fo = rd32(t.data_.data() + off);
     if (fo == 0xffffffffu) return "?";
     auto s = cstr(t.data_, t.filetab_offset_, fo);
-    return s.empty() ? std::string_view("?") : s;
+    return s.empty() ? std::string_view("?") : s;  // cut to kMaxReportedName by the caller
   }
 
   // runtime.funcline1 on the physical function.
@@ -245,18 +278,18 @@ struct PclntabAccess {
       GoFrame fr;
       std::string_view file;
       file_line(t, f, q, file, fr.line);
-      fr.file.assign(file);
+      fr.file = reported_name(file);
       fr.entry = f.entry;
       fr.pc = q;
       std::optional<InlEntry> e;
       if (ix >= 0 && depth < kMaxInlineDepth) e = inl_entry(t, *tree, ix);
       if (!e) {
-        fr.function.assign(name_at(t, field(t, f, 4)));
+        fr.function = reported_name(name_at(t, field(t, f, 4)));
         fr.start_line = t.go120_plus() ? static_cast<int32_t>(field(t, f, 36)) : 0;
         out.push_back(std::move(fr));
         return;
       }
-      fr.function.assign(name_at(t, e->name_off));
+      fr.function = reported_name(name_at(t, e->name_off));
       fr.start_line = e->start_line;
       fr.inlined = true;
       out.push_back(std::move(fr));
@@ -437,15 +470,17 @@ void GoPclntab::init_header() {
       throw PclntabError("pclntab: functab not sorted at index " + std::to_string(i));
 }
 
-GoPclntab GoPclntab::from_elf(const ElfFile& elf, std::optional<uint64_t> text_start_override) {
+GoPclntab GoPclntab::from_elf(const ElfFile& elf, std::optional<uint64_t> text_start_override,
+                              PclntabScanStats* stats) {
   try {
-    return from_elf_impl(elf, text_start_override);
+    return from_elf_impl(elf, text_start_override, stats);
   } catch (const ElfError& e) {
     throw PclntabError(std::string("pclntab: ") + e.what());
   }
 }
 
-GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> text_start_override) {
+GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> text_start_override,
+                                   PclntabScanStats* stats) {
   std::optional<std::span<const uint8_t>> bytes;
   uint64_t vaddr = 0;
   for (const char* name : {".gopclntab", ".data.rel.ro.gopclntab"}) {
@@ -459,10 +494,16 @@ GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> t
   }
   std::optional<GoPclntab> scanned;
   if (!bytes) {
-    // Magic scan over the file-backed load segments, 8-byte aligned.
+    // Magic scan over the file-backed load segments, 8-byte aligned: cheap
+    // O(1) checks on every position, the full check on a few (a file full of
+    // plausible headers sharing one long functab made this quadratic).
+    PclntabScanStats local;
+    PclntabScanStats& st = stats ? *stats : local;
     elf.scan_loaded(8, kHeaderSize, [&](uint64_t a, std::span<const uint8_t> rest) {
+      ++st.positions;
       const uint8_t* p = rest.data();
-      if (p[7] != 8 || p[3] != 0xff || !header_sane(p)) return false;
+      if (p[7] != 8 || p[3] != 0xff || !header_plausible(ByteView(rest))) return false;
+      if (++st.full_checks > kMaxScanFullChecks) return true;  // stop: budget spent
       try {
         scanned.emplace(GoPclntab(View{}, rest, 0, a));
         vaddr = a;
@@ -471,7 +512,13 @@ GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> t
         return false;
       }
     });
-    if (!scanned) throw PclntabError(elf.label() + ": no Go pclntab found");
+    if (!scanned) {
+      std::string why = st.full_checks > kMaxScanFullChecks
+                            ? " (scan stopped after " + std::to_string(kMaxScanFullChecks) + " plausible candidates)"
+                            : "";
+      if (st.positions == 0 && !elf.io_error().empty()) why = " (" + elf.io_error() + ")";
+      throw PclntabError(elf.label() + ": no Go pclntab found" + why);
+    }
   }
   GoPclntab t = scanned ? std::move(*scanned) : GoPclntab(View{}, *bytes, 0, vaddr);
   t.pcheader_vaddr_ = vaddr;
@@ -543,8 +590,7 @@ void GoPclntab::set_gofunc(uint64_t link_time_addr, std::vector<uint8_t> bytes) 
 std::optional<GoPclntab::Func> GoPclntab::find_func(uint64_t pc) const {
   auto lf = A::lookup(*this, pc);
   if (!lf) return std::nullopt;
-  return Func{lf->first.entry, lf->first.end,
-              std::string(A::name_at(*this, A::field(*this, lf->first, 4)))};
+  return Func{lf->first.entry, lf->first.end, reported_name(A::name_at(*this, A::field(*this, lf->first, 4)))};
 }
 
 std::optional<GoPclntab::Func> GoPclntab::find_func_by_name(std::string_view name) const {
@@ -569,6 +615,15 @@ std::vector<GoFrame> GoPclntab::symbolize_stack(std::span<const uint64_t> pcs) c
     std::optional<uint64_t> next;
     if (i + 1 < pcs.size()) next = pcs[i + 1];
     A::expand(*this, pcs[i], next, out);
+    if (out.size() > kMaxStackFrames) {
+      // Deep stacks times crafted inline chains: keep the leaf end, say so.
+      out.resize(kMaxStackFrames);
+      GoFrame cut;
+      cut.function = "[frames truncated]";
+      cut.file = "?";
+      out.push_back(std::move(cut));
+      break;
+    }
   }
   return out;
 }

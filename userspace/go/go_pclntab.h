@@ -31,6 +31,12 @@ struct GoFrame {
   bool inlined = false;    // true for frames inlined into their caller
 };
 
+// Work done by the magic scan for a pclntab in a file without its sections.
+struct PclntabScanStats {
+  uint64_t positions = 0;    // 8-aligned positions looked at (O(1) each)
+  uint64_t full_checks = 0;  // candidates given the full O(nfunc) check (capped)
+};
+
 class GoPclntab {
  public:
   // data: bytes from the pcHeader to the end of the tables (copied).
@@ -44,7 +50,11 @@ class GoPclntab {
   // text_start_override wins when given (e.g. read from the live moduledata).
   // The table VIEWS the ElfFile's mapped bytes (copying MBs of pclntab cost more
   // than the whole bucket walk): the ElfFile must outlive it and its copies.
-  static GoPclntab from_elf(const ElfFile& elf, std::optional<uint64_t> text_start_override = std::nullopt);
+  // Function and file names longer than 4 KiB are cut and marked
+  // "...[truncated]"; a symbolized stack stops at 8192 frames (then one
+  // "[frames truncated]" frame).
+  static GoPclntab from_elf(const ElfFile& elf, std::optional<uint64_t> text_start_override = std::nullopt,
+                            PclntabScanStats* stats = nullptr);
 
   uint32_t magic() const { return magic_; }
   bool go120_plus() const { return magic_ == 0xfffffff1u; }
@@ -112,7 +122,8 @@ class GoPclntab {
   struct View {};
   GoPclntab(View, std::span<const uint8_t> data, uint64_t text_start, uint64_t pcheader_vaddr);
   void init_header();
-  static GoPclntab from_elf_impl(const ElfFile& elf, std::optional<uint64_t> text_start_override);
+  static GoPclntab from_elf_impl(const ElfFile& elf, std::optional<uint64_t> text_start_override,
+                                 PclntabScanStats* stats);
   // helpers implemented in go_pclntab.cpp
   friend struct PclntabAccess;
 };
