@@ -1,9 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The agent's kernel side: three events into one ring buffer.
+/* The agent's kernel side: three events into two ring buffers.
  *
- *   OOMSNAP_EV_OOM_KILL        oom:mark_victim
- *   OOMSNAP_EV_MEMCG_PRESSURE  vmscan:mm_vmscan_memcg_reclaim_begin (rate-limited per memcg)
- *   OOMSNAP_EV_PROCESS_EXIT    sched:sched_process_exit (whole group dead; by signal or tracked)
+ *   OOMSNAP_EV_OOM_KILL        oom:mark_victim                               -> oom_events
+ *   OOMSNAP_EV_MEMCG_PRESSURE  vmscan:mm_vmscan_memcg_reclaim_begin
+ *                              (rate-limited per memcg)                      -> events
+ *   OOMSNAP_EV_PROCESS_EXIT    sched:sched_process_exit (whole group dead; by signal or tracked):
+ *                              tracked processes                             -> oom_events
+ *                              others (rate-limited per memcg)               -> events
+ *
+ * Why two buffers: pressure and exit traffic is driven by what containers do
+ * (a container can kill its own processes thousands of times a second), so it
+ * shares `events` and may fill it; an OOM kill must never be lost to that, so
+ * it has `oom_events`, which nothing a container does at will can fill: OOM
+ * kills (bounded by how fast the kernel's OOM killer runs) and the exits of
+ * tracked processes (at most one per entry of `tracked`, which only user
+ * space and mark_victim fill). A tracked exit travels with the kills so that
+ * the exit of an OOM victim always arrives after its kill.
  *
  * Every event has two program variants: SEC("raw_tp/...") (preferred: no
  * tracefs, the tracepoint's raw arguments) and SEC("tp/<category>/<name>")
@@ -22,14 +34,28 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* Pressure events and the exits of untracked processes. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
-/* Processes whose exit is reported even when they exit normally: tgid → 1.
- * Filled by user space; an entry is removed here once its process is dead
- * (the tgid may be reused). */
+/* OOM kills and the exits of tracked processes only (see the top): 128 KiB
+ * holds ~1100 events, far more than the OOM killer produces between two
+ * reads of user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 128 * 1024);
+} oom_events SEC(".maps");
+
+/* Processes whose exit is always reported — even when they exit normally,
+ * past the exit rate limit, in oom_events: tgid → 1. Filled by user space
+ * (the victims it snapshotted) and by mark_victim (every OOM victim); an
+ * entry is removed here once its process is dead (the tgid may be reused).
+ * They bypass the rate limit because their exits complete incidents (the
+ * snapshotted victim died, the OOM victim is gone): losing one would leave a
+ * record without its ending. A container cannot use this to flood: it
+ * cannot add entries, and each entry yields at most one event. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -55,10 +81,11 @@ struct {
 	__type(value, __u8);
 } exit_seen SEC(".maps");
 
-/* Per-memcg rate limit of pressure events, keyed by memcg inode. An LRU map:
- * a node with more memcgs than entries forgets the least recently reclaiming
- * ones (their next event is sent at once; a pending suppressed count is lost). */
-struct pressure_state {
+/* Per-memcg rate limits of pressure events and of (untracked) exit events,
+ * keyed by memcg inode. LRU maps: a node with more memcgs than entries
+ * forgets the least recently active ones (their next event is sent at once; a
+ * pending suppressed count is lost). */
+struct rate_state {
 	__u64 last_sent_ns;  /* ktime of the last event sent (or claimed) */
 	__u64 suppressed;    /* events not sent since then */
 };
@@ -67,23 +94,39 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u64);
-	__type(value, struct pressure_state);
+	__type(value, struct rate_state);
 } pressure_limit SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct rate_state);
+} exit_limit SEC(".maps");
 
 /* At most one pressure event per memcg per this many ns (0: no limit). Set
  * by user space between open and load. */
 const volatile __u64 pressure_min_interval_ns = 100000000;
 
-/* Ring-buffer reservations that failed, read by user space. */
-__u64 dropped_events = 0;
+/* At most one exit event of an untracked process per memcg per this many ns
+ * (0: no limit). A container that kills its own processes in a loop gets
+ * ten events a second, each carrying the count of the exits suppressed
+ * before it. Set by user space between open and load. */
+const volatile __u64 exit_min_interval_ns = 100000000;
+
+/* Ring-buffer reservations that failed, per buffer, read by user space. */
+__u64 dropped_events = 0;      /* events */
+__u64 dropped_oom_events = 0;  /* oom_events */
 
 /* ---- helpers ---------------------------------------------------------- */
 
-static __always_inline struct oomsnap_event *reserve_event(__u32 type)
+/* `rb` is &events or &oom_events, `dropped` its counter (inlined, so the
+ * verifier sees a constant map). */
+static __always_inline struct oomsnap_event *reserve_in(void *rb, __u64 *dropped, __u32 type)
 {
-	struct oomsnap_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct oomsnap_event *e = bpf_ringbuf_reserve(rb, sizeof(*e), 0);
 	if (!e) {
-		__sync_fetch_and_add(&dropped_events, 1);
+		__sync_fetch_and_add(dropped, 1);
 		return NULL;
 	}
 	/* Ring-buffer memory is not zeroed; fields an event does not fill are 0. */
@@ -91,6 +134,27 @@ static __always_inline struct oomsnap_event *reserve_event(__u32 type)
 	e->type = type;
 	e->ktime_ns = bpf_ktime_get_ns();
 	return e;
+}
+
+static __always_inline struct oomsnap_event *reserve_event(__u32 type)
+{
+	return reserve_in(&events, &dropped_events, type);
+}
+
+static __always_inline struct oomsnap_event *reserve_oom_event(__u32 type)
+{
+	return reserve_in(&oom_events, &dropped_oom_events, type);
+}
+
+/* An OOM victim's exit is always reported (in oom_events, after its kill):
+ * it ends the kill's record. A full map only loses that guarantee: the exit
+ * is then reported like any other death by a signal. */
+static __always_inline void track_victim(__u32 tgid)
+{
+	__u8 one = 1;
+
+	if (tgid)
+		bpf_map_update_elem(&tracked, &tgid, &one, BPF_ANY);
 }
 
 /* The memory cgroup's kernfs id (= st_ino of its directory, v1 and v2). The
@@ -133,12 +197,15 @@ SEC("raw_tp/mark_victim")
 int oom_kill_raw(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx->args[0];
-	struct oomsnap_event *e = reserve_event(OOMSNAP_EV_OOM_KILL);
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	struct oomsnap_event *e;
 	struct mm_struct *mm;
 
+	track_victim(tgid);
+	e = reserve_oom_event(OOMSNAP_EV_OOM_KILL);
 	if (!e)
 		return 0;
-	e->tgid = BPF_CORE_READ(task, tgid);
+	e->tgid = tgid;
 	e->cgroup_id = task_memcg_id(task);
 	mm = BPF_CORE_READ(task, mm);
 	if (mm) {
@@ -161,12 +228,15 @@ int oom_kill_raw(struct bpf_raw_tracepoint_args *ctx)
 SEC("tp/oom/mark_victim")
 int oom_kill_tp(struct trace_event_raw_mark_victim *ctx)
 {
-	struct oomsnap_event *e = reserve_event(OOMSNAP_EV_OOM_KILL);
 	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	__u32 tgid = BPF_CORE_READ(ctx, pid);
+	struct oomsnap_event *e;
 
+	track_victim(tgid);
+	e = reserve_oom_event(OOMSNAP_EV_OOM_KILL);
 	if (!e)
 		return 0;
-	e->tgid = BPF_CORE_READ(ctx, pid);
+	e->tgid = tgid;
 	e->cgroup_id = task_memcg_id(cur);
 	if (bpf_core_field_exists(ctx->anon_rss)) {
 		/* kB → pages (PAGE_SIZE is 4 KiB on x86-64). */
@@ -183,34 +253,37 @@ int oom_kill_tp(struct trace_event_raw_mark_victim *ctx)
 	return 0;
 }
 
-/* ---- memcg pressure: vmscan:mm_vmscan_memcg_reclaim_begin -------------- */
+/* ---- per-memcg rate limit (pressure and exit events) ------------------ */
 
-/* Decides whether this reclaim of memcg `id` is sent. Returns 1 to send, with
- * *suppressed = the events of this memcg not sent since the last one; 0 when
- * it is counted as suppressed instead.
+/* Decides whether an event of memcg `id` is sent, at most one per
+ * `interval_ns` per memcg; `limit` is &pressure_limit or &exit_limit (inlined,
+ * so the verifier sees a constant map). Returns 1 to send, with *suppressed =
+ * the events of this memcg not sent since the last one; 0 when it is counted
+ * as suppressed instead.
  *
- * Races (two CPUs reclaiming in the same memcg): the slot is claimed with a
+ * Races (two CPUs with events of the same memcg): the slot is claimed with a
  * compare-and-swap of last_sent_ns, so only one of them sends per interval;
  * the loser counts itself as suppressed. The winner takes the count with an
  * atomic exchange, so an increment lands either in this event or in the next
  * one, never in neither. Counts are lost only when the LRU map evicts a
- * memcg's entry (more than 4096 memcgs reclaiming) or when the event cannot be
- * reserved (then dropped_events says so). First event of a memcg: two CPUs may
- * both miss the lookup; BPF_NOEXIST lets only one insert, the other counts as
- * suppressed. */
-static __always_inline int pressure_admit(__u64 id, __u64 now, __u32 *suppressed)
+ * memcg's entry (more than 4096 memcgs active) or when the event cannot be
+ * reserved (then the buffer's dropped counter says so). First event of a
+ * memcg: two CPUs may both miss the lookup; BPF_NOEXIST lets only one insert,
+ * the other counts as suppressed. */
+static __always_inline int rate_admit(void *limit, __u64 interval_ns, __u64 id, __u64 now,
+				      __u32 *suppressed)
 {
-	struct pressure_state *st, fresh = { .last_sent_ns = now, .suppressed = 0 };
+	struct rate_state *st, fresh = { .last_sent_ns = now, .suppressed = 0 };
 	__u64 last, n;
 
 	*suppressed = 0;
-	if (pressure_min_interval_ns == 0)
+	if (interval_ns == 0)
 		return 1;
-	st = bpf_map_lookup_elem(&pressure_limit, &id);
+	st = bpf_map_lookup_elem(limit, &id);
 	if (!st) {
-		if (bpf_map_update_elem(&pressure_limit, &id, &fresh, BPF_NOEXIST) == 0)
+		if (bpf_map_update_elem(limit, &id, &fresh, BPF_NOEXIST) == 0)
 			return 1;
-		st = bpf_map_lookup_elem(&pressure_limit, &id);
+		st = bpf_map_lookup_elem(limit, &id);
 		if (st)
 			__sync_fetch_and_add(&st->suppressed, 1);
 		return 0;
@@ -218,7 +291,7 @@ static __always_inline int pressure_admit(__u64 id, __u64 now, __u32 *suppressed
 	last = st->last_sent_ns;
 	/* Signed: another CPU may have claimed the slot with a ktime later than
 	 * the `now` read here; that is inside its interval, not 2^64 ns after. */
-	if ((__s64)(now - last) < (__s64)pressure_min_interval_ns ||
+	if ((__s64)(now - last) < (__s64)interval_ns ||
 	    __sync_val_compare_and_swap(&st->last_sent_ns, last, now) != last) {
 		__sync_fetch_and_add(&st->suppressed, 1);
 		return 0;
@@ -229,17 +302,19 @@ static __always_inline int pressure_admit(__u64 id, __u64 now, __u32 *suppressed
 }
 
 /* The event could not be reserved: give the taken count back so the next
- * event carries it (the event itself is counted in dropped_events). */
-static __always_inline void pressure_unadmit(__u64 id, __u32 suppressed)
+ * event carries it (the event itself is counted as dropped). */
+static __always_inline void rate_unadmit(void *limit, __u64 id, __u32 suppressed)
 {
-	struct pressure_state *st;
+	struct rate_state *st;
 
 	if (!suppressed)
 		return;
-	st = bpf_map_lookup_elem(&pressure_limit, &id);
+	st = bpf_map_lookup_elem(limit, &id);
 	if (st)
 		__sync_fetch_and_add(&st->suppressed, suppressed);
 }
+
+/* ---- memcg pressure: vmscan:mm_vmscan_memcg_reclaim_begin -------------- */
 
 static __always_inline int handle_pressure(__u32 order, __u32 gfp_flags)
 {
@@ -249,11 +324,11 @@ static __always_inline int handle_pressure(__u32 order, __u32 gfp_flags)
 	struct oomsnap_event *e;
 	__u32 suppressed;
 
-	if (!pressure_admit(id, now, &suppressed))
+	if (!rate_admit(&pressure_limit, pressure_min_interval_ns, id, now, &suppressed))
 		return 0;
 	e = reserve_event(OOMSNAP_EV_MEMCG_PRESSURE);
 	if (!e) {
-		pressure_unadmit(id, suppressed);
+		rate_unadmit(&pressure_limit, id, suppressed);
 		return 0;
 	}
 	e->ktime_ns = now;
@@ -289,36 +364,53 @@ int pressure_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *
  * only since 6.16.) When a group dies all at once (a fatal signal wakes every
  * thread), several threads routinely read 0 — one decremented before another
  * reached the tracepoint — so the first of them to insert the process into
- * exit_seen (BPF_NOEXIST: atomic) sends the event and the others stay quiet. */
+ * exit_seen (BPF_NOEXIST: atomic) sends the event and the others stay quiet.
+ *
+ * Then: a tracked process is sent in oom_events, unlimited (see `tracked`);
+ * any other goes through the per-memcg exit rate limit into `events`, the
+ * number of exits of its memcg suppressed before it in `suppressed`. The
+ * de-duplication comes first so that a group's threads count as one exit. */
 static __always_inline int handle_exit(struct task_struct *task)
 {
 	struct exit_key key = {};
 	struct oomsnap_event *e;
-	__u32 tgid, code;
+	__u32 tgid, code, suppressed = 0;
+	__u64 memcg, now;
 	__u8 one = 1;
-	int live;
+	int live, tracked_exit;
 
 	live = BPF_CORE_READ(task, signal, live.counter);
 	if (live != 0)
 		return 0;
 	tgid = BPF_CORE_READ(task, tgid);
 	code = BPF_CORE_READ(task, exit_code);
-	if ((code & 0x7f) == 0) {
-		if (!bpf_map_lookup_elem(&tracked, &tgid))
-			return 0;
-	}
+	tracked_exit = bpf_map_lookup_elem(&tracked, &tgid) != NULL;
+	if ((code & 0x7f) == 0 && !tracked_exit)
+		return 0;
 	key.tgid = tgid;
 	key.start_time_ns = BPF_CORE_READ(task, group_leader, start_time);
 	if (bpf_map_update_elem(&exit_seen, &key, &one, BPF_NOEXIST) != 0)
 		return 0;  /* another thread of the group reported it */
-	/* Dead now: a later process with the same tgid is not tracked. */
-	bpf_map_delete_elem(&tracked, &tgid);
-	e = reserve_event(OOMSNAP_EV_PROCESS_EXIT);
+	memcg = task_memcg_id(task);
+	now = bpf_ktime_get_ns();
+	if (tracked_exit) {
+		/* Dead now: a later process with the same tgid is not tracked. */
+		bpf_map_delete_elem(&tracked, &tgid);
+		e = reserve_oom_event(OOMSNAP_EV_PROCESS_EXIT);
+	} else {
+		if (!rate_admit(&exit_limit, exit_min_interval_ns, memcg, now, &suppressed))
+			return 0;
+		e = reserve_event(OOMSNAP_EV_PROCESS_EXIT);
+		if (!e)
+			rate_unadmit(&exit_limit, memcg, suppressed);
+	}
 	if (!e)
 		return 0;
+	e->ktime_ns = now;
 	e->tgid = tgid;
 	e->exit_code = code;
-	e->cgroup_id = task_memcg_id(task);
+	e->cgroup_id = memcg;
+	e->suppressed = suppressed;
 	/* The process's name: the group leader's comm (the last thread to exit
 	 * may be a worker thread with its own name). */
 	BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);

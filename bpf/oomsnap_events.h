@@ -11,9 +11,10 @@
 #define OOMSNAP_COMM_LEN 16
 
 enum oomsnap_event_type {
-	OOMSNAP_EV_OOM_KILL = 1,       /* oom:mark_victim: the kernel chose tgid */
+	OOMSNAP_EV_OOM_KILL = 1,       /* oom:mark_victim: the kernel chose tgid (own ring buffer, never rate-limited) */
 	OOMSNAP_EV_MEMCG_PRESSURE = 2, /* vmscan:mm_vmscan_memcg_reclaim_begin (rate-limited per memcg) */
-	OOMSNAP_EV_PROCESS_EXIT = 3,   /* sched:sched_process_exit, whole thread group, by signal or tracked */
+	OOMSNAP_EV_PROCESS_EXIT = 3,   /* sched:sched_process_exit, whole thread group, by signal or tracked
+	                                  (rate-limited per memcg unless tracked) */
 };
 
 /* One record per event; fields an event type does not fill are zero. */
@@ -28,7 +29,8 @@ struct oomsnap_event {
 	__u32 exit_code;    /* EXIT: task->exit_code (signal in the low 7 bits, status << 8) */
 	__u32 order;        /* PRESSURE: allocation order of the charge that started reclaim */
 	__u32 gfp_flags;    /* PRESSURE: its gfp flags */
-	__u32 suppressed;   /* PRESSURE: events of this memcg dropped by the rate limit since the last one sent */
+	__u32 suppressed;   /* PRESSURE, EXIT: events of this type and memcg dropped by the rate limit
+	                       since the last one sent (saturates at 2^32-1); 0 for a tracked EXIT */
 	char comm[OOMSNAP_COMM_LEN];
 };
 

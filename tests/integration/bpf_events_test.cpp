@@ -33,10 +33,19 @@ using oomsnap::BpfEventSource;
 
 namespace {
 
+// Exit events unlimited: these tests kill processes in the test's own memcg,
+// which tests running in parallel share, and the per-memcg exit rate limit
+// (exit_flood_test.cpp) would drop an exit that follows another's by < 100 ms.
+BpfEventOptions all_exits() {
+  BpfEventOptions o;
+  o.exit_min_interval = std::chrono::milliseconds(0);
+  return o;
+}
+
 // Opens a source and records every event it delivers.
 class EventLog {
  public:
-  explicit EventLog(const BpfEventOptions& opts = {}) {
+  explicit EventLog(const BpfEventOptions& opts = all_exits()) {
     src_ = BpfEventSource::open(opts, [this](const oomsnap_event& e) { events_.push_back(e); }, error_);
   }
   EventLog(const EventLog&) = delete;
@@ -125,7 +134,7 @@ class DiskTempDir {
 // OOM kill of a process in a 32 MiB memcg that touches 128 MiB; checks the
 // OOM_KILL and PROCESS_EXIT events of both attach modes.
 void check_oom_kill(BpfAttachMode mode) {
-  BpfEventOptions opts;
+  BpfEventOptions opts = all_exits();
   opts.mode = mode;
   EventLog log(opts);
   ASSERT_NE(log.source(), nullptr) << log.error();
@@ -180,7 +189,7 @@ TEST(BpfEvents, AutoModePicksRawTracepoints) {
 }
 
 TEST(BpfEvents, ForcedTracepointModeAttachesAndDelivers) {
-  BpfEventOptions opts;
+  BpfEventOptions opts = all_exits();
   opts.mode = BpfAttachMode::Tracepoint;
   EventLog log(opts);
   ASSERT_NE(log.source(), nullptr) << log.error();
@@ -205,7 +214,7 @@ TEST(BpfEvents, ForcedTracepointModeAttachesAndDelivers) {
 }
 
 TEST(BpfEvents, RawTracepointModeCanBeForced) {
-  BpfEventOptions opts;
+  BpfEventOptions opts = all_exits();
   opts.mode = BpfAttachMode::RawTracepoint;
   EventLog log(opts);
   ASSERT_NE(log.source(), nullptr) << log.error();

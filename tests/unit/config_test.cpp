@@ -39,6 +39,17 @@ TEST(Config, EmptyTextGivesDefaults) {
   EXPECT_EQ(c.batch_window, std::chrono::milliseconds(2));
   EXPECT_EQ(c.oom_kill_window, std::chrono::milliseconds(60000));
   EXPECT_EQ(c.rescan_interval, std::chrono::milliseconds(2000));
+  EXPECT_EQ(c.max_exit_records_per_minute, 30u);
+}
+
+TEST(Config, MaxExitRecordsPerMinuteIsBounded) {
+  EXPECT_EQ(parse_config("MaxExitRecordsPerMinute = 1\n").max_exit_records_per_minute, 1u);
+  EXPECT_EQ(parse_config("MaxExitRecordsPerMinute = 100000\n").max_exit_records_per_minute, 100000u);
+  // 0 would silence exits: that is what [triggers] Blacklist = ["process_exit"] is for.
+  EXPECT_NE(error_of("MaxExitRecordsPerMinute = 0\n").find("'MaxExitRecordsPerMinute' (line 1)"), std::string::npos);
+  EXPECT_NE(error_of("MaxExitRecordsPerMinute = 100001\n").find("out of range"), std::string::npos);
+  EXPECT_NE(error_of("MaxExitRecordsPerMinute = -5\n").find("'MaxExitRecordsPerMinute'"), std::string::npos);
+  EXPECT_NE(error_of("MaxExitRecordsPerMinute = 2.5\n").find("expected integer"), std::string::npos);
 }
 
 TEST(Config, AgentTimingAndScopeKeys) {

@@ -107,6 +107,9 @@ SandboxOptions Agent::sandbox_options() const {
 nlohmann::json Agent::counters() const {
   const SinkWriterCounters s = sink_writer_ ? sink_writer_->counters() : SinkWriterCounters{};
   return {{"bpf_ring_drops", bpf_ ? bpf_->dropped() : 0},
+          {"bpf_oom_ring_drops", bpf_ ? bpf_->dropped_oom() : 0},
+          {"exit_events_suppressed", suppressed_exit_events_},
+          {"exit_records_suppressed", suppressed_exit_records_},
           {"queue_overflows", queue_overflows_},
           {"events", events_seen_},
           {"pressure_events_suppressed", suppressed_pressure_},
@@ -244,10 +247,12 @@ void Agent::arm_rescan() {
   rescan_timer_.expires_after(options_.config.rescan_interval);
   rescan_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopping_) return;
+    flush_exit_records(false);
     for (const auto& gone : cgroups_->rescan()) {
       policy_.forget(gone);
       last_offer_.erase(gone);
       last_collection_.erase(gone);
+      if (auto owed = exit_limiter_.forget(gone)) write_exit_record(owed->exit, owed->suppressed, true);
     }
     arm_rescan();
   });
@@ -500,6 +505,7 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
 }
 
 void Agent::on_exit(const oomsnap_event& e) {
+  suppressed_exit_events_ += e.suppressed;
   const pid_t pid = static_cast<pid_t>(e.tgid);
   ExitInfo x;
   x.pid = pid;
@@ -513,19 +519,60 @@ void Agent::on_exit(const oomsnap_event& e) {
     if (!killed && !victim) continue;
     inc.exit = x;
     inc.timeline.exit = e.ktime_ns;
-    if (!p->collecting) finalize(id);
+    // The exits the kernel suppressed before this one still belong to the
+    // container's next exit record.
+    if (e.suppressed) exit_limiter_.add_suppressed(exit_record_key(inc.container.cgroup_path), e.suppressed);
+    if (!p->collecting) finalize(id);  // frees inc
     return;
   }
   if (!(e.exit_code & 0x7f) || blacklisted("process_exit")) return;
   auto memcg = memcg_of_event(e.cgroup_id, 0);
   if (!memcg) return;
+  HeldExit held{e, *memcg};
+  auto v = exit_limiter_.admit(exit_record_key(*memcg), held, monotonic_now_ns(),
+                               options_.config.max_exit_records_per_minute);
+  if (!v.write) {
+    ++suppressed_exit_records_;
+    return;
+  }
+  write_exit_record(held, v.suppressed, false);
+}
+
+// The bound is per container: the nearest memcg with a limit, so a container
+// that can create child cgroups does not get a fresh budget in each.
+std::string Agent::exit_record_key(const std::string& memcg) const {
+  return cgroups_->limited_container_of(memcg).value_or(memcg);
+}
+
+void Agent::write_exit_record(const HeldExit& held, const SuppressedExits& suppressed, bool held_back) {
+  const oomsnap_event& e = held.event;
   Incident& inc = open_kernel_incident(e, "process_exit", "sched_process_exit");
   inc.trigger.counters = {{"comm", std::string(e.comm, strnlen(e.comm, sizeof e.comm))},
-                          {"exit_code", e.exit_code}};
-  describe_container(inc.container, *memcg);
-  inc.exit = x;
+                          {"exit_code", e.exit_code},
+                          {"suppressed_exits", suppressed.total},
+                          {"suppressed_exits_in_kernel", suppressed.in_kernel}};
+  // Written when the container's window ended, not when it exited.
+  if (held_back) inc.trigger.counters["held_until_window_end"] = true;
+  describe_container(inc.container, held.memcg);
+  inc.exit = ExitInfo{static_cast<pid_t>(e.tgid), e.ktime_ns, e.exit_code};
   inc.timeline.exit = e.ktime_ns;
   finalize(inc.id);
+}
+
+// Containers whose exit-record window ended with exits unreported get one
+// record now, carrying the count. At shutdown a record would break the
+// bound (the window has not ended), so what is owed is logged instead.
+void Agent::flush_exit_records(bool stopping) {
+  for (auto& due : exit_limiter_.take_due(monotonic_now_ns(), stopping)) {
+    if (!stopping) {
+      write_exit_record(due.exit, due.suppressed, true);
+      continue;
+    }
+    log_->warn("{}: {} exit(s) by a signal since its last exit record not recorded (MaxExitRecordsPerMinute = {}), "
+               "{} of them suppressed in the kernel",
+               printable(due.container), due.suppressed.total + 1, options_.config.max_exit_records_per_minute,
+               due.suppressed.in_kernel);
+  }
 }
 
 std::string Agent::why_no_snapshot(const std::string& container, MonoNs now) const {
@@ -611,6 +658,7 @@ void Agent::stop() {
   if (dropped) log_->warn("{} queued collections dropped at shutdown", dropped);
   asio::post(io_, [this] {
     std::vector<uint64_t> ids;
+    flush_exit_records(true);  // logs what the exit-record bound still owes
     for (auto& [id, p] : pending_) {
       if (p->collecting) {
         p->inc.reason = "the agent stopped before this collection ran";

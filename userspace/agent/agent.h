@@ -9,7 +9,8 @@
 //        -> incident waits up to OomKillWindow for an OOM kill in its container
 //        -> record (with oom_kill.lead_ms) to stdout / rotating file
 //   BPF oom_kill -> always recorded (with the pending snapshot if any)
-//   BPF process_exit by signal -> recorded, or folded into its incident
+//   BPF process_exit by signal -> recorded (at most MaxExitRecordsPerMinute
+//        per container, the rest counted into the next), or folded into its incident
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include "agent/bpf_events.h"
 #include "agent/cgroup_triggers.h"
 #include "agent/config.h"
+#include "agent/exit_limit.h"
 #include "agent/incident.h"
 #include "agent/no_snapshot_reason.h"
 #include "agent/policy.h"
@@ -78,6 +80,11 @@ class Agent {
   void on_pressure(const oomsnap_event& e);
   void on_oom_kill(const oomsnap_event& e);
   void on_exit(const oomsnap_event& e);
+  // Exit records: bounded per container (exit_limiter_), written with the
+  // counts of the exits not recorded before them.
+  std::string exit_record_key(const std::string& memcg) const;
+  void write_exit_record(const HeldExit& x, const SuppressedExits& suppressed, bool held_back);
+  void flush_exit_records(bool stopping);
   void offer(const std::string& memcg, Trigger trigger);
   void on_policy_deadline();
   void start_collection(Candidate c, MonoNs decided);
@@ -119,6 +126,10 @@ class Agent {
   // Counters reported in every record and in the log.
   uint64_t events_seen_ = 0, unknown_cgroup_events_ = 0, records_written_ = 0, suppressed_pressure_ = 0,
            queue_overflows_ = 0;
+  // Exits the BPF rate limit did not send; exit records the per-container
+  // bound did not write.
+  uint64_t suppressed_exit_events_ = 0, suppressed_exit_records_ = 0;
+  ExitRecordLimiter exit_limiter_;
   // Writes records off the loop: every sink operation is bounded, a record
   // a sink could not take waits for retry (in order), none blocks the loop.
   std::unique_ptr<SinkWriter> sink_writer_;

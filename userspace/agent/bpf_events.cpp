@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "agent.skel.h"
@@ -160,10 +161,13 @@ std::unique_ptr<BpfEventSource> BpfEventSource::open(const BpfEventOptions& opts
     error = "BpfEventSource: no event handler";
     return nullptr;
   }
-  if (opts.pressure_min_interval.count() < 0 || opts.pressure_min_interval > std::chrono::hours(24)) {
-    error = "BpfEventSource: pressure_min_interval must be between 0 and 24 h, not " +
-            std::to_string(opts.pressure_min_interval.count()) + " ms";
-    return nullptr;
+  for (auto [name, interval] : {std::pair{"pressure_min_interval", opts.pressure_min_interval},
+                                 std::pair{"exit_min_interval", opts.exit_min_interval}}) {
+    if (interval.count() < 0 || interval > std::chrono::hours(24)) {
+      error = std::string("BpfEventSource: ") + name + " must be between 0 and 24 h, not " +
+              std::to_string(interval.count()) + " ms";
+      return nullptr;
+    }
   }
   LibbpfLog log;
   // What failed in each attempt: "<mode>: <step>: <error>", libbpf's warnings
@@ -234,6 +238,7 @@ bool BpfEventSource::init(BpfAttachMode mode, const BpfEventOptions& opts, std::
   }
   skel_->rodata->pressure_min_interval_ns =
       static_cast<uint64_t>(opts.pressure_min_interval.count()) * 1000000ull;
+  skel_->rodata->exit_min_interval_ns = static_cast<uint64_t>(opts.exit_min_interval.count()) * 1000000ull;
   auto progs = event_progs(skel_);
   for (auto& p : progs) {
     bpf_program__set_autoload(p.raw, raw);
@@ -258,10 +263,18 @@ bool BpfEventSource::init(BpfAttachMode mode, const BpfEventOptions& opts, std::
     *(raw ? p.raw_link : p.tp_link) = link;  // destroyed with the skeleton
     names += (names.empty() ? "" : ", ") + std::string(name);
   }
-  rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.events), &BpfEventSource::on_sample, this, nullptr);
+  // The OOM buffer first: ring_buffer__consume drains the buffers in the
+  // order they were added, so a kill is handled before the storm beside it.
+  rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.oom_events), &BpfEventSource::on_sample, this, nullptr);
   if (!rb_) {
     err = errno;
-    error = "creating the ring-buffer reader failed: " + errno_text(err);
+    error = "creating the ring-buffer reader (oom_events) failed: " + errno_text(err);
+    return false;
+  }
+  if (int rc = ring_buffer__add(rb_, bpf_map__fd(skel_->maps.events), &BpfEventSource::on_sample, this);
+      rc != 0) {
+    err = -rc;
+    error = "adding the ring buffer 'events' to the reader failed: " + errno_text(err);
     return false;
   }
   mode_ = mode;
@@ -302,7 +315,11 @@ int BpfEventSource::consume() {
 
 uint64_t BpfEventSource::dropped() const {
   // .bss is memory-mapped and updated by the programs.
-  return __atomic_load_n(&skel_->bss->dropped_events, __ATOMIC_RELAXED);
+  return __atomic_load_n(&skel_->bss->dropped_events, __ATOMIC_RELAXED) + dropped_oom();
+}
+
+uint64_t BpfEventSource::dropped_oom() const {
+  return __atomic_load_n(&skel_->bss->dropped_oom_events, __ATOMIC_RELAXED);
 }
 
 bool BpfEventSource::track_pid(pid_t tgid) {

@@ -1,14 +1,24 @@
 // The agent's kernel event source: loads bpf/agent.bpf.c (skeleton
 // agent.skel.h), attaches one program per event and hands every record of its
-// ring buffer to a handler.
+// two ring buffers to a handler.
 //
-//   OOMSNAP_EV_OOM_KILL        oom:mark_victim
+//   OOMSNAP_EV_OOM_KILL        oom:mark_victim; never rate-limited
 //   OOMSNAP_EV_MEMCG_PRESSURE  vmscan:mm_vmscan_memcg_reclaim_begin, at most one
 //                              per memcg per pressure_min_interval (rate-limited
 //                              in BPF; `suppressed` counts the events not sent)
 //   OOMSNAP_EV_PROCESS_EXIT    sched:sched_process_exit when the whole thread
 //                              group is dead and it was killed by a signal or
-//                              its tgid is tracked (track_pid)
+//                              its tgid is tracked (track_pid, and every OOM
+//                              victim from its mark_victim on); untracked ones
+//                              at most one per memcg per exit_min_interval
+//                              (`suppressed` as for pressure), tracked ones
+//                              always
+//
+// Ring buffers: OOM kills and tracked exits have one of their own, which
+// pressure and exit storms cannot fill (dropped_oom() counts its losses); the
+// rest share the other. consume() drains the OOM buffer first, so in one
+// drain a kill is handled before the exits and pressure that came with it,
+// and an OOM victim's exit (same buffer) always after its kill.
 //
 // What the events mean exactly:
 // - MEMCG_PRESSURE is the memcg of the task that entered memcg reclaim
@@ -66,6 +76,10 @@ struct BpfEventOptions {
   BpfAttachMode mode = BpfAttachMode::Auto;
   // At most one MEMCG_PRESSURE event per memcg per interval; 0 = every reclaim.
   std::chrono::milliseconds pressure_min_interval{100};
+  // At most one PROCESS_EXIT event of an untracked process per memcg per
+  // interval; 0 = every exit. Bounds what a container killing its own
+  // processes in a loop costs (ring space, agent work, records).
+  std::chrono::milliseconds exit_min_interval{100};
 };
 
 class BpfEventSource {
@@ -85,14 +99,17 @@ class BpfEventSource {
   BpfEventSource(const BpfEventSource&) = delete;
   BpfEventSource& operator=(const BpfEventSource&) = delete;
 
-  // ring_buffer__epoll_fd: readable when events are waiting.
+  // ring_buffer__epoll_fd: readable when events are waiting in either buffer.
   int fd() const;
-  // Drains the ring buffer into the handler: the number of events, or -errno.
+  // Drains the OOM buffer, then the other, into the handler: the number of events, or -errno.
   // An exception thrown by the handler stops the drain (the record that threw
   // is consumed, the rest stay queued) and is rethrown here.
   int consume();
-  // Ring-buffer reservation failures so far (events lost in the kernel).
+  // Ring-buffer reservation failures so far (events lost in the kernel), in
+  // both buffers.
   uint64_t dropped() const;
+  // Those of the OOM buffer alone (OOM kills, tracked exits).
+  uint64_t dropped_oom() const;
   // What was attached: RawTracepoint or Tracepoint.
   BpfAttachMode mode() const { return mode_; }
   // e.g. "raw_tp: mark_victim, mm_vmscan_memcg_reclaim_begin, sched_process_exit";

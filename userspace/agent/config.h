@@ -30,6 +30,9 @@ struct AgentConfig {
   std::chrono::milliseconds batch_window{2};                // BatchWindow (s): candidates merged into one decision
   std::chrono::milliseconds oom_kill_window{60000};         // OomKillWindow (s): how long a record waits for a kill
   std::chrono::milliseconds rescan_interval{2000};          // RescanInterval (s): new cgroups and limit changes
+  // Exit records (a process killed by a signal) per container per minute,
+  // 1..100000; the exits past it are counted in the container's next one.
+  uint64_t max_exit_records_per_minute = 30;                // MaxExitRecordsPerMinute
   // The capture process (every capture runs in one): killed at
   // RunTracingToolTimeout + Grace, capped in memory, its result in size.
   std::chrono::milliseconds capture_grace{1000};            // [capture] Grace (s), 0.1..600
