@@ -42,12 +42,15 @@ inline std::string temp_dir() {
 class AgentProcess {
  public:
   // env: extra NAME=value for the agent (e.g. OOMSNAP_CAPTURE_HELPER).
+  // launcher: a command the agent runs under (e.g. setpriv with fewer capabilities).
   AgentProcess(const std::string& dir, const std::string& config_text, std::vector<std::string> extra_args = {},
-               const std::vector<std::string>& env = {})
+               const std::vector<std::string>& env = {}, const std::vector<std::string>& launcher = {})
       : dir_(dir), log_(dir + "/agent.log") {
     std::ofstream(dir + "/agent.toml") << config_text;
-    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"" + log_ + "\"", OOMSNAP_BINARY,
-                                     "watch", "--config", dir + "/agent.toml", "--log-level", "debug"};
+    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"" + log_ + "\""};
+    argv.insert(argv.end(), launcher.begin(), launcher.end());
+    for (const char* a : {OOMSNAP_BINARY, "watch", "--config"}) argv.push_back(a);
+    for (const std::string& a : {dir + "/agent.toml", std::string("--log-level"), std::string("debug")}) argv.push_back(a);
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     proc_ = std::make_unique<Process>(argv, env);
   }

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/config.h"
+#include "agent/privileges.h"
 
 using namespace oomsnap;
 using nlohmann::json;
@@ -139,6 +140,8 @@ for d in docs:
             containers.append({"image": c.get("image"),
                                "argv": c.get("command", []) + c.get("args", []),
                                "privileged": c.get("securityContext", {}).get("privileged", False),
+                               "securityContext": c.get("securityContext", {}),
+                               "annotations": d["spec"]["template"]["metadata"].get("annotations", {}),
                                "resources": c.get("resources", {}),
                                "mounts": mounts})
         out["daemonsets"].append({
@@ -182,6 +185,26 @@ void expect_same_config(const AgentConfig& a, const AgentConfig& b, const std::s
   EXPECT_EQ(a.capture_grace, b.capture_grace);
   EXPECT_EQ(a.capture_memory_max, b.capture_memory_max);
   EXPECT_EQ(a.capture_result_max, b.capture_result_max);
+}
+
+// The capabilities the agent's start-up check wants on this kernel.
+std::set<std::string> needed_on_this_kernel() {
+  PrivilegeFacts f = current_privilege_facts();
+  f.memlock_unlimited = true;  // LimitMEMLOCK=infinity
+  const auto w = words(needed_capabilities(f));
+  return {w.begin(), w.end()};
+}
+
+std::set<std::string> unit_bounding_set() {
+  const Ini ini = parse_ini(read_file(kDeploy + "oomsnap.service"));
+  const auto w = words(one(ini, "Service", "CapabilityBoundingSet"));
+  return {w.begin(), w.end()};
+}
+
+bool by_path_has_no_devices(const json& mounts) {
+  for (const auto& m : mounts)
+    if (m["hostPath"].is_string() && m["hostPath"].get<std::string>().rfind("/dev", 0) == 0) return false;
+  return true;
 }
 
 }  // namespace
@@ -240,7 +263,7 @@ TEST(DeployService, HardeningLeavesWhatTheAgentNeeds) {
   auto value = [&](const std::string& k) {
     return svc.count(k) ? svc.at(k).back() : std::string();
   };
-  EXPECT_EQ(value("ProtectSystem"), "full");  // "strict" would need every path listed
+  EXPECT_EQ(value("ProtectSystem"), "strict");
   std::set<std::string> rw;
   for (const auto& v : svc.count("ReadWritePaths") ? svc.at("ReadWritePaths") : std::vector<std::string>{})
     for (const auto& p : words(v)) rw.insert(p[0] == '-' ? p.substr(1) : p);
@@ -253,14 +276,44 @@ TEST(DeployService, HardeningLeavesWhatTheAgentNeeds) {
   EXPECT_EQ(value("ProtectProc"), "");
   EXPECT_EQ(value("ProcSubset"), "");
   EXPECT_NE(value("PrivateUsers"), "yes");
-  EXPECT_EQ(value("SystemCallFilter"), "");  // bpf(2), perf_event_open(2)
-  // A bounding set, if any, must keep BPF and cross-process reads.
-  if (svc.count("CapabilityBoundingSet")) {
-    const auto caps = words(value("CapabilityBoundingSet"));
-    for (const char* need : {"CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN", "CAP_SYS_PTRACE",
-                             "CAP_DAC_READ_SEARCH"})
-      EXPECT_NE(std::find(caps.begin(), caps.end(), need), caps.end()) << need;
-  }
+  // A deny-list only: an allow-list such as @system-service lacks bpf(2) and
+  // perf_event_open(2); the groups denied hold none of the calls the agent makes.
+  const auto filter = value("SystemCallFilter");
+  ASSERT_FALSE(filter.empty());
+  EXPECT_EQ(filter[0], '~') << filter;
+  for (const char* needed : {"@debug", "@privileged", "@resources", "@process", "@system-service", "bpf",
+                             "perf_event_open", "process_vm_readv", "setrlimit", "seccomp"})
+    EXPECT_EQ(filter.find(needed), std::string::npos) << needed << " denied by " << filter;
+  EXPECT_EQ(value("SystemCallErrorNumber"), "EPERM");
+  // Exactly the capabilities the agent checks for on this kernel (with
+  // LimitMEMLOCK=infinity); tests/integration/agent_least_privilege_test.cpp
+  // runs the agent with this set.
+  EXPECT_EQ(unit_bounding_set(), needed_on_this_kernel());
+  EXPECT_EQ(value("NoNewPrivileges"), "yes");
+  // Bounded whatever a target does.
+  EXPECT_FALSE(value("MemoryMax").empty());
+  EXPECT_FALSE(value("TasksMax").empty());
+  EXPECT_EQ(value("UMask"), "0077");
+  // No /dev/kmsg, /proc/kallsyms or setns(2) in the agent: these hold.
+  for (const char* k : {"PrivateDevices", "ProtectClock", "ProtectKernelLogs", "ProtectKernelModules",
+                        "RestrictNamespaces", "PrivateNetwork", "PrivateTmp"})
+    EXPECT_EQ(value(k), "yes") << k;
+}
+
+// systemd's own reading of the unit (offline: no systemd needed): an exposure
+// score at most 3.0 ("OK"; the unit before least privilege scored 6.1).
+TEST(DeployService, SystemdRatesTheExposureLow) {
+  if (access("/usr/bin/systemd-analyze", X_OK) != 0) GTEST_SKIP() << "systemd-analyze not installed";
+  const std::string cmd = "/usr/bin/systemd-analyze security --offline=yes --threshold=30 '" + kDeploy +
+                          "oomsnap.service' 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int st = pclose(p);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
+  EXPECT_NE(out.find("Overall exposure level for oomsnap.service"), std::string::npos) << out;
 }
 
 // ------------------------------------------------------------------ daemonset.yaml
@@ -288,7 +341,17 @@ TEST(DeployDaemonSet, PrivilegedHostPidWithTheMountsTheAgentNeeds) {
   ASSERT_EQ(ds["containers"].size(), 1u);
   const json& c = ds["containers"][0];
   EXPECT_EQ(c["image"], "oomsnap:latest");
-  EXPECT_EQ(c["privileged"], true);
+  // Least privilege: the capabilities the agent checks for, nothing else
+  // (the same list as the systemd unit), no privileged mode, a read-only root.
+  EXPECT_EQ(c["privileged"], false);
+  const json& sc = c["securityContext"];
+  EXPECT_EQ(sc.value("readOnlyRootFilesystem", false), true);
+  EXPECT_EQ(sc.value("allowPrivilegeEscalation", true), false);
+  EXPECT_EQ(sc["capabilities"]["drop"], json::array({"ALL"}));
+  std::set<std::string> added;
+  for (const auto& cap : sc["capabilities"]["add"]) added.insert("CAP_" + cap.get<std::string>());
+  EXPECT_EQ(added, needed_on_this_kernel());
+  EXPECT_EQ(added, unit_bounding_set());
   const auto argv = c["argv"].get<std::vector<std::string>>();
   ASSERT_GE(argv.size(), 4u);
   EXPECT_EQ(argv[0], "/usr/local/bin/oomsnap");
@@ -297,7 +360,9 @@ TEST(DeployDaemonSet, PrivilegedHostPidWithTheMountsTheAgentNeeds) {
   const std::string config_path = argv[3];
   EXPECT_EQ(c["resources"]["requests"]["cpu"], "50m");
   EXPECT_EQ(c["resources"]["requests"]["memory"], "64Mi");
-  EXPECT_TRUE(c["resources"].contains("limits"));
+  EXPECT_TRUE(c["resources"]["limits"].contains("memory"));
+  EXPECT_TRUE(c["resources"]["limits"].contains("cpu"));
+  EXPECT_TRUE(by_path_has_no_devices(c["mounts"]));
 
   std::map<std::string, json> by_path;
   for (const auto& m : c["mounts"]) by_path[m["mountPath"].get<std::string>()] = m;

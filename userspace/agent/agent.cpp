@@ -1,4 +1,5 @@
 #include "agent/agent.h"
+#include "agent/privileges.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -168,6 +169,25 @@ void Agent::log_sink_messages() {
   for (const auto& m : sink_writer_->take_messages()) log_->warn("record sink: {}", m);
 }
 
+// Names every capability the agent lacks with what it costs; only a missing
+// BPF capability stops the start (nothing would be recorded).
+bool Agent::check_privileges(std::string& error) {
+  const PrivilegeFacts facts = current_privilege_facts();
+  const auto missing = missing_privileges(facts);
+  for (const auto& m : missing) {
+    if (m.fatal) continue;
+    log_->warn("missing capability {}: {}", m.capabilities, m.consequence);
+  }
+  for (const auto& m : missing) {
+    if (!m.fatal) continue;
+    error = "missing capability " + m.capabilities + ": " + m.consequence +
+            " (run as root, or grant: " + needed_capabilities(facts) + ")";
+    return false;
+  }
+  if (missing.empty()) log_->debug("capabilities: all needed are effective ({})", needed_capabilities(facts));
+  return true;
+}
+
 bool Agent::start(std::string& error) {
   const AgentConfig& c = options_.config;
   apply_config();
@@ -186,6 +206,8 @@ bool Agent::start(std::string& error) {
     error = "cgroup.Scope '" + c.cgroup_scope + "' does not exist under " + fs->mount;
     return false;
   }
+
+  if (!check_privileges(error)) return false;
 
   BpfEventOptions bo;
   bo.mode = options_.bpf_mode;

@@ -68,6 +68,7 @@ class Agent {
   using Timer = boost::asio::steady_timer;
 
   void apply_config();
+  bool check_privileges(std::string& error);
   bool open_sinks(std::string& error);
   void log_sink_messages();
   void arm_bpf();
