@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/record_limit.h"
 #include "agent/sink.h"
 #include "agent/time_format.h"
 #include "sink_test_util.h"
@@ -1131,7 +1132,9 @@ TEST_P(StreamSinkStalled, WriteTimesOutInsteadOfBlocking) {
   o.write_timeout = milliseconds(200);
   auto sink = make_stream_sink(s.write_fd, "stdout", o);
 
-  const std::string big = record_line(rec(0, 0, 4 << 20));  // larger than any kernel buffer
+  // Larger than any kernel buffer (and than record_line's 1 MiB limit: a sink
+  // takes whatever line it is given).
+  const std::string big = serialise_record(rec(0, 0, 4 << 20), SIZE_MAX) + "\n";
   std::string err, got;
   bool ok = true;
   long long took = 0;
@@ -1186,7 +1189,7 @@ TEST(StreamSink, DeadlineCutsTheWait) {
       milliseconds(2000),
       [&] {
         const auto t0 = Steady::now();
-        r = sink->write_record(record_line(rec(0, 0, 1 << 20)), deadline);
+        r = sink->write_record(serialise_record(rec(0, 0, 1 << 20), SIZE_MAX) + "\n", deadline);
         took = ms_between(t0, Steady::now());
       },
       [&] { sinktest::drain(s.read_fd); }));

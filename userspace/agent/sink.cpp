@@ -1,5 +1,7 @@
 #include "agent/sink.h"
 
+#include "agent/record_limit.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -869,9 +871,10 @@ std::unique_ptr<RecordSink> make_rotating_file_sink(std::string dir, uint64_t ma
 }
 
 std::string record_line(const nlohmann::json& record) {
-  // replace: an invalid UTF-8 byte becomes U+FFFD instead of dump() throwing
-  // type_error 316 and losing the whole record over one bad comm/path byte.
-  return record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
+  // Invalid UTF-8 becomes U+FFFD instead of dump() throwing type_error 316
+  // and losing the whole record over one bad comm/path byte; the line is
+  // bounded (agent/record_limit.h).
+  return serialise_record(record) + '\n';
 }
 
 void SinkSet::add(std::unique_ptr<RecordSink> sink) {

@@ -1,0 +1,83 @@
+// One record stays under its size limit whatever a target put in it, and says
+// what was cut.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/record_limit.h"
+#include "agent/sink.h"
+
+using namespace oomsnap;
+using nlohmann::json;
+
+namespace {
+
+json record_with_entries(size_t n, size_t frames, size_t name_len) {
+  json entries = json::array();
+  for (size_t i = 0; i < n; ++i) {
+    json stack = json::array();
+    for (size_t f = 0; f < frames; ++f) stack.push_back(std::string(name_len, 'a' + static_cast<char>(f % 26)));
+    entries.push_back({{"kind", "allocation_site"}, {"name", "main.f" + std::to_string(i)}, {"bytes", 1000 - i},
+                       {"objects", 1}, {"stack", stack}});
+  }
+  return {{"time", "2026-12-01T00:00:00.000Z"}, {"node", "n"}, {"victim_pid", 42}, {"comm", "leaker"},
+          {"container", {{"cgroup_path", "/box"}, {"usage_bytes", 1}, {"limit_bytes", 2}}},
+          {"tracer_data", {{"language", "go"}, {"snapshot", {{"status", "complete"}, {"output_truncated", false},
+                                                             {"entries", entries}}}}}};
+}
+
+}  // namespace
+
+TEST(RecordLimit, SmallRecordIsUnchanged) {
+  const json r = record_with_entries(10, 5, 20);
+  EXPECT_EQ(serialise_record(r), r.dump());
+  EXPECT_EQ(record_line(r), r.dump() + "\n");
+}
+
+TEST(RecordLimit, ManyEntriesAreCutFromTheLeastImportantEnd) {
+  const json r = record_with_entries(20000, 10, 40);  // ~9 MB
+  ASSERT_GT(r.dump().size(), 4 * kMaxRecordBytes);
+  const std::string line = record_line(r);
+  EXPECT_LE(line.size(), kMaxRecordBytes + 1);
+  const json out = json::parse(line);
+  EXPECT_EQ(out["output_truncated"], true);
+  EXPECT_NE(out["output_truncated_reason"].get<std::string>().find("snapshot entries kept"), std::string::npos);
+  const json& snap = out["tracer_data"]["snapshot"];
+  EXPECT_EQ(snap["output_truncated"], true);
+  ASSERT_GT(snap["entries"].size(), 1000u);  // as many as fit, not a token few
+  EXPECT_EQ(snap["entries"][0]["name"], "main.f0");  // the largest first
+  EXPECT_EQ(out["victim_pid"], 42);
+  // Most of the limit is used.
+  EXPECT_GT(line.size(), kMaxRecordBytes * 9 / 10);
+}
+
+TEST(RecordLimit, HugeNamesAndDeepStacksAreClamped) {
+  const json r = record_with_entries(3, 100000, 64);  // three stacks of 100k frames
+  const json out = json::parse(serialise_record(r));
+  const json& e = out["tracer_data"]["snapshot"]["entries"];
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_LE(e[0]["stack"].size(), 64u);
+  json one_name = record_with_entries(1, 1, 8 << 20);  // an 8 MiB function name
+  const std::string line = serialise_record(one_name);
+  EXPECT_LE(line.size(), kMaxRecordBytes);
+  EXPECT_EQ(json::parse(line)["tracer_data"]["snapshot"]["entries"].size(), 1u);
+}
+
+TEST(RecordLimit, HostileTextOutsideTheSnapshotIsBoundedToo) {
+  json r = record_with_entries(1, 1, 10);
+  r["container"]["cgroup_path"] = std::string(3 << 20, '/');
+  json many = json::array();
+  for (int i = 0; i < 200000; ++i) many.push_back({{"type", "memcg_pressure"}, {"kernel_ts_ns", i}});
+  r["triggers_seen"] = many;
+  r["comm"] = std::string("bad\xff\xfe", 5);
+  const std::string line = serialise_record(r);
+  EXPECT_LE(line.size(), kMaxRecordBytes);
+  const json out = json::parse(line);
+  EXPECT_EQ(out["output_truncated"], true);
+  EXPECT_EQ(out["victim_pid"], 42);
+  EXPECT_LT(out["container"]["cgroup_path"].get<std::string>().size(), 2000u);
+  // And a tiny limit still yields valid JSON naming the victim.
+  const json tiny = json::parse(serialise_record(r, 600));
+  EXPECT_EQ(tiny["victim_pid"], 42);
+  EXPECT_EQ(tiny["output_truncated"], true);
+}

@@ -1,0 +1,120 @@
+#include "agent/record_limit.h"
+
+#include <algorithm>
+
+namespace oomsnap {
+namespace {
+
+using nlohmann::json;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// The snapshot's entries, if the record has any.
+json* snapshot_entries(json& record) {
+  auto td = record.find("tracer_data");
+  if (td == record.end() || !td->is_object()) return nullptr;
+  auto snap = td->find("snapshot");
+  if (snap == td->end() || !snap->is_object()) return nullptr;
+  auto entries = snap->find("entries");
+  return entries != snap->end() && entries->is_array() ? &*entries : nullptr;
+}
+
+// Every string longer than `max_chars` cut (at a UTF-8 boundary) with a
+// marker, every array longer than `max_items` cut; returns whether anything was.
+bool clamp_everywhere(json& j, size_t max_chars, size_t max_items) {
+  bool cut = false;
+  if (j.is_string()) {
+    auto& s = j.get_ref<std::string&>();
+    if (s.size() > max_chars) {
+      size_t n = max_chars;
+      while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 sequence
+      s.resize(n);
+      s += "...";
+      cut = true;
+    }
+  } else if (j.is_array()) {
+    if (j.size() > max_items) {
+      j.erase(j.begin() + static_cast<std::ptrdiff_t>(max_items), j.end());
+      cut = true;
+    }
+    for (auto& v : j) cut |= clamp_everywhere(v, max_chars, max_items);
+  } else if (j.is_object()) {
+    for (auto& [k, v] : j.items()) cut |= clamp_everywhere(v, max_chars, max_items);
+  }
+  return cut;
+}
+
+// Keeps the most entries (they are ordered by bytes, largest first) that
+// let `record` fit in `max_bytes`; returns how many. Each entry is measured
+// once, so a record of 100k entries costs one pass, not a dump per guess.
+size_t fit_entries(json& record, json& entries, size_t max_bytes) {
+  json all = json::array();
+  all.swap(entries);
+  size_t size = dump(record).size();  // with an empty entries array
+  size_t kept = 0;
+  for (; kept < all.size(); ++kept) {
+    const size_t add = dump(all[kept]).size() + (kept ? 1 : 0);  // the comma
+    if (size + add > max_bytes) break;
+    size += add;
+  }
+  all.erase(all.begin() + static_cast<std::ptrdiff_t>(kept), all.end());
+  entries.swap(all);
+  return kept;
+}
+
+// What is left when even clamped the record is too big: the fields that say
+// what happened, where and to whom.
+json essentials(const json& record) {
+  json out = json::object();
+  for (const char* k : {"time", "node", "victim_pid", "comm", "score"})
+    if (record.contains(k)) out[k] = record[k];
+  if (record.contains("container") && record["container"].is_object())
+    for (const char* k : {"cgroup_path", "usage_bytes", "limit_bytes"})
+      if (record["container"].contains(k)) out["container"][k] = record["container"][k];
+  clamp_everywhere(out, 256, 8);
+  return out;
+}
+
+}  // namespace
+
+std::string serialise_record(const json& record, size_t max_bytes) {
+  std::string line = dump(record);
+  if (line.size() <= max_bytes) return line;
+  const size_t original = line.size();
+  // Room for the two fields that say what was cut.
+  const size_t budget = max_bytes > 2048 ? max_bytes - 512 : max_bytes / 2;
+  json r = record;
+  std::string what;
+  if (json* entries = snapshot_entries(r)) {
+    const size_t before = entries->size();
+    // Stacks first get a sane depth (names of 1 KiB, 64 frames), then the
+    // least important entries go.
+    for (auto& e : *entries) clamp_everywhere(e, 1024, 64);
+    const size_t kept = fit_entries(r, *entries, budget);
+    r["tracer_data"]["snapshot"]["output_truncated"] = true;
+    what = std::to_string(kept) + " of " + std::to_string(before) + " snapshot entries kept";
+  }
+  line = dump(r);
+  if (line.size() > budget) {
+    for (size_t chars = 1024, items = 64; line.size() > budget && chars >= 16; chars /= 4, items /= 4) {
+      clamp_everywhere(r, chars, std::max<size_t>(items, 1));
+      line = dump(r);
+    }
+    what += std::string(what.empty() ? "" : "; ") + "strings and lists cut";
+  }
+  auto mark = [&](json& j) {
+    j["output_truncated"] = true;
+    j["output_truncated_reason"] = "record of " + std::to_string(original) + " bytes over the " +
+                                   std::to_string(max_bytes) + "-byte limit: " + what;
+    return dump(j);
+  };
+  line = mark(r);
+  if (line.size() > max_bytes) {
+    r = essentials(record);
+    what = "only the essentials kept";
+    line = mark(r);
+  }
+  return line;
+}
+
+}  // namespace oomsnap
