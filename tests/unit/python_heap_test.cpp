@@ -19,7 +19,7 @@ using namespace oomsnap;
 
 namespace {
 
-constexpr uint64_t kHaveGc = 1ull << 14, kListSub = 1ull << 25;
+constexpr uint64_t kHaveGc = 1ull << 14, kListSub = 1ull << 25, kHeapType = 1ull << 9;
 
 // A fake interpreter: _PyRuntime -> one PyInterpreterState whose GC state
 // has four empty circular lists; types and objects are added on demand.
@@ -63,6 +63,16 @@ class FakeHeap {
     put(obj + 16, ob_size);
     return obj;
   }
+  // Readable bytes that end where a PROT_NONE page begins: a read past
+  // [addr, addr + size) fails, whatever else the process has mapped.
+  uint64_t guarded(size_t size) {
+    const size_t body = (size + 4095) & ~size_t{4095};
+    const uint64_t a = alloc(body + 4096);
+    if (mprotect(reinterpret_cast<void*>(a + body), 4096, PROT_NONE) != 0) throw std::bad_alloc();
+    return a + body - size;
+  }
+  // size bytes of untouched (zero) readable memory.
+  uint64_t zeros(size_t size) { return alloc(size); }
   uint64_t words(const std::vector<uint64_t>& v) {
     const uint64_t a = alloc(v.size() * 8 + 8);
     for (size_t i = 0; i < v.size(); ++i) put(a + i * 8, v[i]);
@@ -250,4 +260,113 @@ TEST(PythonHeap, HostileContainerSizesStayBounded) {
   auto r = h.walk(1000);
   EXPECT_NE(r.status, SnapshotStatus::kFailed) << r.reason;
   EXPECT_EQ(by_name(r)["list"].first, 1u);
+}
+
+// A list claiming 10M items (and one claiming 2^40) must not make the reader
+// allocate for them: the queue grows only with pointers worth following, and
+// a count the memory behind it does not hold makes the snapshot partial,
+// saying which container. The object cap is as high as the default (10M), so
+// only the reader's own bounds keep the queue small.
+TEST(PythonHeap, ClaimedItemCountsDoNotGrowTheQueue) {
+  for (uint64_t claim : {uint64_t{10'000'000}, uint64_t{1} << 40}) {
+    FakeHeap h;
+    const uint64_t list = h.type("list", 40, 0, kHaveGc | kListSub);
+    const uint64_t bytes = h.type("bytes", 33, 1, 0);
+    const uint64_t items = h.guarded(16);  // two real items, then a PROT_NONE page
+    FakeHeap::put(items, h.untracked(bytes, 7)), FakeHeap::put(items + 8, h.untracked(bytes, 9));
+    const uint64_t l = h.tracked(list);
+    FakeHeap::put(l + 16, claim), FakeHeap::put(l + 24, items), FakeHeap::put(l + 32, claim);
+    auto r = h.walk(20'000'000);
+    EXPECT_EQ(r.status, SnapshotStatus::kPartial) << claim;
+    EXPECT_NE(r.reason.find("a list at 0x"), std::string::npos) << r.reason;
+    EXPECT_NE(r.reason.find("claims " + std::to_string(claim) + " items"), std::string::npos) << r.reason;
+    EXPECT_LE(r.ref_queue_peak_bytes, 64u << 10) << claim;  // before: 80 MB for 10M
+    EXPECT_EQ(by_name(r)["list"].first, 1u);
+  }
+}
+
+// 10M items that are all readable (zeros: nothing to follow) are read in
+// batches; nothing is queued for them, and the walk is complete.
+TEST(PythonHeap, ReadableHugeContainerIsReadInBatches) {
+  FakeHeap h;
+  const uint64_t list = h.type("list", 40, 0, kHaveGc | kListSub);
+  const uint64_t n = 10'000'000;
+  const uint64_t items = h.zeros(n * 8);
+  const uint64_t l = h.tracked(list);
+  FakeHeap::put(l + 16, n), FakeHeap::put(l + 24, items), FakeHeap::put(l + 32, n);
+  auto r = h.walk(20'000'000);
+  EXPECT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_LE(r.ref_queue_peak_bytes, 64u << 10);
+  EXPECT_EQ(by_name(r)["list"], std::make_pair(uint64_t{1}, 40 + n * 8 + 16));
+}
+
+// __slots__ members are queued within the queue's room like container items,
+// so many slots per object cannot grow the queue (or the seen marks, whose
+// fallback set takes the scattered addresses) past the object cap.
+TEST(PythonHeap, SlotReferencesStayWithinTheObjectCap) {
+  FakeHeap h;
+  constexpr int kSlots = 256, kObjects = 50;
+  const uint64_t members = h.words(std::vector<uint64_t>(kSlots * 5 + 5, 0));
+  for (int i = 0; i < kSlots; ++i) {  // PyMemberDef {name, type, offset, flags, doc}
+    const uint64_t m = members + static_cast<uint64_t>(i) * 40;
+    FakeHeap::put(m, 1), FakeHeap::put(m + 8, 6 /* T_OBJECT */), FakeHeap::put(m + 16, 16 + 8 * static_cast<uint64_t>(i));
+  }
+  const uint64_t slotted = h.type("Slotted", 16 + 8 * kSlots, 0, kHaveGc | kHeapType);
+  FakeHeap::put(slotted + h.L.tp_members, members);
+  uint64_t scattered = uint64_t{0x100000000000};
+  for (int o = 0; o < kObjects; ++o) {
+    const uint64_t obj = h.tracked(slotted, 2, 16 + 8 * kSlots);
+    for (int i = 0; i < kSlots; ++i, scattered += uint64_t{1} << 20)  // a 1 MiB region each: the fallback set
+      FakeHeap::put(obj + 16 + 8 * static_cast<uint64_t>(i), scattered);
+  }
+  const uint64_t cap = 100;
+  auto r = h.walk(cap);
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial) << r.reason;
+  EXPECT_EQ(by_name(r)["Slotted"].first, uint64_t{kObjects});
+  EXPECT_LE(r.ref_queue_peak_bytes, 2 * cap * 8);  // before: 12800 queued
+  EXPECT_LE(r.addresses_marked, 2 * cap + 1024);
+}
+
+// Names come from the target: a 5000-byte tp_name and a 2000-character
+// Latin-1 qualname are cut to 1 KiB, marked, at a UTF-8 character boundary.
+TEST(PythonHeap, LongTypeNamesAreCutAt1KiB) {
+  FakeHeap h;
+  const uint64_t longc = h.type(std::string(5000, 'N'), 48, 0, kHaveGc);
+  h.tracked(longc);
+  const uint64_t heap = h.type("Short", 48, 0, kHaveGc | kHeapType);
+  const uint64_t q = h.untracked(0, 0, h.L.compact_size + 2000);
+  FakeHeap::put(q + 16, 2000);
+  FakeHeap::put(q + 32, (1u << 2) | (1u << 5));  // kind 1, compact, not ASCII: Latin-1
+  std::memset(reinterpret_cast<void*>(q + h.L.compact_size), 0xE9, 2000);  // 'é'
+  FakeHeap::put(heap + h.L.ht_qualname, q);
+  h.tracked(heap);
+  auto r = h.walk();
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  int cut = 0;
+  for (const auto& t : r.types) {
+    EXPECT_LE(t.name.size(), 1024u) << t.name.substr(0, 40);
+    if (t.name.size() < 1000) continue;
+    ++cut;
+    EXPECT_EQ(t.name.substr(t.name.size() - 5), "[...]");
+    const std::string body = t.name.substr(0, t.name.size() - 5);
+    EXPECT_TRUE(body == std::string(body.size(), 'N') || body.size() % 2 == 0) << "cut inside a character";
+  }
+  EXPECT_EQ(cut, 2);
+  EXPECT_EQ(by_name(r).count("<unreadable type>"), 0u);
+}
+
+// A layout whose offsets do not fit the bytes read for their struct (a
+// type field past type_read_size) is refused before anything is read.
+TEST(PythonHeap, LayoutWithOffsetsOutsideTheirStructsIsRefused) {
+  FakeHeap h;
+  h.tracked(h.type("Node", 48, 0, kHaveGc));
+  h.L.tp_flags = h.L.type_read_size;
+  auto r = h.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kFailed);
+  EXPECT_NE(r.reason.find("unusable CPython layout"), std::string::npos) << r.reason;
+  FakeHeap g;
+  g.L.gc_head_sets[0].back() = g.L.gc_state_size - 8;  // a 16-byte head in the last 8 bytes
+  r = g.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kFailed);
+  EXPECT_NE(r.reason.find("GC list head"), std::string::npos) << r.reason;
 }

@@ -147,3 +147,78 @@ TEST(PythonRuntime, VersionFromNameAndHex) {
   EXPECT_EQ(python_version_text(0x030f00a2, true), "3.15.0a2");
   EXPECT_EQ(python_version_text(0x030d0000, false), "3.13");
 }
+
+// Every offset taken from _Py_DebugOffsets is checked against the size the
+// same record gives for its struct, every size against a local bound, and
+// the version against the one the bytes are read as: a hostile interpreter
+// chooses them all. Each case edits one word of the real 3.13 record.
+TEST(PythonLayout, DebugOffsetsOutsideTheirStructsAreRefused) {
+  const auto real = runtime_bytes(std::string(OOMSNAP_ROOTFS) + "/trixie/usr/bin/python3.13");
+  ASSERT_GE(real.size(), kPyDebugOffsetsReadSize) << "run tools/fetch-python-rootfs.sh";
+  auto word = [](std::vector<uint8_t>& b, size_t i) -> uint64_t {
+    uint64_t v;
+    std::memcpy(&v, b.data() + i * 8, 8);
+    return v;
+  };
+  auto set = [](std::vector<uint8_t>& b, size_t i, uint64_t v) { std::memcpy(b.data() + i * 8, &v, 8); };
+  // 3.13 word indexes: 1 version, 3 runtime size, 5 interpreters_head,
+  // 6 interpreter size, 8 next, 10 gc; 46 type size; 50 tuple size; 71 gc size, 72 collecting.
+  std::string err;
+  {
+    std::vector<uint8_t> b = real;
+    ASSERT_TRUE(parse_py_debug_offsets(b, 13, err)) << err;
+    set(b, 5, word(b, 3));  // interpreters_head at the end of _PyRuntimeState
+    EXPECT_FALSE(parse_py_debug_offsets(b, 13, err));
+    EXPECT_NE(err.find("interpreters.head"), std::string::npos) << err;
+  }
+  {
+    std::vector<uint8_t> b = real;
+    set(b, 10, word(b, 6) - 8);  // the GC state running past PyInterpreterState
+    EXPECT_FALSE(parse_py_debug_offsets(b, 13, err));
+    EXPECT_NE(err.find("PyInterpreterState.gc"), std::string::npos) << err;
+  }
+  {
+    std::vector<uint8_t> b = real;
+    set(b, 8, word(b, 6));  // next at the end of PyInterpreterState
+    EXPECT_FALSE(parse_py_debug_offsets(b, 13, err));
+    EXPECT_NE(err.find("PyInterpreterState.next"), std::string::npos) << err;
+  }
+  {
+    std::vector<uint8_t> b = real;
+    set(b, 72, word(b, 71) - 2);  // a 4-byte collecting flag across the end of the GC state
+    EXPECT_FALSE(parse_py_debug_offsets(b, 13, err));
+    EXPECT_NE(err.find("gc.collecting"), std::string::npos) << err;
+  }
+  {
+    std::vector<uint8_t> b = real;
+    set(b, 3, uint64_t{1} << 40), set(b, 6, uint64_t{1} << 40);  // sizes beyond any real struct
+    EXPECT_FALSE(parse_py_debug_offsets(b, 13, err));
+    EXPECT_NE(err.find("struct sizes"), std::string::npos) << err;
+  }
+  {
+    std::vector<uint8_t> b = real;
+    set(b, 46, 16);  // tp_name / tp_flags past a 16-byte PyTypeObject
+    EXPECT_FALSE(parse_py_debug_offsets(b, 13, err));
+    EXPECT_NE(err.find("PyTypeObject"), std::string::npos) << err;
+  }
+  {
+    std::vector<uint8_t> b = real;
+    set(b, 1, 0x030e00f0);  // a 3.14 version in bytes read as 3.13
+    EXPECT_FALSE(parse_py_debug_offsets(b, 13, err));
+    EXPECT_NE(err.find("is not 3.13"), std::string::npos) << err;
+  }
+}
+
+// Each built-in layout fits its structs; one that does not is named.
+TEST(PythonLayout, TableLayoutsPassTheirOwnChecks) {
+  for (uint32_t v : {0x030b02f0u, 0x030c01f0u, 0x030d05f0u, 0x030e0af0u}) {
+    auto L = python_layout_for(v);
+    ASSERT_TRUE(L);
+    EXPECT_FALSE(validate_py_layout(*L)) << std::hex << v << ": " << *validate_py_layout(*L);
+  }
+  auto L = python_layout_for(0x030d05f0);
+  L->gc_long_lived_total = L->gc_state_size - 8;  // total + pending: 16 bytes
+  auto bad = validate_py_layout(*L);
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->find("long_lived"), std::string::npos) << *bad;
+}

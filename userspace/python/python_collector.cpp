@@ -98,7 +98,7 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
     e.name = std::move(t.name);
     e.bytes = t.bytes;
     e.objects = t.objects;
-    total_bytes += t.bytes;
+    total_bytes = total_bytes > ~uint64_t{0} - t.bytes ? ~uint64_t{0} : total_bytes + t.bytes;  // hostile sizes: saturate
     snap.entries.push_back(std::move(e));
   }
   snap.totals.emplace_back("bytes", total_bytes);

@@ -1,6 +1,7 @@
 #include "python/python_heap.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -8,6 +9,7 @@
 
 #include "core/address_bitmap.h"
 #include "core/address_set.h"
+#include "core/checked_bytes.h"
 
 namespace oomsnap {
 namespace {
@@ -28,6 +30,19 @@ constexpr size_t kMaxTypes = 65536;       // distinct type addresses before "<ot
 constexpr int kMaxBaseDepth = 32;          // tp_base chain length followed
 constexpr uint64_t kSaneBytes = 1ull << 40;
 constexpr int kT_OBJECT = 6, kT_OBJECT_EX = 16;  // PyMemberDef.type
+// Local limits on what the target's counts can make the reader do. A
+// container's item count is the target's to choose: its items are read in
+// batches of kBatchRecords into a fixed buffer and only the pointers worth
+// following are queued, so the queue grows with real references, never with
+// a claimed count; at most kMaxItemsPerContainer records are read from one
+// container (16 Mi: 128 MiB of list items, within the default read budget).
+constexpr uint64_t kMaxItemsPerContainer = uint64_t{1} << 24;
+constexpr size_t kBatchRecords = 1024;
+constexpr unsigned kMaxStride = 3;
+constexpr size_t kMaxSlots = 256;         // __slots__ members per type, bases included
+constexpr size_t kMaxNameBytes = 1024;    // a type's name, marker included
+constexpr std::string_view kTruncated = "[...]";
+constexpr uint64_t kMaxDictKeys = 4096;   // entries of a type's __dict__ searched for __module__
 
 enum class Kind { kOther, kList, kTuple, kDict, kSet, kStr, kInt, kBytes, kByteArray, kFloat };
 
@@ -41,18 +56,39 @@ struct TypeInfo {
   uint64_t objects = 0, bytes = 0;
 };
 
-inline uint64_t u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
+// Fields of bytes copied from the target, through the checked view: a field
+// outside the bytes read reads as 0 (absent), never past the buffer.
+inline uint64_t u64(ByteView v, uint64_t off) {
+  uint64_t x = 0;
+  v.read_u64(off, x);
+  return x;
 }
-inline int64_t i64(const uint8_t* p) { return static_cast<int64_t>(u64(p)); }
-inline uint32_t u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
+inline int64_t i64(ByteView v, uint64_t off) { return static_cast<int64_t>(u64(v, off)); }
+inline uint32_t u32(ByteView v, uint64_t off) {
+  uint32_t x = 0;
+  v.read_u32(off, x);
+  return x;
 }
 inline uint64_t abs64(int64_t v) { return v < 0 ? static_cast<uint64_t>(-(v + 1)) + 1 : static_cast<uint64_t>(v); }
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+// Byte totals of hostile sizes summed over millions of objects: stop at the
+// top instead of wrapping.
+inline uint64_t sat_add(uint64_t a, uint64_t b) { return a > ~uint64_t{0} - b ? ~uint64_t{0} : a + b; }
+
+// At most kMaxNameBytes of `s`, cut at a UTF-8 character boundary and marked.
+std::string capped_name(std::string s) {
+  if (s.size() <= kMaxNameBytes) return s;
+  size_t cut = kMaxNameBytes - kTruncated.size();
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  s.resize(cut);
+  s += kTruncated;
+  return s;
+}
 
 // PyDictKeysObject header fields (same 3.11-3.14).
 struct DictKeys {
@@ -85,15 +121,21 @@ class Walker {
   std::optional<std::string> read_str(uint64_t addr);
   std::string read_c_string(uint64_t addr);
   uint64_t dict_lookup(uint64_t dict, std::string_view key);
-  uint64_t size_of(uint64_t obj, const uint8_t* o, const TypeInfo& t);
-  void add_pointers(uint64_t addr, uint64_t count, unsigned stride = 1, unsigned keep = 1);
+  uint64_t size_of(uint64_t obj, ByteView o, const TypeInfo& t);
+  // what: the container's kind, for the reason when its count is cut.
+  void add_pointers(uint64_t addr, uint64_t count, unsigned stride = 1, unsigned keep = 1, const char* what = "container");
   void add_pointer(uint64_t p);
-  void collect_refs(uint64_t obj, const uint8_t* o, const TypeInfo& t);
+  bool queue_full();
+  bool mark(uint64_t addr);
+  void collect_refs(uint64_t obj, ByteView o, const TypeInfo& t);
   void visit_refs();
   // Walks one generation list; false when it stopped early (reason set;
   // halt_ also set when nothing more should be read at all).
   bool walk_list(uint64_t head);
   const std::vector<uint32_t>* pick_heads(uint64_t gc);
+  // The interpreter's GC state (gc_state_size bytes, every GC offset of the
+  // layout inside them) into gc_buf_; false when unreadable.
+  bool read_gc_state(uint64_t gc);
   bool is_static(uint64_t a) const {
     for (auto& [lo, hi] : in_.static_ranges)
       if (a >= lo && a < hi) return true;
@@ -131,7 +173,10 @@ class Walker {
   // so references to tracked objects are recognised from the seen marks
   // without reading those objects a second time.
   std::vector<uint64_t, HugePageAllocator<uint64_t>> refs_;
-  uint64_t visited_ = 0, tracked_ = 0, untracked_ = 0, steps_ = 0;
+  std::vector<uint64_t> batch_;   // one batch of a container's records (kBatchRecords x stride words)
+  std::vector<uint8_t> gc_buf_;  // the GC state being read (read_gc_state)
+  uint64_t visited_ = 0, tracked_ = 0, untracked_ = 0, steps_ = 0, marks_ = 0;
+  uint64_t peak_queue_bytes_ = 0;
   bool refs_truncated_ = false;
   bool halt_ = false;
   uint64_t missing_ = 0;      // estimated objects of incomplete lists not read
@@ -155,44 +200,52 @@ bool Walker::load(uint64_t addr, uint8_t* out, size_t want) {
 std::optional<DictKeys> Walker::read_keys(uint64_t addr) {
   uint8_t b[32];
   if (!addr || !mem_.read(addr, b, sizeof b)) return std::nullopt;
+  const ByteView v(b, sizeof b);
   DictKeys k;
-  k.refcnt = i64(b);
-  k.log2_size = b[8];
-  k.log2_index_bytes = b[9];
-  k.kind = b[10];
-  k.usable = u64(b + 16);
-  k.nentries = u64(b + 24);
+  k.refcnt = i64(v, 0);
+  v.read_u8(8, k.log2_size);
+  v.read_u8(9, k.log2_index_bytes);
+  v.read_u8(10, k.kind);
+  k.usable = u64(v, 16);
+  k.nentries = u64(v, 24);
   if (!k.sane()) return std::nullopt;
   return k;
 }
 
+// A C string (tp_name) of printable ASCII; at most kMaxNameBytes, marked
+// when cut. Smaller windows for a name near the end of a mapping.
 std::string Walker::read_c_string(uint64_t addr) {
-  char b[128];
-  for (size_t n : {sizeof b, size_t{32}}) {
-    if (addr && mem_.read(addr, b, n)) {
-      size_t len = strnlen(b, n);
-      if (len == n) continue;  // not terminated within the window: try no further
-      std::string s(b, len);
-      bool printable = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127; });
-      return printable ? s : std::string();
-    }
+  char b[kMaxNameBytes];
+  for (size_t n : {sizeof b, size_t{128}, size_t{32}}) {
+    if (!addr || !mem_.read(addr, b, n)) continue;
+    const size_t len = strnlen(b, n);
+    // Unterminated within a smaller window: the bytes run into unreadable
+    // memory, not a name. Within the largest: a long name, cut.
+    if (len == n && n != sizeof b) return {};
+    std::string s(b, len);
+    bool printable = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127; });
+    if (!printable) return {};
+    return len == n ? capped_name(s + std::string(kTruncated)) : s;
   }
   return {};
 }
 
-// A str object's text when it is compact ASCII or Latin-1 and short (names).
+// A str object's text when it is compact ASCII or Latin-1 (names), as
+// UTF-8; a long one is cut to kMaxNameBytes and marked.
 std::optional<std::string> Walker::read_str(uint64_t addr) {
-  uint8_t o[48];
-  if (!addr || !load(addr, o, sizeof o)) return std::nullopt;
-  const uint64_t len = u64(o + 16);
-  const uint32_t state = u32(o + 32);
+  uint8_t buf[48];
+  if (!addr || !load(addr, buf, sizeof buf)) return std::nullopt;
+  const ByteView o(buf, sizeof buf);
+  const uint64_t len = u64(o, 16);
+  const uint32_t state = u32(o, 32);
   const unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
-  if (!compact || kind != 1 || len > 256) return std::nullopt;
-  char buf[256];
-  if (!mem_.read(addr + (ascii ? L_.ascii_size : L_.compact_size), buf, len)) return std::nullopt;
+  if (!compact || kind != 1) return std::nullopt;
+  char text[kMaxNameBytes];
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(len, sizeof text));
+  if (!mem_.read(addr + (ascii ? L_.ascii_size : L_.compact_size), text, n)) return std::nullopt;
   std::string s;
-  for (uint64_t i = 0; i < len; ++i) {
-    auto c = static_cast<unsigned char>(buf[i]);
+  for (size_t i = 0; i < n; ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x80) {
       s += static_cast<char>(c);
     } else {  // Latin-1 to UTF-8
@@ -200,25 +253,30 @@ std::optional<std::string> Walker::read_str(uint64_t addr) {
       s += static_cast<char>(0x80 | (c & 0x3F));
     }
   }
-  return s;
+  if (len > n) s += kTruncated;
+  return capped_name(std::move(s));
 }
 
 // Value for a str key in a combined or split dict (0 when absent/unreadable).
 uint64_t Walker::dict_lookup(uint64_t dict, std::string_view key) {
   uint8_t d[48];
   if (!dict || !load(dict, d, sizeof d)) return 0;
-  const uint64_t keys_addr = u64(d + 32), values = u64(d + 40);
+  const uint64_t keys_addr = u64(ByteView(d, sizeof d), 32), values = u64(ByteView(d, sizeof d), 40);
   auto k = read_keys(keys_addr);
-  if (!k || k->nentries > 4096) return 0;
+  if (!k || k->nentries > kMaxDictKeys) return 0;
   const uint64_t esz = k->entry_size(), key_off = k->kind == 0 ? 8 : 0;
   std::vector<uint8_t> ents(k->nentries * esz);
   if (ents.empty() || !mem_.read(keys_addr + k->entries_offset(), ents.data(), ents.size())) return 0;
+  const ByteView ev(ents.data(), ents.size());
   for (uint64_t i = 0; i < k->nentries; ++i) {
-    const uint64_t kp = u64(ents.data() + i * esz + key_off);
+    if ((i & 63) == 63 && deadline_.expired()) return 0;  // each key is a read: bounded in time too
+    ByteView e;
+    if (!ev.element(i, esz, e)) break;
+    const uint64_t kp = u64(e, key_off);
     if (!kp) continue;
     auto s = read_str(kp);
     if (!s || *s != key) continue;
-    if (!values) return u64(ents.data() + i * esz + key_off + 8);
+    if (!values) return u64(e, key_off + 8);
     uint64_t v = 0;
     mem_.get(values + L_.dict_values_items + i * 8, v);
     return v;
@@ -227,30 +285,37 @@ uint64_t Walker::dict_lookup(uint64_t dict, std::string_view key) {
 }
 
 void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
-  std::vector<uint8_t> b(L_.type_read_size);
-  if (!addr || (addr & 7) || !mem_.read(addr, b.data(), b.size())) return;
-  t.flags = u64(b.data() + L_.tp_flags);
-  const int64_t basic = i64(b.data() + L_.tp_basicsize), item = i64(b.data() + L_.tp_itemsize);
+  // A type is read once, but there can be 65536 of them: past the deadline
+  // the rest stay unreadable rather than cost more reads.
+  if (!addr || (addr & 7) || deadline_.expired()) return;
+  std::vector<uint8_t> buf(L_.type_read_size);
+  if (!mem_.read(addr, buf.data(), buf.size())) return;
+  // validate_py_layout put every tp_* offset inside type_read_size.
+  const ByteView b(buf.data(), buf.size());
+  t.flags = u64(b, L_.tp_flags);
+  const int64_t basic = i64(b, L_.tp_basicsize), item = i64(b, L_.tp_itemsize);
   if (basic < 16 || basic > (1 << 20) || item < 0 || item > (1 << 16)) return;  // not a type object
   t.basicsize = static_cast<uint64_t>(basic);
   t.itemsize = static_cast<uint64_t>(item);
   const bool heap = t.flags & kHeapType;
-  std::string tp_name = read_c_string(u64(b.data() + L_.tp_name));
+  std::string tp_name = read_c_string(u64(b, L_.tp_name));
   if (tp_name.empty()) return;
   t.valid = true;
   t.name = tp_name;
   if (heap) {
-    if (auto q = read_str(u64(b.data() + L_.ht_qualname))) t.name = *q;
-    if (auto m = read_str(dict_lookup(u64(b.data() + L_.tp_dict), "__module__")); m && *m != "builtins")
-      t.name = *m + "." + t.name;
-    if (auto k = read_keys(u64(b.data() + L_.ht_cached_keys))) t.shared_entries = std::min<uint64_t>(k->nentries, 64);
+    if (auto q = read_str(u64(b, L_.ht_qualname))) t.name = *q;
+    if (auto m = read_str(dict_lookup(u64(b, L_.tp_dict), "__module__")); m && *m != "builtins")
+      t.name = capped_name(*m + "." + t.name);
+    if (auto k = read_keys(u64(b, L_.ht_cached_keys))) t.shared_entries = std::min<uint64_t>(k->nentries, 64);
     // __slots__: object members of this type (PyMemberDef array at tp_members).
-    const uint64_t members = u64(b.data() + L_.tp_members);
-    for (int i = 0; members && i < 256; ++i) {
-      uint8_t m[40];
-      if (!mem_.read(members + static_cast<uint64_t>(i) * 40, m, sizeof m) || u64(m) == 0) break;
-      const int type = static_cast<int>(u32(m + 8));
-      const int64_t off = i64(m + 16);
+    const uint64_t members = u64(b, L_.tp_members);
+    for (int i = 0; members && i < 256 && t.slot_offsets.size() < kMaxSlots; ++i) {
+      uint8_t mb[40];
+      if (!mem_.read(members + static_cast<uint64_t>(i) * 40, mb, sizeof mb)) break;
+      const ByteView m(mb, sizeof mb);
+      if (u64(m, 0) == 0) break;
+      const int type = static_cast<int>(u32(m, 8));
+      const int64_t off = i64(m, 16);
       if ((type == kT_OBJECT || type == kT_OBJECT_EX) && off >= 16 && off + 8 <= basic)
         t.slot_offsets.push_back(static_cast<uint32_t>(off));
     }
@@ -270,10 +335,16 @@ void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
   } else {
     // The base's own info is cached like any type's (a class hierarchy reads
     // each base once); a cycle or an over-deep chain yields an invalid base.
-    const TypeInfo& base = type_info(u64(b.data() + L_.tp_base), depth + 1);
+    const TypeInfo& base = type_info(u64(b, L_.tp_base), depth + 1);
     if (base.valid) {
       t.kind = base.kind;
-      t.slot_offsets.insert(t.slot_offsets.end(), base.slot_offsets.begin(), base.slot_offsets.end());
+      // The same member can come from several bases: each offset once, and
+      // at most kMaxSlots (every one is a read per object).
+      for (uint32_t off : base.slot_offsets) {
+        if (t.slot_offsets.size() >= kMaxSlots) break;
+        if (std::find(t.slot_offsets.begin(), t.slot_offsets.end(), off) == t.slot_offsets.end())
+          t.slot_offsets.push_back(off);
+      }
     }
   }
   const bool managed = L_.minor == 11 ? (t.flags & kManagedDict) : (t.flags & (kManagedDict | kManagedWeakref));
@@ -300,32 +371,33 @@ TypeInfo& Walker::type_info(uint64_t addr, int depth) {
 }
 
 // sys.getsizeof of the object, from its first kObjView bytes `o`.
-uint64_t Walker::size_of(uint64_t obj, const uint8_t* o, const TypeInfo& t) {
+uint64_t Walker::size_of(uint64_t obj, ByteView o, const TypeInfo& t) {
   const uint64_t basic = t.basicsize;
-  const uint64_t n = abs64(i64(o + 16));  // ob_size for var objects
+  const uint64_t n = abs64(i64(o, 16));  // ob_size for var objects
   uint64_t size = basic;
   switch (t.kind) {
-    case Kind::kList: size = basic + std::min<uint64_t>(u64(o + 32), kSaneBytes) * 8; break;
+    case Kind::kList: size = basic + std::min<uint64_t>(u64(o, 32), kSaneBytes) * 8; break;
     case Kind::kInt: {
-      const uint64_t ndigits = L_.long_has_lv_tag ? (u64(o + 16) >> 3) : n;
+      const uint64_t ndigits = std::min(L_.long_has_lv_tag ? (u64(o, 16) >> 3) : n, kSaneBytes);
       size = basic + std::max<uint64_t>(ndigits, 1) * 4;
       break;
     }
     case Kind::kStr: {
-      const uint32_t state = u32(o + 32);
-      const uint64_t kind = (state >> 2) & 7, len = std::min(u64(o + 16), kSaneBytes);
+      const uint32_t state = u32(o, 32);
+      const uint64_t kind = (state >> 2) & 7, len = std::min(u64(o, 16), kSaneBytes);
       if ((state >> 5) & 1) size = ((state >> 6) & 1) ? L_.ascii_size + len + 1 : L_.compact_size + (len + 1) * kind;
       else size = basic + (len + 1) * kind;
       break;
     }
-    case Kind::kByteArray: size = basic + std::min(u64(o + L_.bytearray_alloc), kSaneBytes); break;
+    case Kind::kByteArray: size = basic + std::min(u64(o, L_.bytearray_alloc), kSaneBytes); break;
     case Kind::kSet:
-      if (u64(o + 40) != obj + 64) size = basic + (std::min(u64(o + 32), kSaneBytes) + 1) * 16;
+      if (u64(o, 40) != obj + 64) size = basic + (std::min(u64(o, 32), kSaneBytes) + 1) * 16;
       break;
     case Kind::kDict: {
-      const uint64_t keys = u64(o + 32), values = u64(o + 40);
+      const uint64_t keys = u64(o, 32), values = u64(o, 40);
       auto k = is_static(keys) ? std::nullopt : read_keys(keys);
-      if (k && values) size += (k->nentries + k->usable) * 8;  // split table: shared_keys_usable_size values
+      if (k && values)  // split table: shared_keys_usable_size values
+        size += (k->nentries + std::min(k->usable, kSaneBytes)) * 8;
       if (k && k->refcnt == 1) size += k->bytes();          // keys owned by this dict
       break;
     }
@@ -337,56 +409,92 @@ uint64_t Walker::size_of(uint64_t obj, const uint8_t* o, const TypeInfo& t) {
   return size + t.preheader;
 }
 
+// Room left in the reference queue: never more than the object cap can
+// still admit (the queue holds objects yet to be visited).
+bool Walker::queue_full() {
+  const uint64_t room = in_.max_objects - std::min(visited_, in_.max_objects);
+  if (refs_.size() < room) return false;
+  refs_truncated_ = true;
+  return true;
+}
+
+// Marks addr seen; false when it was already. The marks live in 1 MiB
+// bitmap regions up to AddressBitmap's region limit, then in its fallback
+// hash set, which grows with every mark: bounded here by the object cap (a
+// mark per object visited or reference followed, both within it).
+bool Walker::mark(uint64_t addr) {
+  if (!seen_.insert(addr)) return false;
+  const uint64_t limit = 2 * in_.max_objects + 1024;
+  if (++marks_ > limit) halt("seen-set limit of " + std::to_string(limit) + " addresses reached");
+  return true;
+}
+
 // Queues the pointers among `count` records of `stride` words at addr whose
 // word index is set in keep (bit 0 = first word of each record): list and
 // tuple items, {key, hash} set entries, {hash, key, value} dict entries.
-void Walker::add_pointers(uint64_t addr, uint64_t count, unsigned stride, unsigned keep) {
-  if (!addr || count == 0) return;
-  // Never queue more than the object cap can still admit.
-  const uint64_t room = in_.max_objects - std::min(visited_, in_.max_objects);
-  count = std::min<uint64_t>(count, room > refs_.size() ? room - refs_.size() : 0);
-  const size_t at = refs_.size();
-  refs_.resize(at + count * stride);
-  if (!mem_.read(addr, refs_.data() + at, count * stride * 8)) {
-    refs_.resize(at);
-    return;
+// count is the target's: records are read a batch at a time and only
+// pointers worth following are queued (not null, not static, not already
+// counted), within the queue's room, at most kMaxItemsPerContainer records.
+void Walker::add_pointers(uint64_t addr, uint64_t count, unsigned stride, unsigned keep, const char* what) {
+  if (!addr || count == 0 || stride == 0 || stride > kMaxStride) return;
+  const uint64_t claimed = count;
+  count = std::min(count, kMaxItemsPerContainer);
+  batch_.resize(kBatchRecords * kMaxStride);
+  for (uint64_t done = 0; done < count && !halt_;) {
+    if (queue_full()) return;
+    const uint64_t n = std::min<uint64_t>(count - done, kBatchRecords);
+    // An unreadable batch ends this container; what was queued stays. Where
+    // it starts in readable memory, the count runs past the end of it: a
+    // count that does not match the memory is worth a partial. (Unmapped
+    // items are a container freed while we read: the list walk says so.)
+    const uint64_t at = addr + done * stride * 8;
+    if (!mem_.read(at, batch_.data(), n * stride * 8)) {
+      if (!mem_.read_limit_hit() && !mem_.target_gone() && mem_.mapped(at))
+        stop(std::string("a ") + what + " at " + hex(addr) + " claims " + std::to_string(claimed) +
+             " items, more than the memory it points at holds; " + std::to_string(done) + " were followed");
+      return;
+    }
+    const uint64_t words = n * stride;
+    for (uint64_t r = 0; r < words; ++r) {
+      if (!((keep >> (r % stride)) & 1)) continue;
+      const uint64_t p = batch_[r];
+      if (!p || is_static(p) || seen_.contains(p)) continue;
+      if (queue_full()) return;
+      refs_.push_back(p);
+    }
+    done += n;
+    if ((done & (kBatchRecords * 16 - 1)) == 0 && deadline_.expired()) return;  // visit/walk loops halt on it
   }
-  // Keep the wanted words, and drop what is already counted (tracked
-  // objects walked so far) or is not heap (static objects).
-  size_t w = at;
-  for (size_t r = at; r < refs_.size(); ++r) {
-    const uint64_t p = refs_[r];
-    if (!((keep >> ((r - at) % stride)) & 1)) continue;
-    if (p && !is_static(p) && !seen_.contains(p)) refs_[w++] = p;
-  }
-  refs_.resize(w);
+  if (claimed > count && !halt_)
+    stop(std::string("a ") + what + " at " + hex(addr) + " claims " + std::to_string(claimed) +
+         " items; the first " + std::to_string(count) + " were followed");
 }
 
 void Walker::add_pointer(uint64_t p) {
-  if (p && !is_static(p) && !seen_.contains(p)) refs_.push_back(p);
+  if (p && !is_static(p) && !seen_.contains(p) && !queue_full()) refs_.push_back(p);
 }
 
 // The objects this tracked object references directly, as CPython's own
 // tp_traverse would see them for the common containers and instances.
-void Walker::collect_refs(uint64_t obj, const uint8_t* o, const TypeInfo& t) {
-  const uint64_t n = abs64(i64(o + 16));
+void Walker::collect_refs(uint64_t obj, ByteView o, const TypeInfo& t) {
+  const uint64_t n = abs64(i64(o, 16));
   switch (t.kind) {
-    case Kind::kList: add_pointers(u64(o + 24), std::min(n, u64(o + 32))); break;
-    case Kind::kTuple: add_pointers(obj + L_.tuple_items, n); break;
+    case Kind::kList: add_pointers(u64(o, 24), std::min(n, u64(o, 32)), 1, 1, "list"); break;
+    case Kind::kTuple: add_pointers(obj + L_.tuple_items, n, 1, 1, "tuple"); break;
     case Kind::kSet: {
-      const uint64_t mask = u64(o + 32);
-      if (mask < (1ull << 32)) add_pointers(u64(o + 40), mask + 1, 2, 0b01);  // setentry {key, hash}
+      const uint64_t mask = u64(o, 32);
+      if (mask < (1ull << 32)) add_pointers(u64(o, 40), mask + 1, 2, 0b01, "set");  // setentry {key, hash}
       break;
     }
     case Kind::kDict: {
-      const uint64_t keys = u64(o + 32), values = u64(o + 40);
+      const uint64_t keys = u64(o, 32), values = u64(o, 40);
       auto k = is_static(keys) ? std::nullopt : read_keys(keys);
       if (!k) break;
       // PyDictKeyEntry {hash, key, value} or PyDictUnicodeEntry {key, value};
       // a split table keeps its values apart.
-      if (k->kind == 0) add_pointers(keys + k->entries_offset(), k->nentries, 3, values ? 0b010 : 0b110);
-      else add_pointers(keys + k->entries_offset(), k->nentries, 2, values ? 0b01 : 0b11);
-      if (values) add_pointers(values + L_.dict_values_items, k->nentries);
+      if (k->kind == 0) add_pointers(keys + k->entries_offset(), k->nentries, 3, values ? 0b010 : 0b110, "dict");
+      else add_pointers(keys + k->entries_offset(), k->nentries, 2, values ? 0b01 : 0b11, "dict");
+      if (values) add_pointers(values + L_.dict_values_items, k->nentries, 1, 1, "dict");
       break;
     }
     default: break;
@@ -394,8 +502,7 @@ void Walker::collect_refs(uint64_t obj, const uint8_t* o, const TypeInfo& t) {
   if (!(t.flags & kHeapType)) return;
   for (uint32_t off : t.slot_offsets) {
     uint64_t v = 0;
-    if (off + 8 <= kObjView) v = u64(o + off);
-    else mem_.get(obj + off, v);
+    if (!o.read_u64(off, v)) mem_.get(obj + off, v);  // beyond the bytes read with the header
     add_pointer(v);
   }
   if (!(t.flags & kManagedDict)) return;
@@ -434,16 +541,25 @@ void Walker::collect_refs(uint64_t obj, const uint8_t* o, const TypeInfo& t) {
 // that can hold no cycle) are followed too, transitively, since what they
 // hold is reachable from nothing the GC lists show.
 void Walker::visit_refs() {
-  for (size_t i = 0; i < refs_.size(); ++i) {
+  for (size_t i = 0; i < refs_.size() && !halt_; ++i) {
     const uint64_t r = refs_[i];
-    if (!r || (r & 7) || is_static(r) || !seen_.insert(r)) continue;
+    if (!r || (r & 7) || is_static(r) || !mark(r)) continue;
     if (visited_ >= in_.max_objects) {
       refs_truncated_ = true;
       break;
     }
-    uint8_t o[kObjView];
-    if (!load(r, o, sizeof o)) continue;
-    TypeInfo& t = type_info(u64(o + 8));
+    if ((++steps_ & 1023) == 0 && deadline_.expired()) {
+      halt("deadline reached while following references");
+      break;
+    }
+    if (mem_.read_limit_hit()) {
+      halt("read budget exhausted while following references");
+      break;
+    }
+    uint8_t buf[kObjView];
+    if (!load(r, buf, sizeof buf)) continue;
+    const ByteView o(buf, sizeof buf);
+    TypeInfo& t = type_info(u64(o, 8));
     if (!t.valid) continue;
     if (t.flags & kHaveGc) {
       uint64_t next = 1;
@@ -452,9 +568,10 @@ void Walker::visit_refs() {
     ++visited_;
     ++untracked_;
     ++t.objects;
-    t.bytes += size_of(r, o, t);
+    t.bytes = sat_add(t.bytes, size_of(r, o, t));
     if (t.flags & kHaveGc) collect_refs(r, o, t);
   }
+  peak_queue_bytes_ = std::max<uint64_t>(peak_queue_bytes_, refs_.capacity() * sizeof(uint64_t));
   refs_.clear();
 }
 
@@ -462,27 +579,28 @@ bool Walker::walk_list(uint64_t head) {
   uint8_t hb[16];
   if (!mem_.read(head, hb, sizeof hb)) return !halt(mem_.target_gone() ? "target exited during the walk" : "cannot read a GC list head");
   uint64_t prev = head;
-  uint64_t g = u64(hb) & kLinkMask;
+  uint64_t g = u64(ByteView(hb, sizeof hb), 0) & kLinkMask;
   while (g != head) {
     if (over_budget()) return false;
-    uint8_t b[kGcHead + kObjView];
-    if (g == 0 || (g & 7) || !load(g, b, sizeof b)) {
+    uint8_t buf[kGcHead + kObjView];
+    if (g == 0 || (g & 7) || !load(g, buf, sizeof buf)) {
       if (over_budget()) return false;  // the read failed for a budget or exit reason
       return !stop("GC list changed under the reader (unreadable next link)");
     }
-    if ((u64(b + 8) & kLinkMask) != prev) return !stop("GC list changed under the reader (prev link mismatch)");
-    const uint8_t* o = b + kGcHead;
+    const ByteView gh(buf, kGcHead), o(buf + kGcHead, kObjView);
+    if ((u64(gh, 8) & kLinkMask) != prev) return !stop("GC list changed under the reader (prev link mismatch)");
     const uint64_t obj = g + kGcHead;
     // Marked so that references to it are skipped without reading it again.
-    seen_.insert(obj);
-    TypeInfo& t = type_info(u64(o + 8));
+    mark(obj);
+    TypeInfo& t = type_info(u64(o, 8));
     ++visited_;
     ++tracked_;
     ++t.objects;
-    t.bytes += size_of(obj, o, t);
+    t.bytes = sat_add(t.bytes, size_of(obj, o, t));
     collect_refs(obj, o, t);
+    if (halt_) return false;
     prev = g;
-    g = u64(b) & kLinkMask;
+    g = u64(gh, 0) & kLinkMask;
   }
   return true;
 }
@@ -490,10 +608,16 @@ bool Walker::walk_list(uint64_t head) {
 // The list-head set of this GC state: the one generation0 points at when the
 // layout has that pointer, else the first whose heads are all well-formed
 // circular lists (re-checked a few times: the youngest list churns).
+bool Walker::read_gc_state(uint64_t gc) {
+  gc_buf_.resize(L_.gc_state_size);
+  return mem_.read(gc, gc_buf_.data(), gc_buf_.size());
+}
+
 const std::vector<uint32_t>* Walker::pick_heads(uint64_t gc) {
   if (L_.gc_generation0) {
     uint64_t gen0 = 0;
-    if (!mem_.get(gc + L_.gc_generation0, gen0)) return nullptr;
+    if (!read_gc_state(gc) || !ByteView(gc_buf_.data(), gc_buf_.size()).read_u64(L_.gc_generation0, gen0))
+      return nullptr;
     for (const auto& set : L_.gc_head_sets)
       if (!set.empty() && gen0 == gc + set[0]) return &set;
     return nullptr;
@@ -516,6 +640,10 @@ const std::vector<uint32_t>* Walker::pick_heads(uint64_t gc) {
 
 PyHeapResult Walker::run() {
   PyHeapResult res;
+  if (auto bad = validate_py_layout(L_)) {
+    res.reason = "unusable CPython layout: " + *bad;
+    return res;
+  }
   other_.valid = true;
   other_.name = "<other types>";
   uint64_t interp = 0;
@@ -550,17 +678,19 @@ PyHeapResult Walker::run() {
         // have no count, so they add nothing.
         const uint64_t read = tracked_ - before;
         uint64_t expected = read;
+        const bool state = read_gc_state(gc);
+        const ByteView gv(gc_buf_.data(), state ? gc_buf_.size() : 0);
         if (li == 2) {
           uint64_t total = 0, pending = 0;
-          if (L_.gc_long_lived_total && mem_.get(gc + L_.gc_long_lived_total, total) &&
-              mem_.get(gc + L_.gc_long_lived_total + 8, pending) && total + pending > read &&
-              total + pending < (1ull << 40))
+          if (L_.gc_long_lived_total && gv.read_u64(L_.gc_long_lived_total, total) &&
+              gv.read_u64(L_.gc_long_lived_total + 8, pending) && total < (1ull << 40) && pending < (1ull << 40) &&
+              total + pending > read)
             expected = total + pending;
           else
             unestimated_ = true;  // no count, or one the read already exceeds
         } else if (li == 0) {
           int32_t count = 0;
-          if (mem_.get(gc + (*heads)[li] + 20, count) && count > 0) expected = static_cast<uint64_t>(count);
+          if (gv.read_i32(uint64_t{(*heads)[li]} + 20, count) && count > 0) expected = static_cast<uint64_t>(count);
         }
         missing_ += std::max(expected, read) - read;
       }
@@ -571,6 +701,8 @@ PyHeapResult Walker::run() {
   if (!halt_) visit_refs();
   res.tracked_objects = tracked_;
   res.untracked_objects = untracked_;
+  res.ref_queue_peak_bytes = std::max<uint64_t>(peak_queue_bytes_, refs_.capacity() * sizeof(uint64_t));
+  res.addresses_marked = marks_;
   auto emit = [&](const TypeInfo& t) {
     if (t.objects) res.types.push_back({t.name, t.objects, t.bytes});
   };

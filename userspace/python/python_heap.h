@@ -5,6 +5,10 @@
 // Reads go through a ChunkCache, so neighbouring objects cost one syscall.
 // Bounded: object cap, deadline, read budget, prev/next consistency on every
 // list step (a list that changes under the reader stops that list: partial).
+// Every count and size in the target is its own to choose: container items
+// are read in fixed batches and queued only when worth following (the queue
+// never grows from a claimed count), at most 16 Mi records per container;
+// type names are cut at 1 KiB; the seen marks are bounded by the object cap.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -44,6 +48,10 @@ struct PyHeapResult {
   // cut short, else the share of lists read to the end.
   double coverage = 0;
   std::string scope;
+  // What the walk held, for checking its local bounds: the reference queue's
+  // largest allocation, and how many addresses it marked seen.
+  uint64_t ref_queue_peak_bytes = 0;
+  uint64_t addresses_marked = 0;
 };
 
 PyHeapResult walk_python_heap(ChunkCache& mem, const PyLayout& layout, const PyHeapInput& in,

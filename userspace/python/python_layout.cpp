@@ -1,14 +1,53 @@
 #include "python/python_layout.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
+
+#include "core/checked_bytes.h"
 
 namespace oomsnap {
 namespace {
 
-uint64_t field(std::span<const uint8_t> b, size_t index) {
+// Word `index` of the debug offsets; 0 when outside them (parse checks the
+// length first, so that only happens if the field indexes below are wrong).
+uint64_t field(ByteView b, size_t index) {
   uint64_t v = 0;
-  std::memcpy(&v, b.data() + index * 8, 8);
+  b.read_u64(uint64_t{index} * 8, v);
   return v;
+}
+
+// Does a field of `width` bytes at `off` fit a struct of `size` bytes?
+bool fits(uint64_t off, uint64_t width, uint64_t size) { return in_bounds(off, width, size); }
+
+std::string field_error(const char* what, uint64_t off, uint64_t width, const char* in, uint64_t size) {
+  return std::string(what) + " at " + std::to_string(off) + " (" + std::to_string(width) + " bytes) is outside " + in +
+         " (" + std::to_string(size) + " bytes)";
+}
+
+// Every offset the reader takes from _Py_DebugOffsets against the size the
+// same record gives for its struct, and every size against a local bound.
+std::optional<std::string> check_debug_offsets(const PyDebugOffsets& d) {
+  if (d.runtime_size > kMaxPyStructBytes || d.interp_size > kMaxPyStructBytes)
+    return "struct sizes over " + std::to_string(kMaxPyStructBytes) + " bytes (runtime " +
+           std::to_string(d.runtime_size) + ", interpreter " + std::to_string(d.interp_size) + ")";
+  if (d.gc_size == 0 || d.gc_size > kMaxPyGcStateBytes)
+    return "GC state size " + std::to_string(d.gc_size) + " is not in 1.." + std::to_string(kMaxPyGcStateBytes);
+  if (d.type_size > kMaxPyStructBytes || d.tuple_size > kMaxPyStructBytes)
+    return "object sizes over " + std::to_string(kMaxPyStructBytes) + " bytes";
+  if (!fits(d.interpreters_head, 8, d.runtime_size))
+    return field_error("interpreters.head", d.interpreters_head, 8, "_PyRuntimeState", d.runtime_size);
+  if (!fits(d.interp_next, 8, d.interp_size))
+    return field_error("PyInterpreterState.next", d.interp_next, 8, "PyInterpreterState", d.interp_size);
+  if (!fits(d.interp_gc, d.gc_size, d.interp_size))
+    return field_error("PyInterpreterState.gc", d.interp_gc, d.gc_size, "PyInterpreterState", d.interp_size);
+  if (!fits(d.gc_collecting, 4, d.gc_size))
+    return field_error("gc.collecting", d.gc_collecting, 4, "the GC state", d.gc_size);
+  if (!fits(d.tp_name, 8, d.type_size) || !fits(d.tp_flags, 8, d.type_size))
+    return field_error("tp_name/tp_flags", std::max(d.tp_name, d.tp_flags), 8, "PyTypeObject", d.type_size);
+  if (!fits(d.tuple_items, 0, d.tuple_size))
+    return field_error("PyTupleObject.ob_item", d.tuple_items, 0, "PyTupleObject", d.tuple_size);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -57,6 +96,7 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
       L.ht_qualname = 872, L.ht_cached_keys = 880;
       L.tuple_items = 32;
       L.dict_values_items = 8;
+      L.gc_state_size = 264;
       break;
   }
   L.tp_members = 240;
@@ -64,16 +104,18 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
   return L;
 }
 
-std::optional<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> b, int minor, std::string& error) {
+std::optional<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> bytes, int minor, std::string& error) {
   // _Py_DebugOffsets: cookie[8], version, free_threaded, then sub-structs of
   // uint64 fields in declaration order (pycore_runtime.h 3.13,
-  // pycore_debug_offsets.h 3.14). Field indexes below count 8-byte words.
-  const size_t words = minor == 13 ? 73 : 95;  // 584 / 760 bytes
+  // pycore_debug_offsets.h 3.14), each starting with its struct's size.
+  // Field indexes below count 8-byte words.
   if (minor != 13 && minor != 14) {
     error = "no debug offsets before 3.13";
     return std::nullopt;
   }
-  if (b.size() < words * 8) {
+  const size_t words = minor == 13 ? 73 : 95;  // 584 / 760 bytes
+  const ByteView b(bytes);
+  if (!b.contains(0, words * 8)) {
     error = "debug offsets truncated";
     return std::nullopt;
   }
@@ -84,25 +126,37 @@ std::optional<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> b,
   PyDebugOffsets d;
   d.version = field(b, 1);
   d.free_threaded = field(b, 2) != 0;
-  d.interpreters_head = field(b, 5);  // runtime_state: size, finalizing, interpreters_head
+  d.runtime_size = field(b, 3);        // runtime_state: size, finalizing, interpreters_head
+  d.interpreters_head = field(b, 5);
   const size_t interp = 6;             // interpreter_state: size, id, next, threads_head, [threads_main,] gc
+  d.interp_size = field(b, interp);
   d.interp_next = field(b, interp + 2);
   d.interp_gc = field(b, interp + (minor == 13 ? 4 : 5));
   const size_t interp_fields = minor == 13 ? 13 : 16, thread_fields = 9, frame_fields = minor == 13 ? 6 : 8,
                code_fields = minor == 13 ? 10 : 11;
   const size_t pyobject = interp + interp_fields + thread_fields + frame_fields + code_fields;
   const size_t type_object = pyobject + 2;  // size, tp_name, tp_repr, tp_flags
+  d.type_size = field(b, type_object);
   d.tp_name = field(b, type_object + 1);
   d.tp_flags = field(b, type_object + 3);
   const size_t tuple_object = type_object + 4;  // size, ob_item, ob_size
+  d.tuple_size = field(b, tuple_object);
   d.tuple_items = field(b, tuple_object + 1);
   // list 3, [set 4 on 3.14], dict 3, float 2, long 3, bytes 3, unicode 4, then gc: size, collecting
   const size_t gc = tuple_object + 3 + 3 + (minor == 14 ? 4 : 0) + 3 + 2 + 3 + 3 + 4;
   d.gc_size = field(b, gc);
   d.gc_collecting = field(b, gc + 1);
-  if (d.interpreters_head >= (1u << 20) || d.interp_gc >= (1u << 20) || d.interp_next >= (1u << 20) ||
-      d.gc_size == 0 || d.gc_size > 4096 || d.gc_collecting >= d.gc_size) {
-    error = "implausible values in _Py_DebugOffsets";
+  if (auto bad = check_debug_offsets(d)) {
+    error = "implausible values in _Py_DebugOffsets: " + *bad;
+    return std::nullopt;
+  }
+  // The version is the runtime's own word for which layout these bytes have:
+  // read as 3.X they must say 3.X.
+  const uint64_t want = (uint64_t{3} << 8) | static_cast<uint64_t>(minor);  // PY_VERSION_HEX >> 16
+  if ((d.version >> 16) != want) {
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(d.version));
+    error = std::string("_Py_DebugOffsets version ") + hex + " is not 3." + std::to_string(minor);
     return std::nullopt;
   }
   return d;
@@ -123,7 +177,34 @@ std::optional<std::string> apply_py_debug_offsets(PyLayout& L, const PyDebugOffs
   // generations are now, and no generation0 pointer.
   if (L.minor == 14 && d.gc_size == 240) L.gc_generation0 = 0, L.gc_long_lived_total = 0;
   if (L.minor == 13 && d.gc_size != 240) return "unknown 3.13 GC state layout (size " + std::to_string(d.gc_size) + ")";
+  L.gc_state_size = static_cast<uint32_t>(d.gc_size);
   L.from_debug_offsets = true;
+  if (auto bad = validate_py_layout(L)) return "the runtime's debug offsets give an unusable layout: " + *bad;
+  return std::nullopt;
+}
+
+std::optional<std::string> validate_py_layout(const PyLayout& L) {
+  const uint64_t gc = L.gc_state_size;
+  if (gc == 0 || gc > kMaxPyGcStateBytes)
+    return "GC state size " + std::to_string(gc) + " is not in 1.." + std::to_string(kMaxPyGcStateBytes);
+  if (L.gc_head_sets.empty()) return "no GC list heads";
+  for (const auto& set : L.gc_head_sets) {
+    if (set.empty()) return "an empty GC list head set";
+    for (uint32_t off : set)
+      if (!fits(off, 16, gc)) return field_error("GC list head", off, 16, "the GC state", gc);
+    // gc_generation {head, threshold, count}: the youngest list's count.
+    if (!fits(uint64_t{set[0]} + 20, 4, gc)) return field_error("generation count", set[0] + 20ull, 4, "the GC state", gc);
+  }
+  if (!fits(L.gc_collecting, 4, gc)) return field_error("gc.collecting", L.gc_collecting, 4, "the GC state", gc);
+  if (L.gc_generation0 && !fits(L.gc_generation0, 8, gc))
+    return field_error("gc.generation0", L.gc_generation0, 8, "the GC state", gc);
+  if (L.gc_long_lived_total && !fits(L.gc_long_lived_total, 16, gc))
+    return field_error("gc.long_lived_total/pending", L.gc_long_lived_total, 16, "the GC state", gc);
+  const uint64_t t = L.type_read_size;
+  if (t == 0 || t > kMaxPyStructBytes) return "type read size " + std::to_string(t) + " out of range";
+  for (uint32_t off : {L.tp_name, L.tp_basicsize, L.tp_itemsize, L.tp_flags, L.tp_members, L.tp_base, L.tp_dict,
+                       L.ht_qualname, L.ht_cached_keys})
+    if (!fits(off, 8, t)) return field_error("type field", off, 8, "the type bytes read", t);
   return std::nullopt;
 }
 

@@ -42,6 +42,9 @@ struct PyLayout {
   // generation held after the last full collection plus those promoted since;
   // the estimate behind `coverage` when that list is cut short. 0 = unknown.
   uint32_t gc_long_lived_total = 0;
+  // sizeof(struct _gc_runtime_state): the bytes read for it, which every GC
+  // offset above (plus its field's width) must fit in (validate_py_layout).
+  uint32_t gc_state_size = 240;
 
   // PyTypeObject / PyHeapTypeObject
   uint32_t tp_name = 24, tp_basicsize = 32, tp_itemsize = 40, tp_flags = 168, tp_members = 0,
@@ -69,13 +72,24 @@ struct PyDebugOffsets {
   uint64_t interpreters_head = 0, interp_next = 0, interp_gc = 0;
   uint64_t gc_size = 0, gc_collecting = 0;
   uint64_t tp_name = 0, tp_flags = 0, tuple_items = 0;
+  // The sizes the runtime gives for the structs those offsets index; every
+  // offset is checked against its struct's size, every size against a local
+  // bound (kMaxPyStructBytes, kMaxPyGcStateBytes).
+  uint64_t runtime_size = 0, interp_size = 0, type_size = 0, tuple_size = 0;
 };
 constexpr size_t kPyDebugOffsetsReadSize = 768;
+constexpr uint64_t kMaxPyStructBytes = uint64_t{1} << 22;  // _PyRuntimeState is ~300 KiB in 3.14
+constexpr uint64_t kMaxPyGcStateBytes = 4096;             // 240-264 bytes in 3.11-3.14
 std::optional<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> bytes, int minor, std::string& error);
 
 // Applies debug offsets to a table layout: takes the interpreter/GC offsets
 // from the runtime, and picks 3.14's GC list layout by gc_size. Returns an
 // error text when the two disagree on a field both know.
 std::optional<std::string> apply_py_debug_offsets(PyLayout& layout, const PyDebugOffsets& dbg);
+
+// Checks that every offset of a layout fits the struct it indexes (GC state
+// fields within gc_state_size, type fields within type_read_size, both sizes
+// within local bounds); the walker refuses a layout that fails. nullopt = OK.
+std::optional<std::string> validate_py_layout(const PyLayout& layout);
 
 }  // namespace oomsnap

@@ -4,10 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstring>
 #include <set>
 
+#include "core/checked_bytes.h"
 #include "core/module_map.h"
 
 namespace oomsnap {
@@ -34,10 +34,8 @@ bool inspect_module(const Target& target, const ElfFile& elf, uint64_t inode, co
   rt.module = path;
   rt.static_range = module_range(elf, *bias);
   if (auto v = elf.symbol("Py_Version"); v && v->size >= 4) {
-    if (auto bytes = elf.bytes_at_vaddr(v->value, 4)) {
-      std::memcpy(&rt.version_hex, bytes->data(), 4);
+    if (auto bytes = elf.bytes_at_vaddr(v->value, 4); bytes && ByteView(*bytes).read_u32(0, rt.version_hex))
       rt.exact_version = true;
-    }
   }
   if (auto named = python_version_from_name(basename_of(path))) {
     rt.free_threaded_name = named->second;
@@ -50,14 +48,18 @@ bool inspect_module(const Target& target, const ElfFile& elf, uint64_t inode, co
 
 std::optional<std::pair<uint32_t, bool>> python_version_from_name(const std::string& path) {
   const std::string b = basename_of(path);
-  unsigned minor = 0;
-  int used = 0;
-  const char* p = b.c_str();
-  if (b.rfind("libpython3.", 0) == 0) p += 11;
-  else if (b.rfind("python3.", 0) == 0) p += 8;
+  size_t at = 0;
+  if (b.rfind("libpython3.", 0) == 0) at = 11;
+  else if (b.rfind("python3.", 0) == 0) at = 8;
   else return std::nullopt;
-  if (std::sscanf(p, "%u%n", &minor, &used) != 1 || minor > 255) return std::nullopt;
-  const bool t = p[used] == 't';
+  // The minor version: 1-3 digits (a longer run of digits is no version;
+  // sscanf's %u would overflow on it).
+  unsigned minor = 0;
+  size_t digits = 0;
+  while (at + digits < b.size() && digits < 4 && b[at + digits] >= '0' && b[at + digits] <= '9')
+    minor = minor * 10 + static_cast<unsigned>(b[at + digits++] - '0');
+  if (digits == 0 || digits > 3 || minor > 255) return std::nullopt;
+  const bool t = at + digits < b.size() && b[at + digits] == 't';
   return std::make_pair((3u << 24) | (minor << 16), t);
 }
 
