@@ -2,7 +2,8 @@
 # The whole test suite on a fresh Debian 12 machine (root): installs packages,
 # fetches the Go toolchains and the CPython root file systems and builds the
 # fixtures into a cache outside the checkout ($OOMSNAP_CACHE, default
-# /var/cache/oomsnap), builds, runs ctest, then runs each fuzz target briefly.
+# /var/cache/oomsnap), builds, runs ctest, the unit tests under ASan + UBSan
+# (tools/test-asan-unit.sh), then runs each fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OOMSNAP_CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
@@ -15,4 +16,8 @@ tools/build-java-fixtures.sh
 tools/build.sh
 BUILD=${OOMSNAP_BUILD:-build}
 (cd "$BUILD" && ctest --output-on-failure -j2 --timeout 900)
+# The unit tests again under ASan + UBSan (own build dir; OOMSNAP_ASAN_UNIT=0 skips).
+if [ "${OOMSNAP_ASAN_UNIT:-1}" != 0 ]; then
+  tools/test-asan-unit.sh
+fi
 tools/run-fuzzers.sh "${OOMSNAP_FUZZ_SECONDS:-20}"

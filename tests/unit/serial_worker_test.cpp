@@ -23,10 +23,13 @@ TEST(SerialWorker, RunsJobsInOrder) {
 }
 
 TEST(SerialWorker, FullQueueRefusesAndCounts) {
-  SerialWorker w(2);
+  // Declared before the worker, so they outlive it: its destructor joins the
+  // thread that is still in gate.wait() (destroyed first, they were a
+  // use-after-free in that thread, found by ASan).
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();
   std::promise<void> started;
+  SerialWorker w(2);
   ASSERT_TRUE(w.post([&] { started.set_value(); gate.wait(); }));
   started.get_future().wait();  // the blocker runs; the queue is empty again
   EXPECT_TRUE(w.post([] {}));
