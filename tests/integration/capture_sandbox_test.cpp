@@ -154,6 +154,26 @@ TEST(CaptureSandbox, HelperIsLockedDown) {
   EXPECT_NE(limit_line("Max cpu time").find(" 4 "), std::string::npos) << limits;  // 2 s + 1 s grace, rounded up, + 1
 }
 
+// A profile large enough that the pprof encoder compresses on a worker
+// thread (> 64 KiB): the capture process may create threads (clone with
+// CLONE_THREAD; clone3 answered ENOSYS), where it died by SIGSYS before.
+TEST(CaptureSandbox, LargePprofIsEncodedOnAWorkerThread) {
+  Process go({kGoFixture, "-rate", "1", "-stacks", "10000"});
+  ASSERT_NE(go.read_line(60s).find("\"ready\":true"), std::string::npos);
+  CaptureOptions o = budget(10000ms);
+  o.max_entries = 10;
+  o.want_pprof = true;
+  std::string err;
+  CaptureSandbox box(SandboxOptions{.helper_path = OOMSNAP_BINARY, .max_budget = 10000ms});
+  auto boxed = box.capture(go.pid(), o, err);
+  ASSERT_TRUE(boxed) << err;
+  EXPECT_TRUE(boxed->process_failure.empty()) << boxed->process_failure;
+  EXPECT_EQ(boxed->result.snapshot.status, SnapshotStatus::kComplete) << boxed->result.snapshot.reason;
+  ASSERT_TRUE(boxed->result.pprof);
+  // Compressed: 10,000 stacks encode to well over the encoder's 64 KiB chunk.
+  EXPECT_GT(boxed->result.pprof->size(), 32u << 10);
+}
+
 // A real capture through the sandbox equals the same capture in-process.
 TEST(CaptureSandbox, SameResultAsInProcess) {
   Process go({kGoFixture, "-rate", "1"});

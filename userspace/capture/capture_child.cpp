@@ -91,10 +91,11 @@ class ResultGate {
   std::atomic<bool> claimed_{false};
 };
 
-// Started before the seccomp filter (which forbids new threads); armed with
-// the deadline once a request arrives. Reports (and ends the process) at the
-// deadline, or as soon as one read has hung for stall_after: the parent can
-// then retry without that range while budget is left.
+// Started before the seccomp filter, so that starting it cannot fail under
+// the filter; armed with the deadline once a request arrives. Reports (and
+// ends the process) at the deadline, or as soon as one read has hung for
+// stall_after: the parent can then retry without that range while budget
+// is left.
 class Watchdog {
  public:
   Watchdog(CaptureProgress& progress, ResultGate& gate) : progress_(progress), gate_(gate) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <malloc.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
@@ -136,6 +137,14 @@ bool load_seccomp_filter(int result_fd, std::string& why) {
     else
       rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0);
   }
+  // Threads of its own (the pprof encoder compresses on a worker thread):
+  // clone only with CLONE_VM | CLONE_THREAD, never a new process. clone3 takes
+  // its flags in a struct seccomp cannot read: ENOSYS, and glibc falls back
+  // to clone.
+  constexpr scmp_datum_t kThread = CLONE_VM | CLONE_THREAD;
+  if (rc == 0)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, kThread, kThread));
+  if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
   // Writes only to the result pipe and stderr.
   for (int fd : {result_fd, STDERR_FILENO})
     if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(write), 1, SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(fd)));
