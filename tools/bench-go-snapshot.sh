@@ -87,14 +87,7 @@ rows=() notes=()
 for n in $STACKS; do
   log "stacks=$n: starting $FIXTURE -rate 1 -stacks $n -measure-runs 5"
   ready=$TMP/ready.$n
-  "$FIXTURE" -rate 1 -stacks "$n" -measure-runs 5 > "$ready" 2>"$TMP/fixture.$n.err" &
-  FIXTURE_PID=$!
-  deadline=$((SECONDS + READY_TIMEOUT))
-  until grep -q '"ready":true' "$ready" 2>/dev/null; do
-    kill -0 "$FIXTURE_PID" 2>/dev/null || { cat "$TMP/fixture.$n.err" >&2; die "fixture exited before its ready line"; }
-    [ $SECONDS -lt $deadline ] || die "fixture not ready after ${READY_TIMEOUT}s"
-    sleep 0.1
-  done
+  start_fixture "$ready" "$FIXTURE" -rate 1 -stacks "$n" -measure-runs 5
   read -r line_pid whp_ms whpu_ms <<<"$(python3 -c '
 import json, sys
 d = json.loads(open(sys.argv[1]).readline())
@@ -125,9 +118,7 @@ print(s.get("status"), s.get("read_syscalls"))' "$json")"
   uratio=$(awk -v a="$pprof_ms" -v b="$whpu_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
   notes+=("- $n stacks: WriteHeapProfile with its own allocations unprofiled (MemProfileRate 0 while it runs): $whpu_ms ms, pprof/that = $uratio")
 
-  kill -KILL "$FIXTURE_PID" 2>/dev/null || true
-  wait "$FIXTURE_PID" 2>/dev/null || true
-  FIXTURE_PID=
+  stop_fixture
 done
 
 echo "oomsnap snapshot vs runtime/pprof.WriteHeapProfile — Go $GOVER fixture, -rate 1, median of $RUNS runs (WriteHeapProfile: median of 5, in-process, to io.Discard); $(nproc) CPUs"

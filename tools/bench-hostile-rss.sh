@@ -68,26 +68,15 @@ cleanup_all() {
 }
 trap cleanup_all EXIT
 
-# start_target NAME CMD...: runs CMD (stdout: a JSON ready line with "pid"),
-# waits for the line; sets FIXTURE_PID (the pid the line names).
+# start_target NAME CMD...: start_fixture (tools/lib/bench-common.sh) with the
+# ready line in $TMP/NAME.ready, which must name the pid started.
 start_target() {
-  local name=$1 deadline line pid; shift
-  "$@" > "$TMP/$name.ready" 2> "$TMP/$name.err" &
-  FIXTURE_PID=$!
-  deadline=$((SECONDS + READY_TIMEOUT))
-  until grep -q '"ready": *true' "$TMP/$name.ready" 2>/dev/null; do
-    kill -0 "$FIXTURE_PID" 2>/dev/null || { cat "$TMP/$name.err" >&2; die "$name exited before its ready line"; }
-    [ $SECONDS -lt $deadline ] || die "$name not ready after ${READY_TIMEOUT}s"
-    sleep 0.2
-  done
+  local name=$1 line pid
+  shift
+  start_fixture "$TMP/$name.ready" "$@"
   line=$(head -n1 "$TMP/$name.ready")
   pid=$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["pid"])' "$line")
   [ "$pid" = "$FIXTURE_PID" ] || die "$name: ready line pid $pid != started pid $FIXTURE_PID"
-}
-stop_target() {
-  kill -KILL "$FIXTURE_PID" 2>/dev/null || true
-  wait "$FIXTURE_PID" 2>/dev/null || true
-  FIXTURE_PID=
 }
 
 # The poller: VmHWM of every descendant of PID (time -> oomsnap -> capture
@@ -226,30 +215,30 @@ fi
 log "idle: snapshot of sleep"
 start_target idle sh -c 'echo "{\"pid\":$$,\"ready\":true}"; exec sleep 3600'
 measure idle "trivial process (sleep)"
-stop_target
+stop_fixture
 idle_med=$(median "$TMP/idle.maxrss"); idle_sum=$(median "$TMP/idle.sum")
 
 # --- targets ---------------------------------------------------------------------
 start_target large-elf "$TMP/large-elf"
 measure large-elf "Go exe, 63 MiB, 999,424 section headers"
-stop_target
+stop_fixture
 start_target huge-symtab "$TMP/huge-symtab"
 measure huge-symtab "Go exe, .symtab + .strtab claiming 128 MiB each"
-stop_target
+stop_fixture
 start_target deep-names "$TMP/deepnames/deepnames"
 measure deep-names "Go, 20k stacks 3000 deep, 4 KiB names (json)"
 measure deep-names-pprof "same, --format pprof" --format pprof -o /dev/null
-stop_target
+stop_fixture
 for k in list tuple dict; do
   start_target "py-$k" "$PY" "$HOSTILE/claim_items.py" "$k" 10000000
   measure "py-$k" "CPython 3.11 $k claiming 10M items"
-  stop_target
+  stop_fixture
 done
 if [ "$CLASSES" != 0 ]; then
   log "java-classes: defining $CLASSES classes (takes a while)"
   start_target java-classes java -XX:+UseG1GC -Xmx1g -XX:-UsePerfData -cp "$TMP/java" ManyClasses "$CLASSES"
   measure java-classes "JDK 17 G1, $CLASSES classes defined at run time"
-  stop_target
+  stop_fixture
 fi
 
 # --- idle agent --------------------------------------------------------------------
