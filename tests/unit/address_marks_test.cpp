@@ -34,3 +34,20 @@ TEST(AddressBitmap, MarksEachAddressOnceAndMatchesASet) {
   EXPECT_TRUE(b.insert(0x1000));
   EXPECT_FALSE(b.contains(0x1008));  // the neighbouring word is a different address
 }
+
+// A lookup is not a mark: the Python reader asks about every word a hostile
+// container claims as an item, and each lookup of an address in a fresh
+// 1 MiB region used to allocate that region's 16 KiB bitmap (a junk list
+// drove the capture to ~60 MiB of bitmaps without marking anything).
+TEST(AddressBitmap, LookupsAllocateNothing) {
+  AddressBitmap b;
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 100000; ++i) ASSERT_FALSE(b.contains((rng() & 0x7ffffffffff8ull) | 8));
+  EXPECT_EQ(b.regions(), 0u);
+  ASSERT_TRUE(b.insert(0x7f0000001000ull));
+  EXPECT_EQ(b.regions(), 1u);
+  EXPECT_TRUE(b.contains(0x7f0000001000ull));
+  EXPECT_FALSE(b.contains(0x7f0000001008ull));
+  EXPECT_FALSE(b.contains(0x7f0000401000ull));  // another region: still none allocated
+  EXPECT_EQ(b.regions(), 1u);
+}

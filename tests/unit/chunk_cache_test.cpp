@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "core/chunk_cache.h"
@@ -133,4 +134,24 @@ TEST(ChunkCache, ExitedTargetIsReported) {
   uint8_t b[8];
   EXPECT_FALSE(c.read(maps.front().start, b, sizeof b));
   EXPECT_TRUE(c.target_gone());
+}
+
+// Reads of addresses outside every mapping (a hostile word followed as a
+// pointer) cost one failing syscall each only up to a bound: the CPython
+// reader followed 1.1M such words of a list claiming 10M items, 620k
+// syscalls, and ran out of its deadline.
+TEST(ChunkCache, ReadsOutsideTheMappingsStopCostingSyscalls) {
+  RemoteMemory mem(getpid());
+  ChunkCache c(mem, read_maps(getpid()));
+  const uint64_t calls = mem.syscalls();
+  uint64_t v = 0;
+  for (uint64_t i = 0; i < 100000; ++i) ASSERT_FALSE(c.get(0x100000000000ull + i * 4096 * 17, v));
+  EXPECT_LE(mem.syscalls() - calls, 300u);
+  // Memory mapped since still reads (the maps are re-read, at most once per
+  // 10 ms once the first few refreshes were spent on the junk).
+  Region r(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  uint8_t b = 0;
+  EXPECT_TRUE(c.get(r.at(5), b));
+  EXPECT_EQ(b, r.base[5]);
 }

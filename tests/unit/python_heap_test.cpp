@@ -96,6 +96,14 @@ class FakeHeap {
     return v;
   }
   void set_long_lived(uint64_t n) { put(interp_ + L.interp_gc + L.gc_long_lived_total, n); }
+  // Links an object whose 16-byte GC head is at g (caller's memory) into
+  // generation gen: for heaps of many objects in one block.
+  void link(uint64_t g, uint64_t type, int gen = 2) {
+    put(g + 16 + 8, type);
+    const uint64_t head = gc_head(gen), last = get(head + 8);
+    put(g, head), put(g + 8, last);
+    put(last, g), put(head + 8, g);
+  }
   uint64_t gc_head(int gen) const { return interp_ + L.interp_gc + L.gc_head_sets[0][static_cast<size_t>(gen)]; }
   uint64_t runtime() const { return runtime_; }
 
@@ -369,4 +377,103 @@ TEST(PythonHeap, LayoutWithOffsetsOutsideTheirStructsIsRefused) {
   r = g.walk();
   EXPECT_EQ(r.status, SnapshotStatus::kFailed);
   EXPECT_NE(r.reason.find("GC list head"), std::string::npos) << r.reason;
+}
+
+// Words a container claims as items that are no objects (unmapped, or
+// readable but with no valid type) are neither marked seen nor counted: the
+// seen marks cost the reader memory, and a list claiming 10M items over junk
+// memory used to mark (and allocate bitmap regions for) every word.
+TEST(PythonHeap, JunkItemsAreNotMarked) {
+  FakeHeap h;
+  const uint64_t list = h.type("list", 40, 0, kHaveGc | kListSub);
+  const uint64_t n = 100'000;
+  std::vector<uint64_t> junk(n);
+  const uint64_t readable = h.zeros(n * 16);  // zero words: no type
+  for (uint64_t i = 0; i < n; ++i)
+    junk[i] = i % 2 ? 0x300000000000ull + i * (uint64_t{1} << 20)  // unmapped, a 1 MiB region each
+                    : readable + i * 16;
+  const uint64_t items = h.words(junk);
+  const uint64_t l = h.tracked(list);
+  FakeHeap::put(l + 16, n), FakeHeap::put(l + 24, items), FakeHeap::put(l + 32, n);
+  auto r = h.walk(20'000'000);
+  EXPECT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(r.untracked_objects, 0u);
+  EXPECT_LE(r.addresses_marked, 16u);  // before: 100,001
+}
+
+// An untracked container is followed a batch at a time, depth first: what is
+// pending stays at a batch, whatever the container holds (before: every item
+// was queued at once, 8 bytes each, up to the object cap).
+TEST(PythonHeap, HugeUntrackedContainerIsFollowedInBatches) {
+  FakeHeap h;
+  const uint64_t list = h.type("list", 40, 0, kHaveGc | kListSub);
+  const uint64_t tuple = h.type("tuple", 24, 8, kHaveGc | (1ull << 26));
+  const uint64_t bytes = h.type("bytes", 33, 1, 0);
+  const uint64_t n = 200'000;
+  const uint64_t objs = h.zeros(n * 48);
+  const uint64_t t = h.untracked(tuple, n, 24 + n * 8);  // zero GC head: untracked
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t o = objs + i * 48;
+    FakeHeap::put(o + 8, bytes), FakeHeap::put(o + 16, 1);
+    FakeHeap::put(t + 24 + i * 8, o);
+  }
+  const uint64_t l = h.tracked(list);
+  FakeHeap::put(l + 16, 1), FakeHeap::put(l + 24, h.words({t})), FakeHeap::put(l + 32, 1);
+  auto r = h.walk(20'000'000);
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  auto m = by_name(r);
+  EXPECT_EQ(m["bytes"], std::make_pair(n, n * 34));
+  EXPECT_EQ(m["tuple"], std::make_pair(uint64_t{1}, 24 + n * 8 + 16));
+  EXPECT_LE(r.ref_queue_peak_bytes, 64u << 10);  // before: 2 MiB (200k pointers)
+}
+
+// More references pending than the walk keeps (here 40,000 tracked lists, a
+// range each) are followed during the GC-list walk; tracked objects met that
+// way before their list reaches them are still counted once, from the list.
+TEST(PythonHeap, ReferencesFollowedDuringTheListWalkCountTrackedObjectsOnce) {
+  FakeHeap h;
+  const uint64_t list = h.type("list", 40, 0, kHaveGc | kListSub);
+  const uint64_t bytes = h.type("bytes", 33, 1, 0);
+  const uint64_t n = 40'000;
+  const uint64_t block = h.zeros(n * 128);
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t g = block + i * 128, obj = g + 16, items = g + 64, b = g + 80;  // list, items, bytes
+    h.link(g, list);
+    FakeHeap::put(b + 8, bytes), FakeHeap::put(b + 16, 0);
+    // items: the next list (tracked, not walked yet) and one bytes object.
+    FakeHeap::put(items, i + 1 < n ? block + (i + 1) * 128 + 16 : 0), FakeHeap::put(items + 8, b);
+    FakeHeap::put(obj + 16, 2), FakeHeap::put(obj + 24, items), FakeHeap::put(obj + 32, 2);
+  }
+  auto r = h.walk(20'000'000);
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  auto m = by_name(r);
+  EXPECT_EQ(m["list"].first, n);
+  EXPECT_EQ(m["bytes"], std::make_pair(n, n * 33));
+  EXPECT_EQ(r.tracked_objects, n);
+  EXPECT_EQ(r.untracked_objects, n);
+  EXPECT_LE(r.ref_queue_peak_bytes, 4u << 20);  // before: 40k ranges queued to the end
+}
+
+// Sizes come from the target's fields: an untracked object whose size does
+// not fit the mapping it lies in is no object (not counted); a tracked one
+// is counted at its fixed size, and the snapshot says so. Before: a junk
+// word read as a generator added 8 TB to the totals.
+TEST(PythonHeap, SizesThatDoNotFitTheirMemoryAreNotBelieved) {
+  FakeHeap h;
+  const uint64_t list = h.type("list", 40, 0, kHaveGc | kListSub);
+  const uint64_t gen = h.type("generator", 96, 8, 0);
+  const uint64_t tracked_gen = h.type("tracked_var", 96, 8, kHaveGc);
+  const uint64_t liar = h.untracked(gen, uint64_t{1} << 39);
+  const uint64_t honest = h.untracked(gen, 4);
+  const uint64_t l = h.tracked(list);
+  FakeHeap::put(l + 16, 2), FakeHeap::put(l + 24, h.words({liar, honest})), FakeHeap::put(l + 32, 2);
+  const uint64_t t = h.tracked(tracked_gen);
+  FakeHeap::put(t + 16, uint64_t{1} << 39);
+  auto r = h.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial) << r.reason;
+  EXPECT_NE(r.reason.find("1 GC-tracked objects claim sizes that do not fit"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.implausible_sizes, 1u);
+  auto m = by_name(r);
+  EXPECT_EQ(m["generator"], std::make_pair(uint64_t{1}, uint64_t{96 + 4 * 8}));
+  EXPECT_EQ(m["tracked_var"], std::make_pair(uint64_t{1}, uint64_t{96 + 16}));
 }

@@ -28,18 +28,23 @@ class AddressBitmap {
   AddressBitmap(const AddressBitmap&) = delete;
   AddressBitmap& operator=(const AddressBitmap&) = delete;
 
+  // Never allocates: a lookup of an address nothing was marked near (a junk
+  // word of the target's) costs no memory.
   bool contains(uint64_t addr) {
     if (addr == 0) return false;
-    uint64_t* words = region(addr >> kRegionShift);
-    if (!words) return overflow_.contains(addr);
+    uint64_t* words = region(addr >> kRegionShift, false);
+    if (!words) return overflow_.size() && overflow_.contains(addr);
     const uint64_t bit = (addr & ((uint64_t{1} << kRegionShift) - 1)) >> 3;
     return words[bit >> 6] & (uint64_t{1} << (bit & 63));
   }
 
+  // Bitmap regions allocated (16 KiB each).
+  size_t regions() const { return index_.size(); }
+
   // True when addr was not marked before (and is now). Zero is never marked.
   bool insert(uint64_t addr) {
     if (addr == 0) return false;
-    uint64_t* words = region(addr >> kRegionShift);
+    uint64_t* words = region(addr >> kRegionShift, true);
     if (!words) return overflow_.insert(addr);
     const uint64_t bit = (addr & ((uint64_t{1} << kRegionShift) - 1)) >> 3;
     uint64_t& w = words[bit >> 6];
@@ -50,14 +55,16 @@ class AddressBitmap {
   }
 
  private:
-  uint64_t* region(uint64_t r) {
+  // The bitmap of region r; created when `create` (and the limit allows),
+  // else nullptr when it has none.
+  uint64_t* region(uint64_t r, bool create) {
     auto& hot = recent_[r & (recent_.size() - 1)];
     if (hot.first == r) return hot.second;
     uint64_t* words = nullptr;
     if (auto it = index_.find(r); it != index_.end()) {
       words = it->second;
     } else {
-      if (index_.size() >= max_regions_) return nullptr;
+      if (!create || index_.size() >= max_regions_) return nullptr;
       words = allocate_region();
       index_.emplace(r, words);
     }

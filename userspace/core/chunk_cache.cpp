@@ -28,8 +28,7 @@ void ChunkCache::set_maps(const std::vector<Mapping>& maps) {
 
 const Mapping* ChunkCache::find_or_refresh(uint64_t addr) {
   if (const Mapping* m = find_mapping(addr)) return m;
-  if (refreshes_left_ <= 0 || gone_) return nullptr;
-  --refreshes_left_;
+  if (gone_ || !may_refresh()) return nullptr;
   auto maps = read_maps(mem_.pid());
   if (maps.empty()) {
     gone_ = true;  // no /proc/PID/maps: the target has exited
@@ -37,6 +36,19 @@ const Mapping* ChunkCache::find_or_refresh(uint64_t addr) {
   }
   set_maps(maps);
   return find_mapping(addr);
+}
+
+// The maps go stale while the target maps memory as we read, so an address
+// in none of them re-reads them; but a hostile word points anywhere, every
+// such lookup would re-read them. The first few refreshes come at once, then
+// at most one per kRefreshInterval.
+bool ChunkCache::may_refresh() {
+  const auto now = std::chrono::steady_clock::now();
+  if (refreshes_ >= kMaxRefreshes) return false;
+  if (refreshes_ >= kPromptRefreshes && now - last_refresh_ < kRefreshInterval) return false;
+  ++refreshes_;
+  last_refresh_ = now;
+  return true;
 }
 
 const Mapping* ChunkCache::find_mapping(uint64_t addr) const {
@@ -122,10 +134,15 @@ bool ChunkCache::read_slow(uint64_t addr, void* out, size_t len) {
   while (len > 0) {
     const Slot* s = chunk_for(addr);
     if (!s) {
-      // Not in a known mapping (or the chunk failed): one exact read.
-      if (gone_ || find_mapping(addr) || !budget_ok(len)) return false;
+      // Not in a known mapping (or the chunk failed): one exact read, in
+      // case the maps went stale. A hostile word points anywhere, and each
+      // such read is a failed syscall: after kMaxFailedExactReads of them,
+      // addresses outside the known mappings fail without one.
+      if (gone_ || find_mapping(addr) || failed_exact_reads_ >= kMaxFailedExactReads || !budget_ok(len))
+        return false;
       if (!mem_.read(addr, dst, len)) {
         if (mem_.last_errno() == ESRCH) gone_ = true;
+        ++failed_exact_reads_;
         return false;
       }
       return true;

@@ -3,10 +3,12 @@
 // HotSpot regions). Neighbouring objects usually share a chunk, so a walk over
 // N objects costs about (bytes touched / chunk size) syscalls instead of N.
 // Chunks are clamped to the target's readable mappings; an address outside
-// them (stale maps, hostile pointer) falls back to one exact read. Bounded:
+// them (stale maps, hostile pointer) falls back to one exact read (at most
+// 256 that fail per cache: a hostile word costs no syscall after). Bounded:
 // at most `max_cached` bytes are held; eviction is CLOCK (second chance), so
 // chunks still in use by a second stream of reads are kept.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -47,6 +49,12 @@ class ChunkCache {
   }
   // Is addr inside a readable mapping of the target (as of the maps snapshot)?
   bool mapped(uint64_t addr) { return find_or_refresh(addr) != nullptr; }
+  // Bytes from addr to the end of the readable mapping holding it (0 when
+  // none): the most an object or buffer at addr can span.
+  uint64_t readable_room(uint64_t addr) {
+    const Mapping* m = find_or_refresh(addr);
+    return m ? m->end - addr : 0;
+  }
 
   // Stop reading once this many bytes came from the target (0 = no limit).
   void set_read_limit(uint64_t bytes) { read_limit_ = bytes; }
@@ -71,8 +79,9 @@ class ChunkCache {
   bool read_slow(uint64_t addr, void* out, size_t len);
   const uint8_t* view_slow(uint64_t addr, size_t len);
   const Mapping* find_mapping(uint64_t addr) const;
-  // find_mapping, re-reading /proc/PID/maps (a few times per capture) when
-  // the address is in none: the target maps new heap while we read.
+  // find_mapping, re-reading /proc/PID/maps when the address is in none
+  // (may_refresh: a few at once, then at most one per 10 ms): the target
+  // maps new heap while we read.
   const Mapping* find_or_refresh(uint64_t addr);
   void set_maps(const std::vector<Mapping>& maps);
   const Slot* chunk_for(uint64_t addr);  // last_ or lookup
@@ -94,7 +103,13 @@ class ChunkCache {
   uint64_t read_limit_ = 0;
   bool read_limit_hit_ = false;
   bool gone_ = false;
-  int refreshes_left_ = 8;
+  bool may_refresh();
+  static constexpr unsigned kPromptRefreshes = 8, kMaxRefreshes = 256;
+  static constexpr std::chrono::milliseconds kRefreshInterval{10};
+  unsigned refreshes_ = 0;
+  std::chrono::steady_clock::time_point last_refresh_{};
+  static constexpr unsigned kMaxFailedExactReads = 256;
+  unsigned failed_exact_reads_ = 0;
 };
 
 }  // namespace oomsnap

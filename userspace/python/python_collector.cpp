@@ -91,6 +91,7 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
                  {"referenced_untracked_objects", res.untracked_objects},
                  {"gc_lists_complete", res.lists_complete},
                  {"gc_lists", res.lists_total}};
+  if (res.implausible_sizes) snap.totals.emplace_back("implausible_sizes", res.implausible_sizes);
   uint64_t total_bytes = 0;
   for (auto& t : res.types) {
     SnapshotEntry e;

@@ -31,13 +31,27 @@ constexpr int kMaxBaseDepth = 32;          // tp_base chain length followed
 constexpr uint64_t kSaneBytes = 1ull << 40;
 constexpr int kT_OBJECT = 6, kT_OBJECT_EX = 16;  // PyMemberDef.type
 // Local limits on what the target's counts can make the reader do. A
-// container's item count is the target's to choose: its items are read in
-// batches of kBatchRecords into a fixed buffer and only the pointers worth
-// following are queued, so the queue grows with real references, never with
-// a claimed count; at most kMaxItemsPerContainer records are read from one
-// container (16 Mi: 128 MiB of list items, within the default read budget).
+// container's item count is the target's to choose: a container to follow
+// is remembered as a range (address, count), never expanded up front; its
+// items are read kBatchRecords at a time, only when nothing else is pending,
+// and only the pointers worth following are kept, so what the walk holds
+// grows with the depth of the references followed, never with a count or
+// with the heap's size. At most kMaxItemsPerContainer records are read from
+// one container (16 Mi: 128 MiB of list items, within the default read budget).
 constexpr uint64_t kMaxItemsPerContainer = uint64_t{1} << 24;
 constexpr size_t kBatchRecords = 1024;
+// Pending work while references are followed (depth-first): pointers and
+// container ranges. The GC-list walk hands its references over in bulk; past
+// these sizes they are followed at once (4 MiB and 2.5 MiB at most). Beyond
+// them (a chain of nested containers this deep), the rest is left out and
+// the snapshot says so.
+constexpr size_t kMaxPendingPointers = size_t{1} << 19;
+constexpr size_t kMaxPendingRanges = size_t{1} << 16;
+constexpr size_t kFollowPointersAt = kMaxPendingPointers / 2, kFollowRangesAt = kMaxPendingRanges / 2;
+// Words that did not read as an object are remembered in a small
+// direct-mapped table (32 KiB), so a value repeated through junk memory
+// costs one read, not one per occurrence, and never a seen mark.
+constexpr size_t kRejectSlots = 4096;
 constexpr unsigned kMaxStride = 3;
 constexpr size_t kMaxSlots = 256;         // __slots__ members per type, bases included
 constexpr size_t kMaxNameBytes = 1024;    // a type's name, marker included
@@ -121,14 +135,29 @@ class Walker {
   std::optional<std::string> read_str(uint64_t addr);
   std::string read_c_string(uint64_t addr);
   uint64_t dict_lookup(uint64_t dict, std::string_view key);
-  uint64_t size_of(uint64_t obj, ByteView o, const TypeInfo& t);
+  // sys.getsizeof of the object; fits: false when the size does not fit the
+  // memory (then only its fixed part is returned).
+  uint64_t size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits);
   // what: the container's kind, for the reason when its count is cut.
   void add_pointers(uint64_t addr, uint64_t count, unsigned stride = 1, unsigned keep = 1, const char* what = "container");
   void add_pointer(uint64_t p);
-  bool queue_full();
+  // Reads the next batch of the innermost pending container range.
+  void expand_range();
   bool mark(uint64_t addr);
   void collect_refs(uint64_t obj, ByteView o, const TypeInfo& t);
+  // Follows every pending reference (and what they reference) depth-first.
   void visit_refs();
+  // false: stop following (the object cap is reached).
+  bool visit_ref(uint64_t r);
+  // An object whose size, as its own fields give it, does not fit the
+  // memory it (or its buffer) lies in: the fields are not what they claim.
+  bool size_fits(uint64_t addr, uint64_t len) { return len <= mem_.readable_room(addr); }
+  bool rejected(uint64_t r) const { return reject_[(r >> 3) & (kRejectSlots - 1)] == r; }
+  bool reject(uint64_t r) {
+    reject_[(r >> 3) & (kRejectSlots - 1)] = r;
+    return true;
+  }
+
   // Walks one generation list; false when it stopped early (reason set;
   // halt_ also set when nothing more should be read at all).
   bool walk_list(uint64_t head);
@@ -169,14 +198,22 @@ class Walker {
   AddressBitmap seen_;
   uint64_t last_type_addr_ = ~uint64_t{0};
   TypeInfo* last_type_ = nullptr;
-  // References queued while the GC lists are walked and visited after them,
-  // so references to tracked objects are recognised from the seen marks
-  // without reading those objects a second time.
-  std::vector<uint64_t, HugePageAllocator<uint64_t>> refs_;
+  // References pending while the GC lists are walked, followed after them
+  // (or once there are kFollow*At of them), so references to tracked objects
+  // are mostly recognised from the seen marks without a second read.
+  struct PendingRange {
+    uint64_t addr, count, claimed, done;
+    uint32_t stride, keep;
+    const char* what;
+  };
+  std::vector<uint64_t> refs_;
+  std::vector<PendingRange> ranges_;
+  std::vector<uint64_t> reject_ = std::vector<uint64_t>(kRejectSlots, 0);
+  uint64_t implausible_sizes_ = 0;
   std::vector<uint64_t> batch_;   // one batch of a container's records (kBatchRecords x stride words)
   std::vector<uint8_t> gc_buf_;  // the GC state being read (read_gc_state)
   uint64_t visited_ = 0, tracked_ = 0, untracked_ = 0, steps_ = 0, marks_ = 0;
-  uint64_t peak_queue_bytes_ = 0;
+  uint64_t peak_queue_bytes_ = 0;  // pending pointers + ranges, at their largest
   bool refs_truncated_ = false;
   bool halt_ = false;
   uint64_t missing_ = 0;      // estimated objects of incomplete lists not read
@@ -370,52 +407,68 @@ TypeInfo& Walker::type_info(uint64_t addr, int depth) {
   return *t;
 }
 
-// sys.getsizeof of the object, from its first kObjView bytes `o`.
-uint64_t Walker::size_of(uint64_t obj, ByteView o, const TypeInfo& t) {
+// sys.getsizeof of the object, from its first kObjView bytes `o`. Every
+// count in it is the target's: the object (or the buffer it owns) must fit
+// the readable mapping it lies in, else fits is false and only the fixed
+// part is counted (a junk word read as an object claims terabytes).
+uint64_t Walker::size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits) {
   const uint64_t basic = t.basicsize;
   const uint64_t n = abs64(i64(o, 16));  // ob_size for var objects
   uint64_t size = basic;
+  // The memory the size says the target holds: inline (from obj) unless a
+  // buffer of its own is named.
+  uint64_t buf = obj, buf_len = basic;
   switch (t.kind) {
-    case Kind::kList: size = basic + std::min<uint64_t>(u64(o, 32), kSaneBytes) * 8; break;
+    case Kind::kList: {
+      const uint64_t allocated = std::min<uint64_t>(u64(o, 32), kSaneBytes);
+      size = basic + allocated * 8;
+      if (allocated) buf = u64(o, 24), buf_len = allocated * 8;
+      break;
+    }
     case Kind::kInt: {
       const uint64_t ndigits = std::min(L_.long_has_lv_tag ? (u64(o, 16) >> 3) : n, kSaneBytes);
-      size = basic + std::max<uint64_t>(ndigits, 1) * 4;
+      size = buf_len = basic + std::max<uint64_t>(ndigits, 1) * 4;
       break;
     }
     case Kind::kStr: {
       const uint32_t state = u32(o, 32);
       const uint64_t kind = (state >> 2) & 7, len = std::min(u64(o, 16), kSaneBytes);
-      if ((state >> 5) & 1) size = ((state >> 6) & 1) ? L_.ascii_size + len + 1 : L_.compact_size + (len + 1) * kind;
+      if ((state >> 5) & 1) size = buf_len = ((state >> 6) & 1) ? L_.ascii_size + len + 1 : L_.compact_size + (len + 1) * kind;
       else size = basic + (len + 1) * kind;
       break;
     }
-    case Kind::kByteArray: size = basic + std::min(u64(o, L_.bytearray_alloc), kSaneBytes); break;
+    case Kind::kByteArray: {
+      const uint64_t alloc = std::min(u64(o, L_.bytearray_alloc), kSaneBytes);
+      size = basic + alloc;
+      if (alloc) buf = u64(o, L_.bytearray_alloc + 8), buf_len = alloc;  // ob_bytes follows ob_alloc
+      break;
+    }
     case Kind::kSet:
-      if (u64(o, 40) != obj + 64) size = basic + (std::min(u64(o, 32), kSaneBytes) + 1) * 16;
+      if (u64(o, 40) != obj + 64) {
+        const uint64_t table = (std::min(u64(o, 32), kSaneBytes) + 1) * 16;
+        size = basic + table;
+        buf = u64(o, 40), buf_len = table;
+      }
       break;
     case Kind::kDict: {
       const uint64_t keys = u64(o, 32), values = u64(o, 40);
       auto k = is_static(keys) ? std::nullopt : read_keys(keys);
       if (k && values)  // split table: shared_keys_usable_size values
         size += (k->nentries + std::min(k->usable, kSaneBytes)) * 8;
-      if (k && k->refcnt == 1) size += k->bytes();          // keys owned by this dict
+      if (k && k->refcnt == 1) {  // keys owned by this dict
+        size += k->bytes();
+        buf = keys, buf_len = k->bytes();
+      }
       break;
     }
     default:
       // Like object.__sizeof__: 3.13+ inline attribute values are not counted.
-      if (t.itemsize) size = basic + std::min(n, kSaneBytes) * t.itemsize;
+      if (t.itemsize) size = buf_len = basic + std::min(n, kSaneBytes) * t.itemsize;
       break;
   }
+  fits = size_fits(buf, buf_len) && (buf == obj || size_fits(obj, basic));
+  if (!fits) size = basic;
   return size + t.preheader;
-}
-
-// Room left in the reference queue: never more than the object cap can
-// still admit (the queue holds objects yet to be visited).
-bool Walker::queue_full() {
-  const uint64_t room = in_.max_objects - std::min(visited_, in_.max_objects);
-  if (refs_.size() < room) return false;
-  refs_truncated_ = true;
-  return true;
 }
 
 // Marks addr seen; false when it was already. The marks live in 1 MiB
@@ -429,49 +482,61 @@ bool Walker::mark(uint64_t addr) {
   return true;
 }
 
-// Queues the pointers among `count` records of `stride` words at addr whose
-// word index is set in keep (bit 0 = first word of each record): list and
-// tuple items, {key, hash} set entries, {hash, key, value} dict entries.
-// count is the target's: records are read a batch at a time and only
-// pointers worth following are queued (not null, not static, not already
-// counted), within the queue's room, at most kMaxItemsPerContainer records.
+// Remembers `count` records of `stride` words at addr whose word index is set
+// in keep (bit 0 = first word of each record) for visit_refs: list and tuple
+// items, {key, hash} set entries, {hash, key, value} dict entries. count is
+// the target's: nothing is read or sized from it here.
 void Walker::add_pointers(uint64_t addr, uint64_t count, unsigned stride, unsigned keep, const char* what) {
   if (!addr || count == 0 || stride == 0 || stride > kMaxStride) return;
-  const uint64_t claimed = count;
-  count = std::min(count, kMaxItemsPerContainer);
-  batch_.resize(kBatchRecords * kMaxStride);
-  for (uint64_t done = 0; done < count && !halt_;) {
-    if (queue_full()) return;
-    const uint64_t n = std::min<uint64_t>(count - done, kBatchRecords);
-    // An unreadable batch ends this container; what was queued stays. Where
-    // it starts in readable memory, the count runs past the end of it: a
-    // count that does not match the memory is worth a partial. (Unmapped
-    // items are a container freed while we read: the list walk says so.)
-    const uint64_t at = addr + done * stride * 8;
-    if (!mem_.read(at, batch_.data(), n * stride * 8)) {
-      if (!mem_.read_limit_hit() && !mem_.target_gone() && mem_.mapped(at))
-        stop(std::string("a ") + what + " at " + hex(addr) + " claims " + std::to_string(claimed) +
-             " items, more than the memory it points at holds; " + std::to_string(done) + " were followed");
-      return;
-    }
-    const uint64_t words = n * stride;
-    for (uint64_t r = 0; r < words; ++r) {
-      if (!((keep >> (r % stride)) & 1)) continue;
-      const uint64_t p = batch_[r];
-      if (!p || is_static(p) || seen_.contains(p)) continue;
-      if (queue_full()) return;
-      refs_.push_back(p);
-    }
-    done += n;
-    if ((done & (kBatchRecords * 16 - 1)) == 0 && deadline_.expired()) return;  // visit/walk loops halt on it
+  if (ranges_.size() >= kMaxPendingRanges) {
+    refs_truncated_ = true;
+    return;
   }
-  if (claimed > count && !halt_)
-    stop(std::string("a ") + what + " at " + hex(addr) + " claims " + std::to_string(claimed) +
-         " items; the first " + std::to_string(count) + " were followed");
+  ranges_.push_back({addr, std::min(count, kMaxItemsPerContainer), count, 0, stride, keep, what});
+  peak_queue_bytes_ = std::max<uint64_t>(peak_queue_bytes_, refs_.capacity() * sizeof(uint64_t) +
+                                                                ranges_.capacity() * sizeof(PendingRange));
 }
 
+// Pending pointers are bounded by kMaxPendingPointers and by the room the
+// object cap leaves (more could not all be visited); past either, the
+// pointer is left out and the snapshot is partial.
 void Walker::add_pointer(uint64_t p) {
-  if (p && !is_static(p) && !seen_.contains(p) && !queue_full()) refs_.push_back(p);
+  if (!p || is_static(p) || seen_.contains(p)) return;
+  const uint64_t room = in_.max_objects - std::min(visited_, in_.max_objects);
+  if (refs_.size() >= std::min<uint64_t>(kMaxPendingPointers, room)) {
+    refs_truncated_ = true;
+    return;
+  }
+  refs_.push_back(p);
+}
+
+// Reads the next kBatchRecords records of the innermost range and keeps the
+// pointers worth following (not null, not static, not already counted). An
+// unreadable batch ends the range; where it starts in readable memory, the
+// count ran past the end of it: a count that does not match the memory is
+// worth a partial. (Unmapped items are a container freed while we read: the
+// list walk says so.)
+void Walker::expand_range() {
+  PendingRange& g = ranges_.back();
+  const uint64_t n = std::min<uint64_t>(g.count - g.done, kBatchRecords);
+  const uint64_t at = g.addr + g.done * g.stride * 8;
+  batch_.resize(kBatchRecords * kMaxStride);
+  if (!mem_.read(at, batch_.data(), n * g.stride * 8)) {
+    if (!mem_.read_limit_hit() && !mem_.target_gone() && mem_.mapped(at))
+      stop(std::string("a ") + g.what + " at " + hex(g.addr) + " claims " + std::to_string(g.claimed) +
+           " items, more than the memory it points at holds; " + std::to_string(g.done) + " were followed");
+    ranges_.pop_back();
+    return;
+  }
+  const uint64_t words = n * g.stride;
+  for (uint64_t r = 0; r < words; ++r)
+    if ((g.keep >> (r % g.stride)) & 1) add_pointer(batch_[r]);
+  g.done += n;
+  if (g.done < g.count) return;
+  if (g.claimed > g.count)
+    stop(std::string("a ") + g.what + " at " + hex(g.addr) + " claims " + std::to_string(g.claimed) +
+         " items; the first " + std::to_string(g.count) + " were followed");
+  ranges_.pop_back();
 }
 
 // The objects this tracked object references directly, as CPython's own
@@ -536,18 +601,14 @@ void Walker::collect_refs(uint64_t obj, ByteView o, const TypeInfo& t) {
   if (values) add_pointers(values + L_.dict_values_items, t.shared_entries);
 }
 
-// Counts the untracked objects in refs_ (after the GC lists), each once. Untracked containers
-// (a tuple of str, a dict of str -> bytes: CPython stops tracking containers
-// that can hold no cycle) are followed too, transitively, since what they
-// hold is reachable from nothing the GC lists show.
+// Counts the untracked objects among the pending references, each once.
+// Untracked containers (a tuple of str, a dict of str -> bytes: CPython stops
+// tracking containers that can hold no cycle) are followed too, transitively,
+// since what they hold is reachable from nothing the GC lists show. Depth
+// first: pending pointers before the next batch of a container's items, so
+// what is pending stays within the depth of the references being followed.
 void Walker::visit_refs() {
-  for (size_t i = 0; i < refs_.size() && !halt_; ++i) {
-    const uint64_t r = refs_[i];
-    if (!r || (r & 7) || is_static(r) || !mark(r)) continue;
-    if (visited_ >= in_.max_objects) {
-      refs_truncated_ = true;
-      break;
-    }
+  while (!halt_) {
     if ((++steps_ & 1023) == 0 && deadline_.expired()) {
       halt("deadline reached while following references");
       break;
@@ -556,23 +617,54 @@ void Walker::visit_refs() {
       halt("read budget exhausted while following references");
       break;
     }
-    uint8_t buf[kObjView];
-    if (!load(r, buf, sizeof buf)) continue;
-    const ByteView o(buf, sizeof buf);
-    TypeInfo& t = type_info(u64(o, 8));
-    if (!t.valid) continue;
-    if (t.flags & kHaveGc) {
-      uint64_t next = 1;
-      if (!mem_.get(r - kGcHead, next) || next != 0) continue;  // tracked: counted from its list
+    if (!refs_.empty()) {
+      const uint64_t r = refs_.back();
+      refs_.pop_back();
+      if (!visit_ref(r)) break;
+    } else if (!ranges_.empty()) {
+      expand_range();
+    } else {
+      break;
     }
-    ++visited_;
-    ++untracked_;
-    ++t.objects;
-    t.bytes = sat_add(t.bytes, size_of(r, o, t));
-    if (t.flags & kHaveGc) collect_refs(r, o, t);
   }
-  peak_queue_bytes_ = std::max<uint64_t>(peak_queue_bytes_, refs_.capacity() * sizeof(uint64_t));
+  peak_queue_bytes_ = std::max<uint64_t>(peak_queue_bytes_, refs_.capacity() * sizeof(uint64_t) +
+                                                                ranges_.capacity() * sizeof(PendingRange));
   refs_.clear();
+  ranges_.clear();
+}
+
+bool Walker::visit_ref(uint64_t r) {
+  if (!r || (r & 7) || is_static(r) || seen_.contains(r) || rejected(r)) return true;
+  if (visited_ >= in_.max_objects) {
+    refs_truncated_ = true;
+    return false;
+  }
+  // Marked only once it reads as an object of a valid type whose size fits
+  // its memory: a reference is the target's word (a container's count can
+  // run past its items into any memory), and marks cost the agent memory.
+  uint8_t buf[kObjView];
+  if (!load(r, buf, sizeof buf)) return reject(r);
+  const ByteView o(buf, sizeof buf);
+  TypeInfo& t = type_info(u64(o, 8));
+  if (!t.valid) return reject(r);
+  if (t.flags & kHaveGc) {
+    uint64_t next = 1;
+    if (!mem_.get(r - kGcHead, next)) return reject(r);
+    if (next != 0) {
+      mark(r);  // tracked: counted from its list, now or later
+      return true;
+    }
+  }
+  bool fits = true;
+  const uint64_t size = size_of(r, o, t, fits);
+  if (!fits) return reject(r);
+  mark(r);
+  ++visited_;
+  ++untracked_;
+  ++t.objects;
+  t.bytes = sat_add(t.bytes, size);
+  if (t.flags & kHaveGc) collect_refs(r, o, t);
+  return true;
 }
 
 bool Walker::walk_list(uint64_t head) {
@@ -596,8 +688,11 @@ bool Walker::walk_list(uint64_t head) {
     ++visited_;
     ++tracked_;
     ++t.objects;
-    t.bytes = sat_add(t.bytes, size_of(obj, o, t));
+    bool fits = true;
+    t.bytes = sat_add(t.bytes, size_of(obj, o, t, fits));
+    implausible_sizes_ += !fits;
     collect_refs(obj, o, t);
+    if (refs_.size() >= kFollowPointersAt || ranges_.size() >= kFollowRangesAt) visit_refs();
     if (halt_) return false;
     prev = g;
     g = u64(gh, 0) & kLinkMask;
@@ -699,9 +794,14 @@ PyHeapResult Walker::run() {
     if (!mem_.get(interp + L_.interp_next, interp)) break;
   }
   if (!halt_) visit_refs();
+  if (implausible_sizes_)
+    stop(std::to_string(implausible_sizes_) +
+         " GC-tracked objects claim sizes that do not fit the memory they lie in (counted at their fixed size)");
   res.tracked_objects = tracked_;
   res.untracked_objects = untracked_;
-  res.ref_queue_peak_bytes = std::max<uint64_t>(peak_queue_bytes_, refs_.capacity() * sizeof(uint64_t));
+  res.implausible_sizes = implausible_sizes_;
+  res.ref_queue_peak_bytes = std::max<uint64_t>(peak_queue_bytes_, refs_.capacity() * sizeof(uint64_t) +
+                                                                       ranges_.capacity() * sizeof(PendingRange));
   res.addresses_marked = marks_;
   auto emit = [&](const TypeInfo& t) {
     if (t.objects) res.types.push_back({t.name, t.objects, t.bytes});

@@ -6,9 +6,11 @@
 // Bounded: object cap, deadline, read budget, prev/next consistency on every
 // list step (a list that changes under the reader stops that list: partial).
 // Every count and size in the target is its own to choose: container items
-// are read in fixed batches and queued only when worth following (the queue
-// never grows from a claimed count), at most 16 Mi records per container;
-// type names are cut at 1 KiB; the seen marks are bounded by the object cap.
+// are read in fixed batches when followed (depth first; what is pending never
+// grows from a claimed count or with the heap), at most 16 Mi records per
+// container; a size must fit the mapping it lies in; a word is marked seen
+// only once it reads as an object; type names are cut at 1 KiB; the seen
+// marks are bounded by the object cap.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -50,7 +52,10 @@ struct PyHeapResult {
   std::string scope;
   // What the walk held, for checking its local bounds: the reference queue's
   // largest allocation, and how many addresses it marked seen.
-  uint64_t ref_queue_peak_bytes = 0;
+  uint64_t ref_queue_peak_bytes = 0;  // pending references (pointers + container ranges)
+  // GC-tracked objects whose size, from their own fields, does not fit the
+  // mapping they (or their buffer) lie in: counted at their fixed size.
+  uint64_t implausible_sizes = 0;
   uint64_t addresses_marked = 0;
 };
 
