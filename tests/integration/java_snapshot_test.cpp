@@ -190,6 +190,36 @@ TEST_P(JavaSnapshot, AgreesWithJcmdClassHistogram) {
   EXPECT_LT(s.read_syscalls * 100, total(s, "objects"));
 }
 
+// Only the top max_entries classes are named by the walk (a JVM can hold a
+// million classes): they are the full list's first entries, in its order,
+// with the same counts (the fixture is idle); totals.classes counts every
+// class, and the output says it was truncated.
+TEST_P(JavaSnapshot, TopEntriesAreTheFullListsFirst) {
+  auto fx = start(GetParam(), {});
+  if (!fx.proc) return;
+  std::string err;
+  auto full = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
+  ASSERT_TRUE(full) << err;
+  auto opts = all_entries();
+  opts.max_entries = 12;
+  auto top = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
+  ASSERT_TRUE(top) << err;
+  const Snapshot &f = full->result.snapshot, &t = top->result.snapshot;
+  ASSERT_EQ(f.status, SnapshotStatus::kComplete) << f.reason;
+  ASSERT_EQ(t.status, SnapshotStatus::kComplete) << t.reason;
+  EXPECT_FALSE(f.output_truncated);
+  EXPECT_EQ(total(f, "classes"), f.entries.size());
+  EXPECT_GT(f.entries.size(), 100u);  // the fixture's and the JDK's own
+  EXPECT_TRUE(t.output_truncated);
+  EXPECT_EQ(total(t, "classes"), total(f, "classes"));
+  ASSERT_EQ(t.entries.size(), 12u);
+  for (size_t i = 0; i < t.entries.size(); ++i) {
+    EXPECT_EQ(t.entries[i].name, f.entries[i].name) << i;
+    EXPECT_EQ(t.entries[i].bytes, f.entries[i].bytes) << t.entries[i].name;
+    EXPECT_EQ(t.entries[i].objects, f.entries[i].objects) << t.entries[i].name;
+  }
+}
+
 // A heap over the walk budget is sampled: every k-th region, counts scaled
 // by k, status partial with the reason; humongous objects stay exact.
 TEST_P(JavaSnapshot, HeapOverTheBudgetIsSampled) {

@@ -1,8 +1,10 @@
 #include "java/g1_heap.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string_view>
 #include <tuple>
-#include <unordered_map>
 
 #include "core/checked_bytes.h"
 #include "java/hotspot_vmstructs.h"
@@ -10,7 +12,6 @@
 namespace oomsnap {
 namespace {
 
-constexpr size_t kMaxKlasses = 200000;
 constexpr uint64_t kMaxRegions = 1ull << 22;
 // G1's regions are at most 512 MiB (JDK 18+; 32 MiB before).
 constexpr uint64_t kMaxGrainBytes = 1ull << 30;
@@ -21,20 +22,115 @@ constexpr uint64_t kMaxRecordBytes = HotSpotVm::kMaxTypeBytes;
 // JVM: records that cannot be read mean a table that is not what it claims,
 // and each costs a failed read, so their scan gives up after this many.
 constexpr int kMaxFailedRecordReads = 64;
+// Symbols longer than this are not believed to be class names.
+constexpr size_t kMaxNameBytes = 2048;
 // Steps of a loop over heap memory between two looks at the clock.
 constexpr uint64_t kDeadlineEvery = 4096;
 
 bool power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
 
-struct KlassInfo {
-  bool valid = false, array = false, mirror = false, filler = false, unsizable = false;
-  int32_t lh = 0;
-  std::string name;  // internal form
-  uint64_t objects = 0, bytes = 0;    // counted exactly (full walk, humongous)
-  uint64_t sampled_objects = 0, sampled_bytes = 0;  // seen in sampled windows, scaled at the end
+struct Counts {
+  uint64_t objects = 0, bytes = 0;
+  void add(uint64_t size) {
+    ++objects;
+    bytes += size;
+  }
 };
 
-bool plausible_name(const std::string& n) {
+// What the walk keeps per distinct klass: decided once from the Klass at
+// first sight, the name included, but not the name itself (a walk can meet a
+// million classes; only the top few are named, at the end).
+struct KlassEntry {
+  enum : uint8_t { kValid = 1, kArray = 2, kMirror = 4, kFiller = 8, kUnsizable = 16, kPastCap = 32 };
+  uint64_t addr = 0;
+  Counts exact;    // counted exactly (full walk, humongous)
+  Counts sampled;  // seen in sampled windows, scaled at the end
+  int32_t lh = 0;
+  // A hash of the name read at first sight: the name read again at the end
+  // must match, or the Klass was unloaded and its memory reused meanwhile.
+  uint16_t name_check = 0;
+  uint8_t flags = 0;
+  bool has(uint8_t f) const { return (flags & f) != 0; }
+};
+// With its index slots (4 bytes each, at least 3/8 full), under 64 bytes per klass.
+static_assert(sizeof(KlassEntry) <= 48);
+
+// The klasses met, in pages of entries that never move (the walk holds
+// pointers to them) and an open-addressing index of entry numbers: no
+// allocation per klass, and a bounded size (the cap).
+class KlassTable {
+ public:
+  explicit KlassTable(size_t cap) : cap_(std::min(cap, G1Limits::kMaxKlasses)) {}
+  size_t size() const { return size_; }
+  size_t cap() const { return cap_; }
+  KlassEntry& at(size_t i) { return pages_[i >> kPageBits][i & (kPage - 1)]; }
+  KlassEntry* find(uint64_t addr) {
+    if (index_.empty()) return nullptr;
+    for (size_t s = slot_of(addr);; s = (s + 1) & (index_.size() - 1)) {
+      if (index_[s] == kEmpty) return nullptr;
+      KlassEntry& e = at(index_[s]);
+      if (e.addr == addr) return &e;
+    }
+  }
+  // A new zeroed entry for addr (not in the table); nullptr once the table
+  // holds cap() entries.
+  KlassEntry* insert(uint64_t addr) {
+    if (size_ >= cap_) return nullptr;
+    // Grown at 3/4 full: linear probing stays short.
+    if ((size_ + 1) * 4 > index_.size() * 3) grow_index();
+    if ((size_ >> kPageBits) == pages_.size()) pages_.push_back(std::make_unique<KlassEntry[]>(kPage));
+    const uint32_t n = static_cast<uint32_t>(size_++);
+    KlassEntry& e = at(n);
+    e.addr = addr;
+    place(addr, n);
+    return &e;
+  }
+
+ private:
+  static constexpr size_t kPageBits = 12, kPage = size_t{1} << kPageBits;
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  size_t slot_of(uint64_t addr) const {
+    return static_cast<size_t>(((addr >> 3) * 0x9E3779B97F4A7C15ull) >> (64 - index_bits_));
+  }
+  void place(uint64_t addr, uint32_t n) {
+    size_t s = slot_of(addr);
+    while (index_[s] != kEmpty) s = (s + 1) & (index_.size() - 1);
+    index_[s] = n;
+  }
+  void grow_index() {
+    index_bits_ = index_.empty() ? 10 : index_bits_ + 1;
+    index_.assign(size_t{1} << index_bits_, kEmpty);
+    for (size_t i = 0; i < size_; ++i) place(at(i).addr, static_cast<uint32_t>(i));
+  }
+
+  size_t cap_;
+  size_t size_ = 0;
+  unsigned index_bits_ = 0;
+  std::vector<std::unique_ptr<KlassEntry[]>> pages_;
+  std::vector<uint32_t> index_;
+};
+
+// 16 bits of FNV-1a over the name.
+uint16_t name_check(std::string_view name) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : name) h = (h ^ c) * 16777619u;
+  return static_cast<uint16_t>(h ^ (h >> 16));
+}
+
+// The order of Snapshot::sort_and_truncate: by bytes, then objects, both descending.
+bool heavier(const Counts& a, const Counts& b) {
+  if (a.bytes != b.bytes) return a.bytes > b.bytes;
+  return a.objects > b.objects;
+}
+
+// ... then by name.
+bool ranks_before(const JavaClassTotal& a, const JavaClassTotal& b) {
+  if (a.bytes != b.bytes) return a.bytes > b.bytes;
+  if (a.objects != b.objects) return a.objects > b.objects;
+  return a.name < b.name;
+}
+
+bool plausible_name(std::string_view n) {
   if (n.empty()) return false;
   for (unsigned char c : n)
     if (c < 0x20 || c == 0x7f) return false;
@@ -95,7 +191,7 @@ enum class Decoded {
 class Walker {
  public:
   Walker(ChunkCache& mem, const G1Layout& L, const G1Limits& lim, const Deadline& d)
-      : mem_(mem), L_(L), lim_(lim), deadline_(d) {}
+      : mem_(mem), L_(L), lim_(lim), deadline_(d), klasses_(lim.max_klasses) {}
   G1WalkResult run();
 
  private:
@@ -103,12 +199,31 @@ class Walker {
     uint64_t bottom, top;
     int64_t tag;
   };
-  KlassInfo* klass_at(uint64_t klass);
-  void read_klass(uint64_t klass, KlassInfo& k);
+  KlassEntry* klass_at(uint64_t klass);
+  // The entry of a klass met once the table is full: decoded again unless
+  // it is still in the small cache of such klasses, flagged kPastCap.
+  KlassEntry* past_cap(uint64_t klass);
+  void read_klass(uint64_t klass, KlassEntry& k);
+  // The layout helper and the name (internal form, in name_buf_) of the
+  // Klass at klass; false when it cannot be read or the name is implausible.
+  bool read_klass_name(uint64_t klass, int32_t& lh, std::string_view& name);
+  // The name of a counted class as Java prints it, read again now; a
+  // placeholder naming the Klass when it no longer reads as it did.
+  std::string class_name(const KlassEntry& k);
+  void count(KlassEntry& k, uint64_t size, bool sampled) {
+    KlassEntry& into = k.has(KlassEntry::kPastCap) ? past_cap_ : k;
+    (sampled ? into.sampled : into.exact).add(size);
+  }
+  // Sampled counts scaled into the exact ones, over every class.
+  void scale_sampled(double scale);
+  // res_.classes: the top lim_.max_entries classes, named; res_.class_count.
+  void select_classes();
+  // Of the classes tied at the boundary, the `want` first by name.
+  std::vector<JavaClassTotal> first_by_name(const std::vector<uint32_t>& tied, size_t want);
   // Decodes the object at a (below limit): its klass and size. strict: also
   // require an unlocked mark word (for resynchronisation inside unparsable
   // memory).
-  Decoded decode(uint64_t a, uint64_t limit, KlassInfo*& k, uint64_t& size, bool strict);
+  Decoded decode(uint64_t a, uint64_t limit, KlassEntry*& k, uint64_t& size, bool strict);
   // Reads the region table: the regions in use, sorted by address, and the
   // bytes in use outside humongous regions. Sets the result's reason when
   // the table itself cannot be read.
@@ -135,11 +250,15 @@ class Walker {
   const G1Layout& L_;
   const G1Limits& lim_;
   const Deadline& deadline_;
-  std::unordered_map<uint64_t, KlassInfo> klasses_;
+  KlassTable klasses_;
   uint64_t last_klass_addr_ = 0;
-  KlassInfo* last_klass_ = nullptr;
-  KlassInfo invalid_;
+  KlassEntry* last_klass_ = nullptr;
+  KlassEntry invalid_;
+  std::vector<KlassEntry> past_cap_cache_;  // direct-mapped by address, allocated once the table is full
+  KlassEntry past_cap_;                     // the counts of every class past the cap
+  bool cap_reached_ = false;                // a valid klass found the table full
   std::vector<uint8_t> klass_buf_;  // one Klass record: klass_record_bytes(), sized once the layout is checked
+  std::vector<char> name_buf_;      // one Klass name (kMaxNameBytes)
   G1WalkResult res_;
   std::string reason_;
   bool stopped_ = false;
@@ -158,16 +277,22 @@ bool Walker::keep_going() {
   return !stopped_;
 }
 
-void Walker::read_klass(uint64_t klass, KlassInfo& k) {
-  if (!mem_.read(klass, klass_buf_.data(), klass_buf_.size())) return;
+bool Walker::read_klass_name(uint64_t klass, int32_t& lh, std::string_view& name) {
+  if (!mem_.read(klass, klass_buf_.data(), klass_buf_.size())) return false;
   const ByteView kv(klass_buf_.data(), klass_buf_.size());
-  int32_t lh = 0;
   uint64_t sym = 0;
   uint16_t len = 0;
-  if (!kv.read_i32(L_.klass_layout_helper, lh) || !kv.read_u64(L_.klass_name, sym)) return;
-  if (!sym || (sym & 1) || !mem_.get(sym + L_.symbol_length, len) || len == 0 || len > 2048) return;
-  std::string name(len, '\0');
-  if (!mem_.read(sym + L_.symbol_body, name.data(), len) || !plausible_name(name)) return;
+  if (!kv.read_i32(L_.klass_layout_helper, lh) || !kv.read_u64(L_.klass_name, sym)) return false;
+  if (!sym || (sym & 1) || !mem_.get(sym + L_.symbol_length, len) || len == 0 || len > name_buf_.size()) return false;
+  if (!mem_.read(sym + L_.symbol_body, name_buf_.data(), len)) return false;
+  name = std::string_view(name_buf_.data(), len);
+  return plausible_name(name);
+}
+
+void Walker::read_klass(uint64_t klass, KlassEntry& k) {
+  int32_t lh = 0;
+  std::string_view name;
+  if (!read_klass_name(klass, lh, name)) return;
   const bool array = lh < 0;
   const int tag = lh >> 30;  // arithmetic: -1 type array, -2 object array
   const unsigned hdr_size = (static_cast<uint32_t>(lh) >> 16) & 0xff, log2 = static_cast<uint32_t>(lh) & 0x3f;
@@ -175,32 +300,62 @@ void Walker::read_klass(uint64_t klass, KlassInfo& k) {
                              name[0] == '[')
                           : (lh > 0 && lh < (1 << 24) && name[0] != '[');
   if (!sane) return;
-  k.valid = true;
-  k.array = array;
   k.lh = lh;
-  k.name = std::move(name);
-  k.mirror = k.name == "java/lang/Class";
-  k.filler = k.name == "jdk/internal/vm/FillerObject" || k.name == "[Ljdk/internal/vm/FillerElement;";
+  k.name_check = name_check(name);
+  k.flags |= KlassEntry::kValid;
+  if (array) k.flags |= KlassEntry::kArray;
+  if (name == "java/lang/Class") k.flags |= KlassEntry::kMirror;
+  if (name == "jdk/internal/vm/FillerObject" || name == "[Ljdk/internal/vm/FillerElement;")
+    k.flags |= KlassEntry::kFiller;
   // Sized by a Java field SA reads from the class's field table; not exported.
-  k.unsizable = k.name == "jdk/internal/vm/StackChunk";
+  if (name == "jdk/internal/vm/StackChunk") k.flags |= KlassEntry::kUnsizable;
 }
 
-KlassInfo* Walker::klass_at(uint64_t klass) {
+KlassEntry* Walker::klass_at(uint64_t klass) {
   if (klass == last_klass_addr_ && last_klass_) return last_klass_;
-  auto it = klasses_.find(klass);
-  if (it == klasses_.end()) {
-    // Every distinct klass address costs a read, once: the cap bounds them.
-    if (klasses_.size() >= kMaxKlasses || !klass || (klass & 7)) return &invalid_;
-    it = klasses_.emplace(klass, KlassInfo{}).first;
-    read_klass(klass, it->second);
+  if (!klass || (klass & 7)) return &invalid_;
+  KlassEntry* k = klasses_.find(klass);
+  if (!k) {
+    // Every distinct klass address costs a read, once, while the table has room.
+    k = klasses_.insert(klass);
+    if (!k) return past_cap(klass);
+    read_klass(klass, *k);
   }
-  if (!it->second.valid) return &invalid_;
+  if (!k->has(KlassEntry::kValid)) return &invalid_;
   last_klass_addr_ = klass;
-  last_klass_ = &it->second;
-  return last_klass_;
+  last_klass_ = k;
+  return k;
 }
 
-Decoded Walker::decode(uint64_t a, uint64_t limit, KlassInfo*& k, uint64_t& size, bool strict) {
+KlassEntry* Walker::past_cap(uint64_t klass) {
+  // Past the cap a klass is read again at each object unless it is one of
+  // the last few met; a small cache, so memory stays bounded.
+  constexpr size_t kSlots = 1024;
+  if (past_cap_cache_.empty()) past_cap_cache_.resize(kSlots);
+  KlassEntry& e = past_cap_cache_[((klass >> 3) * 0x9E3779B97F4A7C15ull) >> 54];
+  static_assert(kSlots == size_t{1} << (64 - 54));
+  if (e.addr != klass) {
+    e = KlassEntry{};
+    e.addr = klass;
+    read_klass(klass, e);
+    e.flags |= KlassEntry::kPastCap;
+  }
+  if (!e.has(KlassEntry::kValid)) return &invalid_;
+  cap_reached_ = true;
+  return &e;
+}
+
+std::string Walker::class_name(const KlassEntry& k) {
+  int32_t lh = 0;
+  std::string_view name;
+  if (read_klass_name(k.addr, lh, name) && lh == k.lh && name_check(name) == k.name_check)
+    return java_class_name(std::string(name));
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "<unreadable class name: Klass 0x%llx>", static_cast<unsigned long long>(k.addr));
+  return buf;
+}
+
+Decoded Walker::decode(uint64_t a, uint64_t limit, KlassEntry*& k, uint64_t& size, bool strict) {
   const size_t want = static_cast<size_t>(std::min<uint64_t>(24, limit - a));
   if (want < 8) return Decoded::kNoObject;
   const ByteView h(mem_.view(a, want), want);  // valid until the next read
@@ -224,10 +379,10 @@ Decoded Walker::decode(uint64_t a, uint64_t limit, KlassInfo*& k, uint64_t& size
   // or age bits beyond their fields) before its klass is even considered.
   if (strict && ((mark & 3) != 1 || (!L_.compact_headers && (mark >> 39) != 0))) return Decoded::kNoObject;
   k = klass_at(klass);
-  if (!k->valid) return Decoded::kNoObject;
-  if (!k->array) {
-    if (k->unsizable) return Decoded::kNoObject;
-    if (k->mirror) {
+  if (!k->has(KlassEntry::kValid)) return Decoded::kNoObject;
+  if (!k->has(KlassEntry::kArray)) {
+    if (k->has(KlassEntry::kUnsizable)) return Decoded::kNoObject;
+    if (k->has(KlassEntry::kMirror)) {
       int32_t words = 0;
       if (!mem_.get(a + static_cast<uint64_t>(L_.mirror_size_offset), words) || words <= 0) return Decoded::kNoObject;
       size = static_cast<uint64_t>(words) * 8;
@@ -244,7 +399,7 @@ Decoded Walker::decode(uint64_t a, uint64_t limit, KlassInfo*& k, uint64_t& size
 }
 
 uint64_t Walker::resync(uint64_t a, uint64_t limit, bool& unreadable) {
-  KlassInfo* k = nullptr;
+  KlassEntry* k = nullptr;
   uint64_t size = 0;
   for (uint64_t b = a; b < limit; b += 8) {
     if (!keep_going()) return b;
@@ -282,7 +437,7 @@ void Walker::walk_region(uint64_t from, uint64_t top, uint64_t count_until, bool
     }
     const uint64_t limit =
         hole_ < L_.holes.size() && L_.holes[hole_].first < top ? L_.holes[hole_].first : top;
-    KlassInfo* k = nullptr;
+    KlassEntry* k = nullptr;
     uint64_t size = 0;
     const Decoded d = decode(a, limit, k, size, false);
     if (d == Decoded::kUnreadable) {
@@ -292,16 +447,10 @@ void Walker::walk_region(uint64_t from, uint64_t top, uint64_t count_until, bool
     if (d == Decoded::kObject) {
       // A sampled window accounts for the bytes inside it only.
       res_.parsed_bytes += sampled ? std::min(size, count_until - a) : size;
-      if (k->filler) {
+      if (k->has(KlassEntry::kFiller)) {
         res_.filler_bytes += size;
       } else {
-        if (sampled) {
-          ++k->sampled_objects;
-          k->sampled_bytes += size;
-        } else {
-          ++k->objects;
-          k->bytes += size;
-        }
+        count(*k, size, sampled);
         res_.objects += 1;
       }
       a += size;
@@ -363,13 +512,12 @@ std::vector<Walker::Region> Walker::read_regions(uint64_t& walkable_used) {
 
 void Walker::walk_humongous(const Region& g) {
   G1WalkResult& r = res_;
-  KlassInfo* k = nullptr;
+  KlassEntry* k = nullptr;
   uint64_t size = 0;
   ++r.regions_walked;
   // The object runs on into the continues-humongous regions that follow.
   if (decode(g.bottom, g.bottom + (1ull << 40), k, size, false) == Decoded::kObject) {
-    ++k->objects;
-    k->bytes += size;
+    count(*k, size, false);
     ++r.objects;
     ++r.humongous_objects;
     r.humongous_bytes += size;
@@ -379,6 +527,80 @@ void Walker::walk_humongous(const Region& g) {
   }
 }
 
+void Walker::scale_sampled(double scale) {
+  auto scaled = [scale](uint64_t n) { return static_cast<uint64_t>(static_cast<double>(n) * scale + 0.5); };
+  auto fold = [&](KlassEntry& k) {
+    k.exact.objects += scaled(k.sampled.objects);
+    k.exact.bytes += scaled(k.sampled.bytes);
+  };
+  for (size_t i = 0; i < klasses_.size(); ++i) fold(klasses_.at(i));
+  fold(past_cap_);
+  res_.klass_cap_reached = cap_reached_;
+  res_.past_cap_objects = past_cap_.exact.objects;
+  res_.past_cap_bytes = past_cap_.exact.bytes;
+}
+
+void Walker::select_classes() {
+  std::vector<uint32_t> counted;
+  counted.reserve(klasses_.size());
+  for (size_t i = 0; i < klasses_.size(); ++i) {
+    const KlassEntry& k = klasses_.at(i);
+    if (k.has(KlassEntry::kValid) && k.exact.objects) counted.push_back(static_cast<uint32_t>(i));
+  }
+  res_.class_count = counted.size();
+  // The names are read now, maybe after the walk used up its read budget.
+  if (lim_.name_read_limit) mem_.set_read_limit(lim_.name_read_limit);
+  const size_t n = lim_.max_entries;
+  auto named = [&](uint32_t i) {
+    const KlassEntry& k = klasses_.at(i);
+    return JavaClassTotal{class_name(k), k.exact.objects, k.exact.bytes};
+  };
+  std::vector<JavaClassTotal>& out = res_.classes;
+  if (counted.size() <= n) {
+    for (uint32_t i : counted) out.push_back(named(i));
+  } else if (n > 0) {
+    // The n-th class by (bytes, objects): every class heavier is in, and of
+    // those tied with it, the first by name fill the rest, so the result is
+    // exactly the first n of the whole list sorted by sort_and_truncate.
+    auto heavier_entry = [&](uint32_t a, uint32_t b) { return heavier(klasses_.at(a).exact, klasses_.at(b).exact); };
+    std::nth_element(counted.begin(), counted.begin() + static_cast<std::ptrdiff_t>(n - 1), counted.end(),
+                     heavier_entry);
+    const uint32_t nth = counted[n - 1];
+    std::vector<uint32_t> tied;
+    for (uint32_t i : counted) {
+      if (heavier_entry(i, nth)) out.push_back(named(i));
+      else if (!heavier_entry(nth, i)) tied.push_back(i);
+    }
+    for (auto& c : first_by_name(tied, n - out.size())) out.push_back(std::move(c));
+  }
+  std::sort(out.begin(), out.end(), ranks_before);
+}
+
+std::vector<JavaClassTotal> Walker::first_by_name(const std::vector<uint32_t>& tied, size_t want) {
+  std::vector<JavaClassTotal> heap;  // a max-heap by name: its top is the first to give way
+  auto by_name = [](const JavaClassTotal& a, const JavaClassTotal& b) { return a.name < b.name; };
+  for (size_t j = 0; j < tied.size(); ++j) {
+    // Every tied class costs a name read: past the deadline, the ones read so
+    // far decide (always at least `want`, so the result is never short).
+    if (heap.size() == want && deadline_.expired()) {
+      stop("deadline reached while choosing by name among " + std::to_string(tied.size()) +
+           " classes tied at the last entry (" + std::to_string(j) + " compared)");
+      break;
+    }
+    const KlassEntry& k = klasses_.at(tied[j]);
+    JavaClassTotal c{class_name(k), k.exact.objects, k.exact.bytes};
+    if (heap.size() < want) {
+      heap.push_back(std::move(c));
+      std::push_heap(heap.begin(), heap.end(), by_name);
+    } else if (c.name < heap.front().name) {
+      std::pop_heap(heap.begin(), heap.end(), by_name);
+      heap.back() = std::move(c);
+      std::push_heap(heap.begin(), heap.end(), by_name);
+    }
+  }
+  return heap;
+}
+
 G1WalkResult Walker::run() {
   G1WalkResult& r = res_;
   if (auto bad = check_g1_layout(L_)) {
@@ -386,6 +608,7 @@ G1WalkResult Walker::run() {
     return r;
   }
   klass_buf_.resize(klass_record_bytes(L_));
+  name_buf_.resize(kMaxNameBytes);
   uint64_t walkable_used = 0;
   const std::vector<Region> regions = read_regions(walkable_used);
   if (!r.reason.empty()) return r;  // no region table
@@ -429,13 +652,11 @@ G1WalkResult Walker::run() {
     window_no += windows;
     r.regions_walked += walked;
   }
-  const double scale = window_bytes ? static_cast<double>(walkable_used) / static_cast<double>(window_bytes) : 0;
-  for (auto& [addr, kl] : klasses_) {
-    kl.objects += static_cast<uint64_t>(static_cast<double>(kl.sampled_objects) * scale + 0.5);
-    kl.bytes += static_cast<uint64_t>(static_cast<double>(kl.sampled_bytes) * scale + 0.5);
-  }
-  for (auto& [addr, kl] : klasses_)
-    if (kl.valid && kl.objects) r.classes.push_back({java_class_name(kl.name), kl.objects, kl.bytes});
+  // A read that failed for the budget or the target's exit ends a region as
+  // unreadable memory does; on the last region no later step would say why.
+  keep_going();
+  scale_sampled(window_bytes ? static_cast<double>(walkable_used) / static_cast<double>(window_bytes) : 0);
+  select_classes();
   r.coverage = r.used_bytes ? std::min(1.0, static_cast<double>(r.parsed_bytes) / static_cast<double>(r.used_bytes)) : 1.0;
   if (r.regions == 0) {
     r.reason = "no G1 regions in use could be read";
@@ -450,9 +671,15 @@ G1WalkResult Walker::run() {
     r.reason = "sampled walk: 1 of every " + std::to_string(r.sample_stride) + " 64 KiB windows of " +
                std::to_string(walkable_used >> 20) + " MiB in use (over the " +
                std::to_string(lim_.max_walk_bytes >> 20) + " MiB walk budget); counts and bytes are estimates";
-  } else {
-    r.status = SnapshotStatus::kComplete;
   }
+  if (r.klass_cap_reached) {
+    r.status = SnapshotStatus::kPartial;
+    r.reason += (r.reason.empty() ? "" : "; ") + std::string("klass cap reached: more than ") +
+                std::to_string(klasses_.cap()) + " distinct klasses; " + std::to_string(r.past_cap_objects) +
+                " objects (" + std::to_string(r.past_cap_bytes) +
+                " bytes) of classes past the cap are counted in the totals only, not per class";
+  }
+  if (r.reason.empty()) r.status = SnapshotStatus::kComplete;
   return r;
 }
 

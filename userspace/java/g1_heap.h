@@ -6,6 +6,7 @@
 // resynchronising on the next plausible object, and the share of the heap
 // that parsed is reported.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -45,9 +46,23 @@ struct G1Layout {
 
 // Objects are only counted per class (no per-object state), so the walk is
 // bounded by bytes (sampling above the budget), the read budget and the
-// deadline, not by an object cap.
+// deadline, not by an object cap. Per class it keeps a fixed-size record (no
+// name): its memory is bounded by the klass cap.
 struct G1Limits {
+  // Every distinct klass costs the walk under 64 bytes; 64 MiB of them.
+  static constexpr size_t kMaxKlasses = size_t{1} << 20;
+
   uint64_t max_walk_bytes = 1ull << 30;  // heaps using more are sampled
+  // Classes named in G1WalkResult::classes: the first max_entries in the
+  // order of Snapshot::sort_and_truncate (bytes, objects, name).
+  size_t max_entries = SIZE_MAX;
+  // Distinct klasses counted one by one (at most kMaxKlasses, whatever is
+  // asked); the objects of the ones past it are counted together.
+  size_t max_klasses = kMaxKlasses;
+  // The cache's read limit (as ChunkCache::set_read_limit) while those
+  // classes are named, at the end: above the walk's, so that a walk ended by
+  // the read budget still names them. 0: the walk's limit.
+  uint64_t name_read_limit = 0;
 };
 
 struct JavaClassTotal {
@@ -59,7 +74,14 @@ struct JavaClassTotal {
 struct G1WalkResult {
   SnapshotStatus status = SnapshotStatus::kFailed;
   std::string reason;
+  // The top G1Limits::max_entries of the classes counted, sorted as
+  // Snapshot::sort_and_truncate sorts (bytes desc, objects desc, name asc).
   std::vector<JavaClassTotal> classes;
+  uint64_t class_count = 0;  // distinct classes with objects counted (classes holds the top ones)
+  // The klass cap was reached: objects of classes that found no room are
+  // counted only here (scaled like the rest in a sampled walk).
+  bool klass_cap_reached = false;
+  uint64_t past_cap_objects = 0, past_cap_bytes = 0;
   uint64_t regions = 0, regions_walked = 0;
   uint64_t used_bytes = 0;      // sum of top - bottom over the regions in use
   uint64_t parsed_bytes = 0;    // bytes covered by objects read (incl. fillers) and skipped TLAB tails
@@ -94,7 +116,8 @@ std::optional<std::string> check_g1_layout(const G1Layout& layout);
 // Never longer than the deadline, whatever the layout and the memory say:
 // regions are believed only as large as GrainBytes, unreadable memory ends a
 // region at once, and the region-table scan gives up on records that
-// cannot be read.
+// cannot be read. Past it, only the names of the top limits.max_entries
+// classes are still read.
 G1WalkResult walk_g1_heap(ChunkCache& mem, const G1Layout& layout, const G1Limits& limits, const Deadline& deadline);
 
 // Klass names in the JVM's internal form to Java's: "java/lang/String" ->

@@ -53,7 +53,8 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
     return finish();
   }
   ChunkCache mem(target.memory(), target.maps());
-  mem.set_read_limit(target.memory().bytes_read() + opts.max_read_bytes + (64u << 20));
+  const uint64_t read_limit = target.memory().bytes_read() + opts.max_read_bytes + (64u << 20);
+  mem.set_read_limit(read_limit);
   std::string err;
   auto vm = HotSpotVm::read(mem, jvm_->symbols, deadline, err);
   if (!vm) {
@@ -109,6 +110,11 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   L.holes = std::move(*holes);
   G1Limits lim;
   lim.max_walk_bytes = opts.max_read_bytes;
+  lim.max_entries = opts.max_entries;  // only these are named: a name costs a read and a string
+  // Each name costs a Klass and a Symbol read, two chunks at most: room for
+  // dozens of names (usually thousands: Klasses lie together) after a walk
+  // that used up the budget.
+  lim.name_read_limit = read_limit + (16u << 20);
   G1WalkResult r = walk_g1_heap(mem, L, lim, deadline);
   snap.set_status(r.status, r.reason);
   if (collections && target.memory().read(heap + *collections, &gc_after, 4) && gc_after != gc_before &&
@@ -121,7 +127,11 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
                  {"unparsed_bytes", r.unparsed_bytes}, {"filler_bytes", r.filler_bytes},
                  {"objects", r.objects},         {"sample_stride", r.sample_stride},
                  {"humongous_objects", r.humongous_objects}, {"humongous_bytes", r.humongous_bytes},
-                 {"region_bytes", L.grain_bytes}};
+                 {"region_bytes", L.grain_bytes}, {"classes", r.class_count}};
+  if (r.klass_cap_reached) {
+    snap.totals.emplace_back("past_cap_objects", r.past_cap_objects);
+    snap.totals.emplace_back("past_cap_bytes", r.past_cap_bytes);
+  }
   for (auto& c : r.classes) {
     SnapshotEntry e;
     e.kind = "object_type";
@@ -130,7 +140,10 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
     e.objects = c.objects;
     snap.entries.push_back(std::move(e));
   }
+  // The walk returns the top max_entries already in this order; the classes
+  // it left out (and those past its klass cap) make the output truncated.
   snap.sort_and_truncate(opts.max_entries);
+  if (r.class_count > r.classes.size() || r.klass_cap_reached) snap.output_truncated = true;
   if (!target.still_same() && snap.status != SnapshotStatus::kFailed)
     snap.set_status(SnapshotStatus::kPartial, (snap.reason.empty() ? std::string() : snap.reason + "; ") +
                                                   "the target exited during the walk");
