@@ -206,6 +206,7 @@ int oom_kill_raw(struct bpf_raw_tracepoint_args *ctx)
 	if (!e)
 		return 0;
 	e->tgid = tgid;
+	e->oom_invoker = (__u32)bpf_get_current_pid_tgid();
 	e->cgroup_id = task_memcg_id(task);
 	mm = BPF_CORE_READ(task, mm);
 	if (mm) {
@@ -237,6 +238,7 @@ int oom_kill_tp(struct trace_event_raw_mark_victim *ctx)
 	if (!e)
 		return 0;
 	e->tgid = tgid;
+	e->oom_invoker = (__u32)bpf_get_current_pid_tgid();
 	e->cgroup_id = task_memcg_id(cur);
 	if (bpf_core_field_exists(ctx->anon_rss)) {
 		/* kB → pages (PAGE_SIZE is 4 KiB on x86-64). */

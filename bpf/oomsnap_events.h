@@ -31,6 +31,8 @@ struct oomsnap_event {
 	__u32 gfp_flags;    /* PRESSURE: its gfp flags */
 	__u32 suppressed;   /* PRESSURE, EXIT: events of this type and memcg dropped by the rate limit
 	                       since the last one sent (saturates at 2^32-1); 0 for a tracked EXIT */
+	__u32 oom_invoker;  /* OOM_KILL: thread that ran the OOM killer (current): every mark of one
+	                       OOM invocation (a group kill) comes from it, in one call */
 	char comm[OOMSNAP_COMM_LEN];
 };
 

@@ -161,8 +161,8 @@ TEST(AgentSandbox, TrappedContainerDoesNotBlindTheAgent) {
   ASSERT_TRUE(agent.wait_log("collecting in " + trapped.rel_path(), 20s)) << agent.log();
   auto go = leaker(leaky, 25);  // ~10 s to its limit
 
-  // The leaky container may be collected twice (threshold, then pressure a
-  // cooldown later); its kill belongs to the record that has it.
+  // The leaky container's episode is one incident (further triggers join its
+  // timeline); its kill belongs to the record that has its snapshot.
   std::map<pid_t, json> by_victim;
   const auto until = std::chrono::steady_clock::now() + 90s;
   while (!(by_victim.count(trap.proc->pid()) && by_victim.count(go->pid()) && by_victim[go->pid()].contains("oom_kill")) &&

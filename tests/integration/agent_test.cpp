@@ -173,23 +173,23 @@ TEST(AgentEndToEnd, RealOomKillFollowsSnapshotOfLeakingJavaProgram) {
   std::filesystem::remove_all(dir);
 }
 
-// Two containers over the threshold at once, one without a limit: the higher
-// ratio is collected first, the other only after the cooldown, the unlimited
-// one never.
-TEST(AgentEndToEnd, HigherRatioFirstCooldownHonouredUnlimitedNeverCandidate) {
+// Two containers over the threshold at once, one without a limit: both are
+// collected, the higher ratio first, without waiting for each other (the
+// interval is per container); the unlimited one never.
+TEST(AgentEndToEnd, HigherRatioFirstBothCollectedUnlimitedNeverCandidate) {
   require_fixture();
   TestMemcg scope("scope");
   TestMemcg a(scope, "a", 220 * kMiB);  // ~204 MiB used: ~93%
   TestMemcg b(scope, "b", 212 * kMiB);  // ~204 MiB used: ~96%
   TestMemcg unlimited(scope, "free");
   const std::string dir = temp_dir();
-  const int cooldown_s = 6;
   AgentProcess agent(dir, config_for(scope, dir,
-                                     "IntervalTracing = " + std::to_string(cooldown_s) +
-                                         "\nBatchWindow = 2\nOomKillWindow = 1\n[triggers]\nBlacklist = "
-                                         "[\"process_exit\"]"));
+                                     "BatchWindow = 5\nOomKillWindow = 1\n[triggers]\nBlacklist = "
+                                     "[\"process_exit\"]"));
   ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
 
+  // Both fill up within a second (a loaded machine may take longer: the
+  // batch window is 5 s), so one decision sees both.
   auto fa = leaker(a, 400, 200);
   auto fb = leaker(b, 400, 200);
   auto fc = leaker(unlimited, 400, 200);
@@ -198,19 +198,26 @@ TEST(AgentEndToEnd, HigherRatioFirstCooldownHonouredUnlimitedNeverCandidate) {
   ASSERT_FALSE(first.is_null()) << agent.log();
   json second = agent.next_record(30s);
   ASSERT_FALSE(second.is_null()) << agent.log();
+  // Both records close at the end of the same OomKillWindow, in either order:
+  // the order of collection is what the ratio decides.
+  if (first["timeline"]["collection_start_ns"].get<uint64_t>() > second["timeline"]["collection_start_ns"].get<uint64_t>())
+    std::swap(first, second);
   EXPECT_EQ(first["container"]["cgroup_path"], b.rel_path()) << first.dump(2) << "\n" << agent.log();
   EXPECT_EQ(second["container"]["cgroup_path"], a.rel_path()) << second.dump(2);
   EXPECT_EQ(first["victim_pid"], fb->pid());
   EXPECT_EQ(second["victim_pid"], fa->pid());
+  EXPECT_EQ(first["collection"]["status"], "collected");
+  EXPECT_EQ(second["collection"]["status"], "collected");
   auto ratio = [](const json& r) {
     return r["container"]["usage_bytes"].get<double>() / r["container"]["limit_bytes"].get<double>();
   };
   EXPECT_GT(ratio(first), ratio(second));
   EXPECT_GE(ratio(second), 0.90);
-  // Node-wide cooldown between the two collections.
-  const uint64_t gap = second["timeline"]["decided_ns"].get<uint64_t>() - first["timeline"]["decided_ns"].get<uint64_t>();
-  EXPECT_GE(gap, uint64_t(cooldown_s) * 1'000'000'000ull);
-  // The unlimited container holds as much memory but is never a candidate.
+  // No node-wide cooldown: both in one decision (before: the second only
+  // IntervalTracing, 300 s by default, after the first).
+  EXPECT_EQ(second["timeline"]["decided_ns"], first["timeline"]["decided_ns"]);
+  // Neither is collected again within its own interval (300 s), and the
+  // unlimited container holds as much memory but is never a candidate.
   EXPECT_GE(usage_of(unlimited), 200 * kMiB);
   EXPECT_TRUE(agent.next_record(3s).is_null());
   EXPECT_EQ(agent.log().find(unlimited.rel_path() + ":"), std::string::npos) << agent.log();
@@ -219,35 +226,60 @@ TEST(AgentEndToEnd, HigherRatioFirstCooldownHonouredUnlimitedNeverCandidate) {
   std::filesystem::remove_all(dir);
 }
 
-// An OOM kill is recorded even while the node is in its collection
-// cooldown, saying why there is no snapshot.
-TEST(AgentEndToEnd, OomKillDuringCooldownIsStillRecorded) {
+// Two containers running out of memory 15 s apart, the agent at its default
+// interval (300 s): each is snapshotted before its own kill. (Before, the
+// node-wide cooldown left the second without a snapshot.)
+TEST(AgentEndToEnd, TwoContainersOomApartEachSnapshottedBeforeItsKill) {
   require_fixture();
   TestMemcg scope("scope");
   TestMemcg first(scope, "first", 128 * kMiB);
-  TestMemcg second(scope, "second", 96 * kMiB);
+  TestMemcg second(scope, "second", 128 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, "OomKillWindow = 60\nRunTracingToolTimeout = 5"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  auto check = [&](const json& rec, const TestMemcg& box, pid_t victim) {
+    ASSERT_FALSE(rec.is_null()) << agent.log();
+    EXPECT_EQ(rec["container"]["cgroup_path"], box.rel_path()) << rec.dump(2);
+    EXPECT_EQ(rec["victim_pid"], victim) << rec.dump(2);
+    EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
+    ASSERT_TRUE(rec.contains("oom_kill")) << rec.dump(2);
+    EXPECT_EQ(rec["oom_kill"]["pid"], victim);
+    EXPECT_TRUE(rec["oom_kill"]["matches_victim"].get<bool>());
+    EXPECT_GT(rec["oom_kill"]["lead_ms"].get<double>(), 0.0) << rec.dump(2);
+  };
+  auto l1 = leaker(first, 25);
+  json rec1 = agent.next_record(60s);
+  check(rec1, first, l1->pid());
+  std::this_thread::sleep_for(10s);  // the second runs out ~15 s after the first
+  auto l2 = leaker(second, 25);
+  json rec2 = agent.next_record(60s);
+  check(rec2, second, l2->pid());
+  EXPECT_EQ(agent.stop(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// A container whose triggers keep firing for ~10 s before its kill, with a
+// 1 s interval: one incident, every trigger of the episode on its timeline,
+// not a new incident each second (before: 9 incidents in 5 s).
+TEST(AgentEndToEnd, OneIncidentPerEpisodeWhileTriggersKeepFiring) {
+  require_fixture();
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 192 * kMiB);
   const std::string dir = temp_dir();
   AgentProcess agent(dir, config_for(scope, dir,
-                                     "IntervalTracing = 300\nOomKillWindow = 1\n[triggers]\nBlacklist = "
-                                     "[\"process_exit\"]"));
+                                     "IntervalTracing = 1\nOomKillWindow = 60\nRunTracingToolTimeout = 5\n"
+                                     "ThresholdPercent = 75"));
   ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
-  auto holder = leaker(first, 400, 120);  // ~124 MiB of 128: collected, starts the cooldown
-  json rec1 = agent.next_record(30s);
-  ASSERT_FALSE(rec1.is_null()) << agent.log();
-  EXPECT_EQ(rec1["container"]["cgroup_path"], first.rel_path());
-  EXPECT_EQ(rec1["collection"]["status"], "collected");
-
-  auto victim = leaker(second, 100);  // runs into its limit during the cooldown
-  json rec2 = agent.next_record(30s);
-  ASSERT_FALSE(rec2.is_null()) << agent.log();
-  EXPECT_EQ(rec2["trigger"]["type"], "oom_kill") << rec2.dump(2);
-  EXPECT_EQ(rec2["trigger"]["timestamp"], "bpf_event");
-  EXPECT_EQ(rec2["container"]["cgroup_path"], second.rel_path());
-  EXPECT_EQ(rec2["oom_kill"]["pid"], victim->pid());
-  EXPECT_TRUE(rec2["oom_kill"]["lead_ms"].is_null());
-  EXPECT_EQ(rec2["collection"]["status"], "not_attempted");
-  EXPECT_NE(rec2["collection"]["reason"].get<std::string>().find("cooldown"), std::string::npos);
-  EXPECT_EQ(rec2["exit"]["signal"], SIGKILL);
+  auto fx = leaker(box, 6);  // 75% (144 MiB) to the limit in ~8 s
+  json rec = agent.next_record(90s);
+  ASSERT_FALSE(rec.is_null()) << agent.log();
+  EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
+  ASSERT_TRUE(rec.contains("oom_kill")) << rec.dump(2);
+  EXPECT_EQ(rec["oom_kill"]["pid"], fx->pid());
+  const uint64_t episode = rec["timeline"]["oom_kill_ns"].get<uint64_t>() - rec["timeline"]["decided_ns"].get<uint64_t>();
+  EXPECT_GT(episode, 3'000'000'000ull) << "the kill came too soon to show an episode";
+  EXPECT_GT(rec["triggers_seen"].size(), 2u) << rec.dump(2);
+  EXPECT_TRUE(agent.next_record(3s).is_null()) << agent.log();
   EXPECT_EQ(agent.stop(), 0);
   std::filesystem::remove_all(dir);
 }

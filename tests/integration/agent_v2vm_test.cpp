@@ -8,6 +8,8 @@
 // Phase 1: a memory.events "high" change triggers the snapshot; the victim is the
 // leaker, not the bigger process with oom_score_adj -1000; the kernel's OOM kill
 // of the leaker is tied to the record. Phase 2: the PSI trigger on memory.pressure.
+// Phase 3: memory.oom.group=1 (as Kubernetes sets it): one OOM event kills the
+// three processes of the container; exactly one record carries it.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -38,7 +41,7 @@ const std::string kFixture = std::string(OOMSNAP_FIXTURES) + "/go/1.26/default/h
 const std::string kScript = std::string(OOMSNAP_SOURCE_DIR) + "/tests/v2vm/agent_v2_e2e.sh";
 constexpr uint64_t kMiB = 1 << 20;
 // The guest's wall-clock bound (run-in-v2vm.sh -t); a warm run takes about a minute.
-constexpr int kGuestTimeoutS = 170;
+constexpr int kGuestTimeoutS = 260;
 const std::string kBox = "/oomsnap-v2test/box";
 
 std::string runner_path() { return oomsnap_test::v2vm_runner_path(); }
@@ -198,6 +201,46 @@ void check_phase2(const std::string& dir) {
 
 }  // namespace
 
+// Phase 3: a group kill is one OOM event, in one record: the snapshot record
+// of the leaker, with every killed process once (the kernel marks the chosen
+// victim twice), group_kill, and no other record for the kill or the exits.
+void check_phase3(const std::string& dir) {
+  SCOPED_TRACE("phase 3 (" + dir + "/phase3)");
+  auto facts = read_facts(dir + "/phase3/facts.env");
+  std::string errors;
+  auto recs = read_records(dir + "/phase3/records.jsonl", errors);
+  EXPECT_TRUE(errors.empty()) << errors;
+  const int64_t leaker = fact_int(facts, "leaker_pid"), holder = fact_int(facts, "holder_pid"),
+                sleeper = fact_int(facts, "sleeper_pid");
+  ASSERT_GT(leaker, 0);
+  ASSERT_GT(holder, 0);
+  ASSERT_GT(sleeper, 0);
+  for (const char* k : {"leaker_wait_status", "holder_wait_status", "sleeper_wait_status"})
+    EXPECT_EQ(fact_int(facts, k), 137) << k;
+  std::vector<const json*> with_kill;
+  for (const auto& r : recs) {
+    if (r.contains("oom_kill")) with_kill.push_back(&r);
+    // No exit record of its own for a process the OOM event killed.
+    if (r["trigger"].value("type", "") == "process_exit")
+      for (int64_t p : {leaker, holder, sleeper}) EXPECT_NE(r["exit"]["pid"].get<int64_t>(), p) << r.dump(2);
+  }
+  ASSERT_EQ(with_kill.size(), 1u) << "records:\n" << slurp(dir + "/phase3/records.jsonl");
+  const json& rec = *with_kill[0];
+  const json& k = rec["oom_kill"];
+  EXPECT_EQ(rec["victim_pid"].get<int64_t>(), leaker) << rec.dump(2);
+  EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
+  EXPECT_EQ(rec["tracer_data"]["snapshot"]["status"], "complete");
+  EXPECT_EQ(k["pid"].get<int64_t>(), leaker) << k.dump(2);
+  EXPECT_TRUE(k["matches_victim"].get<bool>());
+  EXPECT_TRUE(k["group_kill"].get<bool>()) << k.dump(2);
+  ASSERT_TRUE(k["lead_ms"].is_number()) << k.dump(2);
+  EXPECT_GT(k["lead_ms"].get<double>(), 0) << k.dump(2);
+  std::multiset<int64_t> killed;
+  for (const auto& kp : k["killed"]) killed.insert(kp["pid"].get<int64_t>());
+  EXPECT_EQ(killed, (std::multiset<int64_t>{leaker, holder, sleeper})) << k.dump(2);
+  EXPECT_EQ(k["killed"][0]["pid"].get<int64_t>(), leaker);  // the kernel's chosen victim first
+}
+
 TEST(AgentCgroupV2, EndToEndInGuest) {
   const std::string runner = runner_path();
   if (access(runner.c_str(), X_OK) != 0)
@@ -239,12 +282,12 @@ TEST(AgentCgroupV2, EndToEndInGuest) {
   auto guest = read_facts(dir + "/guest.env");
   std::cout << "[ v2vm     ] wall " << wall_s << " s; guest script started at uptime "
             << guest["script_start_uptime_s"] << " s; phase 1 " << guest["phase1_total_ms"] << " ms, phase 2 "
-            << guest["phase2_total_ms"] << " ms; script exit " << rc << "\n";
+            << guest["phase2_total_ms"] << " ms, phase 3 " << guest["phase3_total_ms"] << " ms; script exit " << rc << "\n";
   RecordProperty("wall_s", std::to_string(wall_s));
 
   // Each phase in its own function: a failed ASSERT there ends only that phase's
   // checks, and the guest output below is still shown.
-  for (auto check : {check_phase1, check_phase2}) {
+  for (auto check : {check_phase1, check_phase2, check_phase3}) {
     try {
       check(dir);
     } catch (const std::exception& e) {  // e.g. a record field of an unexpected JSON type

@@ -162,6 +162,8 @@ void check_oom_kill(BpfAttachMode mode) {
   EXPECT_LE(k.rss_anon_pages, (40ull << 20) / 4096);
   EXPECT_EQ(comm_of(k), "python3");
   EXPECT_GT(k.ktime_ns, 0u);
+  // The victim ran into the limit itself: its (only) thread ran the OOM killer.
+  EXPECT_EQ(k.oom_invoker, uint32_t(pid));
 
   auto exits = log.exits_of(pid);
   ASSERT_GE(exits.size(), 1u);

@@ -26,6 +26,7 @@ TEST(Config, EmptyTextGivesDefaults) {
   AgentConfig c = parse_config("");
   EXPECT_EQ(c.threshold_percent, 90);
   EXPECT_EQ(c.interval_tracing, std::chrono::seconds(300));
+  EXPECT_EQ(c.node_max_captures_per_minute, 6u);
   EXPECT_EQ(c.run_tracing_tool_timeout, std::chrono::milliseconds(2000));
   EXPECT_EQ(c.max_memory_object_entries, 10u);
   EXPECT_EQ(c.storage_path, "/var/log/oomsnap");
@@ -77,6 +78,7 @@ TEST(Config, FullValidFile) {
   AgentConfig c = parse_config(R"(
 ThresholdPercent = 75
 IntervalTracing = 0
+NodeMaxCapturesPerMinute = 20
 RunTracingToolTimeout = 1.5
 MaxMemoryObjectEntries = 500
 
@@ -94,6 +96,7 @@ Root = "/sys/fs/cgroup/kubepods.slice"
 )");
   EXPECT_EQ(c.threshold_percent, 75);
   EXPECT_EQ(c.interval_tracing, std::chrono::seconds(0));
+  EXPECT_EQ(c.node_max_captures_per_minute, 20u);
   EXPECT_EQ(c.run_tracing_tool_timeout, std::chrono::milliseconds(1500));
   EXPECT_EQ(c.max_memory_object_entries, 500u);
   EXPECT_EQ(c.storage_path, "/tmp/oomsnap");
@@ -156,6 +159,8 @@ TEST(Config, OutOfRange) {
       {"ThresholdPercent = 0", "'ThresholdPercent'"},
       {"ThresholdPercent = 101", "'ThresholdPercent'"},
       {"IntervalTracing = -1", "'IntervalTracing'"},
+      {"NodeMaxCapturesPerMinute = 0", "'NodeMaxCapturesPerMinute'"},
+      {"NodeMaxCapturesPerMinute = 10001", "'NodeMaxCapturesPerMinute'"},
       {"RunTracingToolTimeout = 0", "'RunTracingToolTimeout'"},
       {"RunTracingToolTimeout = 0.0001", "'RunTracingToolTimeout'"},
       {"RunTracingToolTimeout = -2.0", "'RunTracingToolTimeout'"},
@@ -228,4 +233,28 @@ TEST(Config, LoadConfig) {
   }
   EXPECT_EQ(load_config(path).threshold_percent, 42);
   std::remove(path);
+}
+
+TEST(Config, KubernetesPodLogRoot) {
+  EXPECT_EQ(parse_config("").pod_log_root, "/var/log");
+  EXPECT_EQ(parse_config("[kubernetes]\nPodLogRoot = \"/host/var/log\"\n").pod_log_root, "/host/var/log");
+  // "" turns the lookup off.
+  EXPECT_EQ(parse_config("[kubernetes]\nPodLogRoot = \"\"\n").pod_log_root, "");
+
+  std::string e = error_of("[kubernetes]\nPodLogRoot = \"var/log\"\n");
+  EXPECT_NE(e.find("'kubernetes.PodLogRoot' (line 2)"), std::string::npos) << e;
+  EXPECT_NE(e.find("absolute path"), std::string::npos) << e;
+  e = error_of("[kubernetes]\n\nPodLogRoot = \"/var/log/..\"\n");
+  EXPECT_NE(e.find("'kubernetes.PodLogRoot' (line 3)"), std::string::npos) << e;
+  e = error_of("[kubernetes]\nPodLogRoot = \"/a/../var/log\"\n");
+  EXPECT_NE(e.find("'kubernetes.PodLogRoot'"), std::string::npos) << e;
+  // ".." only as a whole component: a directory named "..x" is fine.
+  EXPECT_EQ(parse_config("[kubernetes]\nPodLogRoot = \"/srv/..x\"\n").pod_log_root, "/srv/..x");
+  e = error_of("[kubernetes]\nPodLogRoot = 1\n");
+  EXPECT_NE(e.find("'kubernetes.PodLogRoot'"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected string"), std::string::npos) << e;
+  e = error_of("[kubernetes]\nPodLogRoot = \"/var/log\"\nApiServer = \"x\"\n");
+  EXPECT_NE(e.find("unknown key 'kubernetes.ApiServer' (line 3)"), std::string::npos) << e;
+  e = error_of("kubernetes = \"/var/log\"\n");
+  EXPECT_NE(e.find("expected table"), std::string::npos) << e;
 }

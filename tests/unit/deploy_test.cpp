@@ -169,6 +169,7 @@ void expect_same_config(const AgentConfig& a, const AgentConfig& b, const std::s
   SCOPED_TRACE(what);
   EXPECT_EQ(a.threshold_percent, b.threshold_percent);
   EXPECT_EQ(a.interval_tracing, b.interval_tracing);
+  EXPECT_EQ(a.node_max_captures_per_minute, b.node_max_captures_per_minute);
   EXPECT_EQ(a.run_tracing_tool_timeout, b.run_tracing_tool_timeout);
   EXPECT_EQ(a.max_memory_object_entries, b.max_memory_object_entries);
   EXPECT_EQ(a.storage_path, b.storage_path);
@@ -185,6 +186,7 @@ void expect_same_config(const AgentConfig& a, const AgentConfig& b, const std::s
   EXPECT_EQ(a.capture_grace, b.capture_grace);
   EXPECT_EQ(a.capture_memory_max, b.capture_memory_max);
   EXPECT_EQ(a.capture_result_max, b.capture_result_max);
+  EXPECT_EQ(a.pod_log_root, b.pod_log_root);
 }
 
 // The capabilities the agent's start-up check wants on this kernel.
@@ -373,6 +375,13 @@ TEST(DeployDaemonSet, PrivilegedHostPidWithTheMountsTheAgentNeeds) {
   }
   EXPECT_EQ(by_path["/sys/fs/cgroup"]["readOnly"], false) << "cgroup.event_control is written";
   EXPECT_EQ(by_path["/var/log/oomsnap"]["readOnly"], false);
+  // The kubelet's log directories, for pod and container names: at the same
+  // paths, read-only (the agent reads their names, nothing else).
+  for (const char* p : {"/var/log/pods", "/var/log/containers"}) {
+    ASSERT_TRUE(by_path.count(p)) << p << " not mounted";
+    EXPECT_EQ(by_path[p]["hostPath"], p) << p;
+    EXPECT_EQ(by_path[p]["readOnly"], true) << p << " must be mounted readOnly";
+  }
   // hostPID already shows every process in the container's /proc.
   EXPECT_FALSE(by_path.count("/host/proc"));
 
@@ -396,6 +405,11 @@ TEST(DeployDaemonSet, PrivilegedHostPidWithTheMountsTheAgentNeeds) {
   ASSERT_TRUE(cfg.file_sink);
   ASSERT_TRUE(by_path.count(cfg.storage_path)) << "[storage] Path " << cfg.storage_path << " not mounted";
   EXPECT_FALSE(by_path[cfg.storage_path]["hostPath"].is_null());
+  // [kubernetes] PodLogRoot names the directory those two are mounted in.
+  ASSERT_FALSE(cfg.pod_log_root.empty());
+  for (const char* sub : {"/pods", "/containers"})
+    EXPECT_TRUE(by_path.count(cfg.pod_log_root + sub)) << "[kubernetes] PodLogRoot " << cfg.pod_log_root << sub
+                                                       << " not mounted";
   // The ConfigMap is the example without its comments.
   expect_same_config(cfg, load_config(kDeploy + "oomsnap.toml"), "ConfigMap vs deploy/oomsnap.toml");
 }

@@ -114,3 +114,29 @@ TEST(IncidentRecord, NormalExitShowsStatus) {
   EXPECT_EQ(j["exit"]["exit_status"], 3);
   EXPECT_FALSE(j["exit"].contains("signal"));
 }
+
+// One OOM event of a group kill: every killed process once (the chosen
+// victim's second mark is no second entry), the chosen one first, and
+// group_kill; a single kill is no group kill.
+TEST(IncidentRecord, GroupKillListsEveryKilledProcessOnce) {
+  Incident inc = collected();
+  inc.oom_kill = OomKillInfo{1234, "leaker", "/x", 9'400'000'000ull, 4096, true};
+  inc.oom_kill->killed.push_back({1234, "leaker", 4096});
+  EXPECT_FALSE(inc.oom_kill->group_kill);
+  EXPECT_TRUE(inc.oom_kill->add_killed({77, "holder", 8192}));
+  EXPECT_TRUE(inc.oom_kill->add_killed({78, "sleep", 0}));
+  EXPECT_FALSE(inc.oom_kill->add_killed({1234, "leaker", 4096}));  // marked again during the group kill
+  EXPECT_TRUE(inc.oom_kill->group_kill);
+  EXPECT_TRUE(inc.oom_kill->killed_pid(78));
+  EXPECT_FALSE(inc.oom_kill->killed_pid(79));
+  inc.timeline.oom_kill = 9'400'000'000ull;
+  auto j = to_json(inc, ctx());
+  const auto& k = j["oom_kill"];
+  EXPECT_EQ(k["pid"], 1234);
+  EXPECT_EQ(k["group_kill"], true);
+  ASSERT_EQ(k["killed"].size(), 3u) << k.dump(2);
+  EXPECT_EQ(k["killed"][0]["pid"], 1234);
+  EXPECT_EQ(k["killed"][1]["comm"], "holder");
+  EXPECT_EQ(k["killed"][1]["rss_bytes"], 8192);
+  EXPECT_EQ(k["killed"][2]["pid"], 78);
+}

@@ -23,12 +23,24 @@ bool has(const std::string& s, const std::string& what) { return s.find(what) !=
 
 }  // namespace
 
-TEST(NoSnapshotReason, DeferredByCooldownSaysHowLongIsLeft) {
+TEST(NoSnapshotReason, DeferredWithinItsIntervalSaysHowLongIsLeft) {
   auto f = base();
   f.deferred = true;
-  f.cooldown_until = f.now + 42 * kSec;
+  f.interval_until = f.now + 42 * kSec;
   auto r = no_snapshot_reason(f);
-  EXPECT_TRUE(has(r, "deferred by the node's collection cooldown (IntervalTracing 300 s; 42 s left)")) << r;
+  EXPECT_TRUE(has(r, "deferred within its own interval since its last snapshot (IntervalTracing 300 s, per "
+                     "container; 42 s left)"))
+      << r;
+}
+
+TEST(NoSnapshotReason, DeferredByTheNodeBudget) {
+  auto f = base();
+  f.deferred = true;
+  f.deferred_by_budget = true;
+  f.max_per_minute = 6;
+  f.budget_free_at = f.now + 17 * kSec;
+  auto r = no_snapshot_reason(f);
+  EXPECT_TRUE(has(r, "deferred by the node's capture budget (NodeMaxCapturesPerMinute 6; 17 s left)")) << r;
 }
 
 TEST(NoSnapshotReason, KillWithinTheBatchWindow) {
@@ -50,18 +62,18 @@ TEST(NoSnapshotReason, LastSnapshotRecordedWithoutAKill) {
   auto r = no_snapshot_reason(f);
   EXPECT_TRUE(has(r, "its last snapshot (incident 3, 90 s before) was recorded without a kill (OomKillWindow 60 s)"))
       << r;
-  EXPECT_FALSE(has(r, "cooldown")) << r;
-  f.cooldown_until = f.now + kSec;
-  EXPECT_TRUE(has(no_snapshot_reason(f), "in its collection cooldown"));
+  EXPECT_FALSE(has(r, "interval")) << r;
+  f.interval_until = f.now + kSec;
+  EXPECT_TRUE(has(no_snapshot_reason(f), "within its interval since (IntervalTracing 300 s, per container)"));
 }
 
 TEST(NoSnapshotReason, NoCandidate) {
   auto f = base();
   auto r = no_snapshot_reason(f);
   EXPECT_TRUE(has(r, "no candidate: no trigger for this container reached the agent")) << r;
-  EXPECT_FALSE(has(r, "cooldown")) << r;  // a node in cooldown is not the reason when it never was a candidate
-  f.cooldown_until = f.now + kSec;
-  EXPECT_FALSE(has(no_snapshot_reason(f), "cooldown"));
+  EXPECT_FALSE(has(r, "interval")) << r;
+  f.budget_free_at = f.now + kSec;  // a spent node budget is not the reason when it never was a candidate
+  EXPECT_FALSE(has(no_snapshot_reason(f), "budget"));
   f.last_offer = OfferResult::kBelowThreshold;
   EXPECT_TRUE(has(no_snapshot_reason(f), "below ThresholdPercent (90%)"));
 }

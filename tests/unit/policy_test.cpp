@@ -1,5 +1,6 @@
 // The collection policy on a fake clock: thresholds, unlimited containers,
-// batching by ratio, node-wide cooldown, deferral and fairness.
+// batching by ratio, the per-container interval, the node-wide budget and
+// deferral.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -28,13 +29,20 @@ Trigger trig(const char* type, MonoNs at) {
   return t;
 }
 
-PolicyOptions opts(int threshold = 90, std::chrono::nanoseconds cooldown = std::chrono::seconds(300),
-                   std::chrono::nanoseconds window = std::chrono::milliseconds(200)) {
+PolicyOptions opts(int threshold = 90, std::chrono::nanoseconds interval = std::chrono::seconds(300),
+                   std::chrono::nanoseconds window = std::chrono::milliseconds(200), unsigned per_minute = 6) {
   PolicyOptions o;
   o.threshold_percent = threshold;
-  o.cooldown = cooldown;
+  o.interval = interval;
   o.batch_window = window;
+  o.max_per_minute = per_minute;
   return o;
+}
+
+std::vector<std::string> names(const Decision& d) {
+  std::vector<std::string> v;
+  for (const auto& c : d.collect) v.push_back(c.memcg);
+  return v;
 }
 
 // The container stats a re-read would see now.
@@ -56,7 +64,9 @@ TEST(Policy, UnlimitedAndBelowThresholdAreNeverCandidates) {
   EXPECT_TRUE(p.next_deadline());
 }
 
-TEST(Policy, BatchPicksHighestRatioAfterReread) {
+// A batch is decided on re-read figures, closest to its limit first; within
+// the node budget every candidate of the batch is collected.
+TEST(Policy, BatchCollectsClosestToTheLimitFirst) {
   Policy p(opts());
   FakeCgroups cg;
   EXPECT_EQ(p.offer("/a", trig("threshold", 0), stats(92, 100), 0), OfferResult::kOpenedBatch);
@@ -64,18 +74,17 @@ TEST(Policy, BatchPicksHighestRatioAfterReread) {
   EXPECT_EQ(p.offer("/a", trig("memcg_pressure", 60 * kMs), stats(93, 100), 60 * kMs), OfferResult::kJoinedBatch);
   ASSERT_EQ(*p.next_deadline(), 200 * kMs);
   // Before the deadline nothing happens.
-  EXPECT_FALSE(p.on_deadline(100 * kMs, cg.reread()).collect);
+  EXPECT_TRUE(p.on_deadline(100 * kMs, cg.reread()).collect.empty());
   // At the deadline the re-read figures decide: b has overtaken a.
   cg.now["/a"] = stats(93, 100);
   cg.now["/b"] = stats(98, 100);
   Decision d = p.on_deadline(200 * kMs, cg.reread());
-  ASSERT_TRUE(d.collect);
-  EXPECT_EQ(d.collect->memcg, "/b");
-  EXPECT_DOUBLE_EQ(d.collect->ratio, 0.98);
-  EXPECT_EQ(d.collect->trigger.type, "memcg_pressure");
-  ASSERT_EQ(d.dropped.size(), 1u);
-  EXPECT_EQ(d.dropped[0].first, "/a");
-  EXPECT_EQ(p.deferred_count(), 1u);
+  EXPECT_EQ(names(d), (std::vector<std::string>{"/b", "/a"}));
+  EXPECT_DOUBLE_EQ(d.collect[0].ratio, 0.98);
+  EXPECT_EQ(d.collect[0].trigger.type, "memcg_pressure");
+  EXPECT_TRUE(d.dropped.empty());
+  EXPECT_EQ(p.deferred_count(), 0u);
+  EXPECT_FALSE(p.next_deadline());
 }
 
 TEST(Policy, MergedTriggersKeepTheFirst) {
@@ -86,12 +95,12 @@ TEST(Policy, MergedTriggersKeepTheFirst) {
   p.offer("/a", trig("memcg_pressure", 7), stats(95, 100), 7);
   p.offer("/a", trig("psi", 9), stats(95, 100), 9);
   Decision d = p.on_deadline(kSec, cg.reread());
-  ASSERT_TRUE(d.collect);
-  EXPECT_EQ(d.collect->trigger.type, "threshold");
-  EXPECT_EQ(d.collect->merged, 2u);
-  ASSERT_EQ(d.collect->seen.size(), 3u);  // the timeline keeps all of them, in order
-  EXPECT_EQ(d.collect->seen[1].type, "memcg_pressure");
-  EXPECT_EQ(d.collect->seen[2].kernel_ns, 9u);
+  ASSERT_EQ(d.collect.size(), 1u);
+  EXPECT_EQ(d.collect[0].trigger.type, "threshold");
+  EXPECT_EQ(d.collect[0].merged, 2u);
+  ASSERT_EQ(d.collect[0].seen.size(), 3u);  // the timeline keeps all of them, in order
+  EXPECT_EQ(d.collect[0].seen[1].type, "memcg_pressure");
+  EXPECT_EQ(d.collect[0].seen[2].kernel_ns, 9u);
 }
 
 TEST(Policy, RecheckDropsContainersThatRecoveredOrLostTheirLimit) {
@@ -102,51 +111,88 @@ TEST(Policy, RecheckDropsContainersThatRecoveredOrLostTheirLimit) {
   cg.now["/a"] = stats(50, 100);
   cg.now["/b"] = stats(95, std::nullopt);
   Decision d = p.on_deadline(kSec, cg.reread());
-  EXPECT_FALSE(d.collect);
+  EXPECT_TRUE(d.collect.empty());
   ASSERT_EQ(d.dropped.size(), 2u);
   EXPECT_NE(d.dropped[0].second.find("below the 90% threshold"), std::string::npos);
   EXPECT_NE(d.dropped[1].second.find("no finite limit"), std::string::npos);
-  EXPECT_FALSE(p.in_cooldown(kSec));  // nothing collected, no cooldown
+  EXPECT_EQ(p.budget_free_at(kSec), kSec);  // nothing collected, nothing spent
+  EXPECT_FALSE(p.interval_until("/a", kSec));
 }
 
-TEST(Policy, CooldownDefersThenCollectsTheOther) {
+// The interval is per container: a collected container's triggers wait for
+// its own interval to end, while another container is collected at once.
+// (Before: a node-wide cooldown of 300 s left every other container without
+// a snapshot after one incident.)
+TEST(Policy, IntervalIsPerContainer) {
   Policy p(opts(90, std::chrono::seconds(10)));
   FakeCgroups cg;
   cg.now["/a"] = stats(92, 100);
   cg.now["/b"] = stats(97, 100);
-  p.offer("/a", trig("threshold", 0), cg.now["/a"], 0);
   p.offer("/b", trig("threshold", 0), cg.now["/b"], 0);
-  Decision first = p.on_deadline(200 * kMs, cg.reread());
-  ASSERT_TRUE(first.collect);
-  EXPECT_EQ(first.collect->memcg, "/b");
-  EXPECT_TRUE(p.in_cooldown(5 * kSec));
-  // Triggers during the cooldown are deferred, never collected early.
+  EXPECT_EQ(names(p.on_deadline(200 * kMs, cg.reread())), std::vector<std::string>{"/b"});
+  ASSERT_TRUE(p.interval_until("/b", 5 * kSec));
+  EXPECT_EQ(*p.interval_until("/b", 5 * kSec), 200 * kMs + 10 * kSec);
+  // /b within its interval: deferred, never collected early.
   EXPECT_EQ(p.offer("/b", trig("memcg_pressure", 3 * kSec), cg.now["/b"], 3 * kSec), OfferResult::kDeferred);
+  EXPECT_TRUE(p.is_deferred("/b"));
+  EXPECT_FALSE(p.deferred_by_budget("/b"));
+  // /a, 5 s later: collected right away.
+  EXPECT_EQ(p.offer("/a", trig("threshold", 5 * kSec), cg.now["/a"], 5 * kSec), OfferResult::kOpenedBatch);
+  EXPECT_EQ(names(p.on_deadline(5 * kSec + 200 * kMs, cg.reread())), std::vector<std::string>{"/a"});
+  // /b is re-checked when its interval ends, and collected again.
   ASSERT_EQ(*p.next_deadline(), 200 * kMs + 10 * kSec);
-  EXPECT_FALSE(p.on_deadline(9 * kSec, cg.reread()).collect);
-  // After the cooldown: /b has the higher ratio, but /a has not been
-  // collected yet and goes first.
-  Decision second = p.on_deadline(200 * kMs + 10 * kSec, cg.reread());
-  ASSERT_TRUE(second.collect);
-  EXPECT_EQ(second.collect->memcg, "/a");
-  EXPECT_EQ(p.deferred_count(), 1u);  // /b waits for the next cooldown end
+  EXPECT_TRUE(p.on_deadline(9 * kSec, cg.reread()).collect.empty());
+  Decision again = p.on_deadline(200 * kMs + 10 * kSec, cg.reread());
+  ASSERT_EQ(names(again), std::vector<std::string>{"/b"});
+  EXPECT_EQ(again.collect[0].trigger.type, "memcg_pressure");
+  EXPECT_EQ(p.deferred_count(), 0u);
 }
 
-TEST(Policy, ZeroCooldownStillOneCollectionPerDecision) {
-  Policy p(opts(90, std::chrono::seconds(0)));
+// The node budget: 10 containers crossing at once with 3 captures a minute:
+// the 3 closest to their limits now, the others deferred in ratio order and
+// re-checked when the budget frees (60 s after the first capture).
+TEST(Policy, NodeBudgetTakesTheClosestFirstAndDefersTheRest) {
+  Policy p(opts(90, std::chrono::seconds(300), std::chrono::milliseconds(200), 3));
+  FakeCgroups cg;
+  for (int i = 0; i < 10; ++i) {
+    const std::string m = "/c" + std::to_string(i);
+    cg.now[m] = stats(90 + static_cast<uint64_t>(i), 100);  // /c9 closest to its limit
+    p.offer(m, trig("threshold", static_cast<MonoNs>(i) * kMs), cg.now[m], static_cast<MonoNs>(i) * kMs);
+  }
+  Decision d = p.on_deadline(kSec, cg.reread());
+  EXPECT_EQ(names(d), (std::vector<std::string>{"/c9", "/c8", "/c7"}));
+  EXPECT_EQ(d.dropped.size(), 7u);
+  EXPECT_NE(d.dropped[0].second.find("NodeMaxCapturesPerMinute 3"), std::string::npos) << d.dropped[0].second;
+  EXPECT_EQ(p.deferred_count(), 7u);
+  EXPECT_TRUE(p.deferred_by_budget("/c0"));
+  EXPECT_EQ(p.budget_free_at(2 * kSec), 61 * kSec);
+  // A new trigger of a deferred container waits with it (no new batch).
+  EXPECT_EQ(p.offer("/c6", trig("psi", 2 * kSec), cg.now["/c6"], 2 * kSec), OfferResult::kDeferred);
+  ASSERT_EQ(*p.next_deadline(), 61 * kSec);
+  EXPECT_TRUE(p.on_deadline(30 * kSec, cg.reread()).collect.empty());
+  // A minute on: the next three by ratio; /c3 has since recovered.
+  cg.now["/c3"] = stats(40, 100);
+  Decision next = p.on_deadline(61 * kSec, cg.reread());
+  EXPECT_EQ(names(next), (std::vector<std::string>{"/c6", "/c5", "/c4"}));
+  EXPECT_EQ(next.collect[0].seen.size(), 2u);  // its deferred trigger is on its timeline
+  EXPECT_EQ(p.deferred_count(), 3u);           // /c2, /c1, /c0 wait; /c3 dropped
+  EXPECT_FALSE(p.is_deferred("/c3"));
+}
+
+// IntervalTracing = 0: a container may be collected again at once, still
+// within the node budget.
+TEST(Policy, ZeroIntervalIsBoundedByTheBudget) {
+  Policy p(opts(90, std::chrono::seconds(0), std::chrono::milliseconds(200), 2));
   FakeCgroups cg;
   cg.now["/a"] = stats(92, 100);
-  cg.now["/b"] = stats(97, 100);
-  p.offer("/a", trig("threshold", 0), cg.now["/a"], 0);
-  p.offer("/b", trig("threshold", 0), cg.now["/b"], 0);
-  Decision d1 = p.on_deadline(kSec, cg.reread());
-  ASSERT_TRUE(d1.collect);
-  EXPECT_EQ(d1.collect->memcg, "/b");
-  ASSERT_TRUE(p.next_deadline());
-  Decision d2 = p.on_deadline(kSec, cg.reread());
-  ASSERT_TRUE(d2.collect);
-  EXPECT_EQ(d2.collect->memcg, "/a");
-  EXPECT_FALSE(p.next_deadline());
+  for (int round = 0; round < 3; ++round) {
+    const MonoNs t = static_cast<MonoNs>(round) * kSec;
+    p.offer("/a", trig("threshold", t), cg.now["/a"], t);
+    Decision d = p.on_deadline(t + 200 * kMs, cg.reread());
+    EXPECT_EQ(d.collect.size(), round < 2 ? 1u : 0u) << round;
+  }
+  EXPECT_TRUE(p.deferred_by_budget("/a"));
+  EXPECT_EQ(*p.next_deadline(), 60 * kSec + 200 * kMs);
 }
 
 TEST(Policy, ForgetRemovesPendingCandidates) {

@@ -26,6 +26,10 @@
 #   phase), same pair; memory.events, threshold and memcg_pressure blacklisted. The
 #   leaker is throttled above memory.high (memory "some" stall) and the agent's PSI
 #   trigger on the box's memory.pressure must fire.
+# Phase 3 (group kill, as Kubernetes sets up every container on cgroup v2): box
+#   memory.max 64M, no memory.high, memory.oom.group 1; a holder (20 MiB), a `sleep`
+#   and a leaker (2 MiB/s); the agent at its defaults. One OOM event kills all three:
+#   exactly one record must carry it, with every killed pid once.
 set -u
 
 OUT=${1:?usage: $0 OUTDIR [OOMSNAP_BINARY] [HEAPFIXTURE]}
@@ -59,14 +63,14 @@ has_line() { grep -Eq -- "$2" "$1" 2>/dev/null; }
 rss_mb_at_least() { local kb; kb=$(awk '/^VmRSS:/{print $2}' "/proc/$1/status" 2>/dev/null); [ -n "$kb" ] && [ "$kb" -ge $(( $2 * 1024 )) ]; }
 procs_empty() { [ ! -s "$1/cgroup.procs" ]; }
 
-AGENT= HOLDER= LEAKER=
+AGENT= HOLDER= LEAKER= SLEEPER=
 # Kills what this script started (by pid) and removes the cgroups; safe to call twice.
 cleanup() {
   local p
   [ -n "$AGENT" ] && alive "$AGENT" && { kill -TERM "$AGENT"; wait_for 10 dead "$AGENT" || kill -KILL "$AGENT"; }
-  for p in $LEAKER $HOLDER; do alive "$p" && kill -KILL "$p"; done
-  for p in $AGENT $LEAKER $HOLDER; do wait "$p" 2>/dev/null; done
-  AGENT= HOLDER= LEAKER=
+  for p in $LEAKER $HOLDER $SLEEPER; do alive "$p" && kill -KILL "$p"; done
+  for p in $AGENT $LEAKER $HOLDER $SLEEPER; do wait "$p" 2>/dev/null; done
+  AGENT= HOLDER= LEAKER= SLEEPER=
   if [ -d "$BOX" ]; then
     for p in $(cat "$BOX/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
     wait_for 10 procs_empty "$BOX"
@@ -241,6 +245,49 @@ Blacklist = ["memcg_pressure", "memory_events", "threshold"]' || return
   cleanup
 }
 
+phase3() {
+  local d=$OUT/phase3 t0 p st
+  mkdir -p "$d"; : > "$d/facts.env"
+  echo "== phase 3: memory.oom.group=1, three processes, the agent at its defaults"
+  new_box max || { fail "cannot create $BOX"; return; }
+  echo 1 > "$BOX/memory.oom.group" || { fail "cannot set memory.oom.group"; return; }
+  echo "box_inode=$(stat -c %i "$BOX")" >> "$d/facts.env"
+  # Defaults, but for the guest's slow CPU (the capture budget) and a short
+  # wait for the kill after the snapshot.
+  start_agent "$d" 'RunTracingToolTimeout = 10
+OomKillWindow = 40' || return
+  start_fixture "$d" holder 0 -leak-mb-per-s 50 -leak-limit-mb 20 || return
+  wait_for $T_FIXTURE rss_mb_at_least "$HOLDER" 20 || fail "holder RSS below 20 MiB"
+  bash -c 'echo $$ > "$1/cgroup.procs" && exec sleep 1000' _ "$BOX" &
+  SLEEPER=$!
+  echo "sleeper_pid=$SLEEPER" >> "$d/facts.env"
+  t0=$(now_ms)
+  start_fixture "$d" leaker 0 -leak-mb-per-s 2 || return
+  log "leaker $LEAKER, holder $HOLDER, sleep $SLEEPER in the box (oom.group $(cat $BOX/memory.oom.group))"
+  wait_for $T_COLLECT has_line "$d/agent.log" 'incident [0-9]+: collected' \
+    && pass "snapshot $(( $(now_ms) - t0 )) ms after the leaker started" \
+    || fail "no collection within ${T_COLLECT}s; box at $(( $(cat $BOX/memory.current) >> 20 )) MiB"
+  wait_for $((T_NATURAL + T_KILL)) dead "$LEAKER" || fail "leaker not killed; events: $(events)"
+  for p in LEAKER HOLDER SLEEPER; do
+    wait_for 10 dead "${!p}"
+    if dead "${!p}"; then wait "${!p}"; st=$?; else st=alive; fi
+    echo "${p,,}_wait_status=$st" >> "$d/facts.env"
+    [ "$st" = 137 ] && pass "${p,,} died of SIGKILL" || fail "${p,,} exit status $st (expected 137: SIGKILL)"
+  done
+  LEAKER= HOLDER= SLEEPER=
+  echo "events_after_kill=\"$(events)\"" >> "$d/facts.env"
+  [ "$(event_count oom_group_kill)" -ge 1 ] && pass "memory.events counts the group kill: $(events)" \
+                                             || fail "no oom_group_kill in memory.events: $(events)"
+  wait_for $T_RECORD has_line "$d/agent.log" 'incident [0-9]+ recorded: .*OOM kill' \
+    && pass "record written: $(grep -Eo 'incident [0-9]+ recorded: .*' "$d/agent.log" | head -1)" \
+    || fail "no record with the OOM kill within ${T_RECORD}s"
+  sleep 2  # late marks or exits would make more records: give them time to show
+  stop_agent "$d"
+  echo "phase_ms=$(( $(now_ms) - t0 ))" >> "$d/facts.env"
+  show_records "$d"
+  cleanup
+}
+
 log "guest up; kernel $(uname -r); agent $BIN; fixture $FX"
 echo "script_start_uptime_s=$(awk '{print $1}' /proc/uptime)" > "$OUT/guest.env"
 [ -x "$BIN" ] || { fail "agent binary missing: $BIN"; exit 1; }
@@ -251,7 +298,7 @@ grep -qw memory /sys/fs/cgroup/cgroup.controllers || { fail "no memory controlle
 # reclaim above memory.high evicts them, the fixtures' threads refault them over 9p
 # all the time and the thrashing saturates the emulated CPUs (the guest crawls).
 cat "$FX" "$BIN" > /dev/null
-for ph in ${V2E2E_PHASES:-1 2}; do
+for ph in ${V2E2E_PHASES:-1 2 3}; do
   s=$(now_ms); "phase$ph"; echo "phase${ph}_total_ms=$(( $(now_ms) - s ))" >> "$OUT/guest.env"
 done
 echo "fails=$FAILS" >> "$OUT/guest.env"

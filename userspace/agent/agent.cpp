@@ -12,6 +12,7 @@
 
 #include "agent/collect.h"
 #include "agent/no_snapshot_reason.h"
+#include "agent/pod_identity.h"
 #include "core/log_escape.h"
 #include "core/proc_info.h"
 
@@ -53,6 +54,17 @@ constexpr std::chrono::milliseconds kExitWait{1000};
 // How long the record writer may take to write what is pending at shutdown
 // (each sink operation is bounded by 1 s; SIGTERM must stop within 2 s).
 constexpr std::chrono::milliseconds kSinkStopWait{1000};
+
+// The pod's and container's names for a record (pod_identity.h), looked up
+// once per record, never per event. This runs on the loop: a scan of the
+// kubelet's directories on the node's own disk, bounded at kPodLogMaxEntries
+// entries, that opens no FIFO and follows no symlink a target may plant.
+void name_pod(IncidentContainer& c, const std::string& log_root, uint64_t incident, spdlog::logger& log) {
+  if (log_root.empty() || !c.ref || c.ref->pod_uid.empty()) return;
+  PodLookupNotes notes;
+  c.pod = lookup_pod_identity(log_root, c.ref->pod_uid, c.ref->id, &notes);
+  if (!notes.why.empty()) log.debug("incident {}: pod names: {}", incident, printable(notes.why));
+}
 
 }  // namespace
 
@@ -124,7 +136,8 @@ void Agent::apply_config() {
   const AgentConfig& c = options_.config;
   PolicyOptions p;
   p.threshold_percent = c.threshold_percent;
-  p.cooldown = c.interval_tracing;
+  p.interval = c.interval_tracing;
+  p.max_per_minute = c.node_max_captures_per_minute;
   p.batch_window = c.batch_window;
   policy_.set_options(p);
   // The worker is the sandbox's only user: it takes the new limits there and
@@ -233,9 +246,10 @@ bool Agent::start(std::string& error) {
   arm_signals();
   cgroups_->rescan();
   arm_rescan();
-  log_->info("ready: node {}; {}; threshold {}%, cooldown {}s, batch window {}ms, OOM-kill window {}ms; "
+  log_->info("ready: node {}; {}; threshold {}%, interval {}s per container, at most {} captures/min, batch window {}ms, OOM-kill window {}ms; "
              "blacklist [{}]; sinks: {}{}; captures {} (budget {}ms, killed at +{}ms, memory cap {} MiB)",
-             node_, cgroups_->describe(), c.threshold_percent, c.interval_tracing.count(), c.batch_window.count(),
+             node_, cgroups_->describe(), c.threshold_percent, c.interval_tracing.count(),
+             c.node_max_captures_per_minute, c.batch_window.count(),
              c.oom_kill_window.count(), join(c.trigger_blacklist), c.stdout_sink ? "stdout " : "",
              c.file_sink ? c.storage_path : "",
              options_.capture_in_process ? "IN THE AGENT (--capture-in-process, benchmarks only)" : "in a capture process",
@@ -349,13 +363,21 @@ void Agent::on_pressure(const oomsnap_event& e) {
 void Agent::offer(const std::string& memcg, Trigger trigger) {
   if (stopping_) return;
   if (!trigger.received_ns) trigger.received_ns = monotonic_now_ns();
-  // Triggers that arrive after a decision still belong to the timeline of
-  // the container's open incident.
+  // An incident is an episode of one container: while it is open (collecting,
+  // or waiting for the kill within OomKillWindow), the container's triggers
+  // belong to its timeline, not to new incidents.
+  bool open = false;
   for (auto& [id, p] : pending_) {
-    auto& seen = p->inc.triggers_seen;
-    if (p->inc.container.cgroup_path == memcg && p->inc.trigger.type != "oom_kill" &&
-        p->inc.trigger.type != "process_exit" && seen.size() < kMaxSeenTriggers)
-      seen.push_back({trigger.type, trigger.kernel_ns});
+    Incident& inc = p->inc;
+    if (inc.container.cgroup_path != memcg || inc.trigger.type == "oom_kill" || inc.trigger.type == "process_exit")
+      continue;
+    open = true;
+    ++inc.merged_triggers;
+    if (inc.triggers_seen.size() < kMaxSeenTriggers) inc.triggers_seen.push_back({trigger.type, trigger.kernel_ns});
+  }
+  if (open) {
+    log_->debug("trigger {} ({}) for {}: part of its open incident", trigger.type, trigger.source, printable(memcg));
+    return;
   }
   MemcgStats stats = read_memcg(cgroups_->fs(), memcg);
   OfferResult r = policy_.offer(memcg, trigger, stats, monotonic_now_ns());
@@ -382,7 +404,7 @@ void Agent::on_policy_deadline() {
   const CgroupFs& fs = cgroups_->fs();
   Decision d = policy_.on_deadline(now, [&fs](const std::string& m) { return read_memcg(fs, m); });
   for (const auto& [memcg, why] : d.dropped) log_->info("not collecting {}: {}", printable(memcg), printable(why));
-  if (d.collect) start_collection(std::move(*d.collect), now);
+  for (auto& c : d.collect) start_collection(std::move(c), now);
   arm_policy_timer();
 }
 
@@ -445,7 +467,7 @@ void Agent::on_collected(Incident done) {
     done.exit = p.inc.exit;
     done.timeline.exit = p.inc.timeline.exit;
   }
-  if (done.oom_kill) done.oom_kill->matches_victim = done.victim && done.victim->pid == done.oom_kill->pid;
+  if (done.oom_kill) done.oom_kill->matches_victim = done.victim && done.oom_kill->killed_pid(done.victim->pid);
   p.inc = std::move(done);
   p.collecting = false;
   const Incident& inc = p.inc;
@@ -477,6 +499,25 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   k.memcg = *memcg;
   k.kernel_ns = e.ktime_ns;
   k.rss_bytes = (e.rss_anon_pages + e.rss_file_pages + e.rss_shmem_pages) * static_cast<uint64_t>(getpagesize());
+  k.invoker = e.oom_invoker;
+  k.killed.push_back({k.pid, k.comm, k.rss_bytes});
+  note_oom_killed(pid, e.ktime_ns);
+
+  // A further mark of an OOM event already recorded (a group kill's members,
+  // the chosen victim marked again): the same event, the same record.
+  for (auto& [id, p] : pending_) {
+    Incident& inc = p->inc;
+    if (!inc.oom_kill || inc.oom_kill->invoker != e.oom_invoker || !memcg_within(*memcg, inc.container.cgroup_path))
+      continue;
+    const MonoNs first = inc.oom_kill->kernel_ns;
+    if ((e.ktime_ns > first ? e.ktime_ns - first : first - e.ktime_ns) > kOomEventWindowNs) continue;
+    if (inc.oom_kill->add_killed({pid, k.comm, k.rss_bytes})) {
+      if (!p->collecting && inc.victim && inc.victim->pid == pid) inc.oom_kill->matches_victim = true;
+      log_->info("incident {}: OOM kill of {} ({}) in {}, same OOM event ({} killed)", inc.id, pid, printable(k.comm),
+                 printable(*memcg), inc.oom_kill->killed.size());
+    }
+    return;
+  }
 
   // An open incident of a container that holds the killed process: the
   // latest one whose snapshot is of the killed process, else the latest one
@@ -499,7 +540,7 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
     inc.oom_kill = k;
     inc.timeline.oom_kill = e.ktime_ns;
     if (!match->collecting) {
-      inc.oom_kill->matches_victim = inc.victim && inc.victim->pid == pid;
+      inc.oom_kill->matches_victim = inc.victim && inc.oom_kill->killed_pid(inc.victim->pid);
       auto lead = lead_ms(inc);
       log_->info("incident {}: OOM kill of {} ({}) in {}; matches victim: {}; lead {} ms", inc.id, pid,
                  printable(k.comm), printable(*memcg), inc.oom_kill->matches_victim,
@@ -544,9 +585,19 @@ void Agent::on_exit(const oomsnap_event& e) {
     // The exits the kernel suppressed before this one still belong to the
     // container's next exit record.
     if (e.suppressed) exit_limiter_.add_suppressed(exit_record_key(inc.container.cgroup_path), e.suppressed);
-    if (!p->collecting) finalize(id);  // frees inc
+    if (p->collecting) return;
+    // The rest of a group kill is marked right after the first mark, while
+    // the victim may already be exiting on another CPU: the record waits out
+    // a short part of the event's window (the marks come in one call).
+    if (inc.oom_kill && e.ktime_ns < inc.oom_kill->kernel_ns + kOomEventWindowNs)
+      wait_then_finalize(id, std::chrono::milliseconds(200));
+    else
+      finalize(id);  // frees inc
     return;
   }
+  // A process killed in an OOM event: its exit is part of that event's
+  // record, not an exit record of its own.
+  if (oom_killed_recently(pid, e.ktime_ns)) return;
   if (!(e.exit_code & 0x7f) || blacklisted("process_exit")) return;
   auto memcg = memcg_of_event(e.cgroup_id, 0);
   if (!memcg) return;
@@ -558,6 +609,25 @@ void Agent::on_exit(const oomsnap_event& e) {
     return;
   }
   write_exit_record(held, v.suppressed, false);
+}
+
+void Agent::note_oom_killed(pid_t pid, MonoNs at) {
+  // Bounded: entries older than the window go first; past the cap, the oldest.
+  constexpr MonoNs kKeep = 30'000'000'000ull;
+  constexpr size_t kMax = 4096;
+  for (auto it = recent_oom_killed_.begin(); it != recent_oom_killed_.end();)
+    it = at > it->second + kKeep ? recent_oom_killed_.erase(it) : std::next(it);
+  if (recent_oom_killed_.size() >= kMax) {
+    auto oldest = std::min_element(recent_oom_killed_.begin(), recent_oom_killed_.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+    recent_oom_killed_.erase(oldest);
+  }
+  recent_oom_killed_[pid] = at;
+}
+
+bool Agent::oom_killed_recently(pid_t pid, MonoNs exit_at) const {
+  auto it = recent_oom_killed_.find(pid);
+  return it != recent_oom_killed_.end() && exit_at >= it->second && exit_at - it->second <= 30'000'000'000ull;
 }
 
 // The bound is per container: the nearest memcg with a limit, so a container
@@ -601,8 +671,11 @@ std::string Agent::why_no_snapshot(const std::string& container, MonoNs now) con
   NoSnapshotFacts f;
   f.now = now;
   f.deferred = policy_.is_deferred(container);
+  f.deferred_by_budget = policy_.deferred_by_budget(container);
   f.in_batch = policy_.in_batch(container);
-  f.cooldown_until = policy_.cooldown_until();
+  f.interval_until = policy_.interval_until(container, now);
+  f.budget_free_at = policy_.budget_free_at(now);
+  f.max_per_minute = options_.config.node_max_captures_per_minute;
   if (auto it = last_collection_.find(container); it != last_collection_.end()) f.last = it->second;
   if (auto it = last_offer_.find(container); it != last_offer_.end()) f.last_offer = it->second;
   f.interval_tracing_s = options_.config.interval_tracing.count();
@@ -653,6 +726,18 @@ void Agent::finalize(uint64_t id) {
   p->timer.cancel();
   Incident& inc = p->inc;
   if (inc.victim && bpf_) bpf_->untrack_pid(inc.victim->pid);
+  // A group kill of one process (the others had exited, or were exempt) still
+  // shows in the memcg's oom_group_kill counter (v2), against the figure read
+  // when the collection was decided.
+  if (inc.oom_kill && !inc.oom_kill->group_kill && cgroups_) {
+    const auto& before = inc.container.stats.events;
+    if (auto b = before.find("oom_group_kill"); b != before.end()) {
+      const MemcgStats now = read_memcg(cgroups_->fs(), inc.container.cgroup_path);
+      if (auto a = now.events.find("oom_group_kill"); a != now.events.end() && a->second > b->second)
+        inc.oom_kill->group_kill = true;
+    }
+  }
+  name_pod(inc.container, options_.config.pod_log_root, id, *log_);
   RecordContext ctx;
   ctx.node = node_;
   ctx.clocks = ClockPair::now();

@@ -86,6 +86,10 @@ class Agent {
   std::string exit_record_key(const std::string& memcg) const;
   void write_exit_record(const HeldExit& x, const SuppressedExits& suppressed, bool held_back);
   void flush_exit_records(bool stopping);
+  // Processes killed in an OOM event (30 s, at most 4096): their exits belong
+  // to that event's record, not to exit records of their own.
+  void note_oom_killed(pid_t pid, MonoNs at);
+  bool oom_killed_recently(pid_t pid, MonoNs exit_at) const;
   void offer(const std::string& memcg, Trigger trigger);
   void on_policy_deadline();
   void start_collection(Candidate c, MonoNs decided);
@@ -123,6 +127,7 @@ class Agent {
   // Entries go when the cgroup goes.
   std::map<std::string, OfferResult> last_offer_;
   std::map<std::string, LastCollection> last_collection_;
+  std::map<pid_t, MonoNs> recent_oom_killed_;
   bool stopping_ = false;
   // Counters reported in every record and in the log.
   uint64_t events_seen_ = 0, unknown_cgroup_events_ = 0, records_written_ = 0, suppressed_pressure_ = 0,

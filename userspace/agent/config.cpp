@@ -151,6 +151,24 @@ void parse_cgroup(const toml::table& t, AgentConfig& cfg) {
   }
 }
 
+void parse_kubernetes(const toml::table& t, AgentConfig& cfg) {
+  for (auto&& [k, v] : t) {
+    const std::string key = "kubernetes." + std::string(k.str());
+    if (k == "PodLogRoot") {
+      cfg.pod_log_root = get_string(key, v);
+      // Everything below it is opened relative to it; the root itself must
+      // not depend on the agent's working directory or climb out with "..".
+      if (!cfg.pod_log_root.empty() &&
+          (cfg.pod_log_root[0] != '/' || cfg.pod_log_root.find('\0') != std::string::npos ||
+           ("/" + cfg.pod_log_root + "/").find("/../") != std::string::npos))
+        fail(key, v, "must be an absolute path without \"..\" (the directory holding kubelet's pods/ and "
+                     "containers/, e.g. \"/var/log\"), or \"\" to look up no pod names");
+    } else {
+      throw ConfigError("config: unknown key " + where(key, k.source()));
+    }
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& known_triggers() {
@@ -175,6 +193,8 @@ AgentConfig parse_config(const std::string& toml_text) {
       cfg.threshold_percent = static_cast<int>(get_int(key, v, 1, 100));
     } else if (key == "IntervalTracing") {
       cfg.interval_tracing = std::chrono::seconds(get_int(key, v, 0, INT64_MAX / 1000));
+    } else if (key == "NodeMaxCapturesPerMinute") {
+      cfg.node_max_captures_per_minute = static_cast<unsigned>(get_int(key, v, 1, 10000));
     } else if (key == "RunTracingToolTimeout") {
       cfg.run_tracing_tool_timeout = get_seconds_ms(key, v);
     } else if (key == "MaxMemoryObjectEntries") {
@@ -195,6 +215,8 @@ AgentConfig parse_config(const std::string& toml_text) {
       parse_cgroup(get_table(key, v), cfg);
     } else if (key == "capture") {
       parse_capture(get_table(key, v), cfg);
+    } else if (key == "kubernetes") {
+      parse_kubernetes(get_table(key, v), cfg);
     } else {
       throw ConfigError("config: unknown key " + where(key, k.source()));
     }

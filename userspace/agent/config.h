@@ -16,7 +16,8 @@ struct ConfigError : std::runtime_error {
 
 struct AgentConfig {
   int threshold_percent = 90;                               // ThresholdPercent, 1..100
-  std::chrono::seconds interval_tracing{300};               // IntervalTracing, >= 0
+  std::chrono::seconds interval_tracing{300};               // IntervalTracing, >= 0: per container
+  unsigned node_max_captures_per_minute = 6;                // NodeMaxCapturesPerMinute, 1..10000: node-wide
   std::chrono::milliseconds run_tracing_tool_timeout{2000}; // RunTracingToolTimeout (s), > 0
   size_t max_memory_object_entries = 10;                    // MaxMemoryObjectEntries, 1..100000
   std::string storage_path = "/var/log/oomsnap";            // [storage] Path
@@ -38,6 +39,9 @@ struct AgentConfig {
   std::chrono::milliseconds capture_grace{1000};            // [capture] Grace (s), 0.1..600
   uint64_t capture_memory_max = 1ull << 30;               // [capture] MemoryMax (bytes), >= 64 MiB
   uint64_t capture_result_max = 64ull << 20;                // [capture] ResultMaxBytes, >= 64 KiB
+  // Where kubelet keeps pods/ and containers/ (pod and container names for
+  // the record); empty = no names looked up.
+  std::string pod_log_root = "/var/log";                    // [kubernetes] PodLogRoot
 };
 
 // Trigger names accepted in [triggers] Blacklist.

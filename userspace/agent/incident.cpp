@@ -21,6 +21,19 @@ const char* to_string(CollectionOutcome o) {
   return "?";
 }
 
+bool OomKillInfo::add_killed(KilledProcess k) {
+  if (killed_pid(k.pid)) return false;
+  killed.push_back(std::move(k));
+  if (killed.size() > 1) group_kill = true;
+  return true;
+}
+
+bool OomKillInfo::killed_pid(pid_t p) const {
+  for (const auto& k : killed)
+    if (k.pid == p) return true;
+  return false;
+}
+
 std::optional<double> lead_ms(const Incident& inc) {
   if (!inc.timeline.oom_kill || !inc.timeline.snapshot_complete || inc.outcome != CollectionOutcome::kCollected)
     return std::nullopt;
@@ -54,6 +67,11 @@ nlohmann::json container_json(const IncidentContainer& c) {
     if (!c.ref->runtime.empty()) j["runtime"] = c.ref->runtime;
     j["container_id"] = c.ref->id;
     if (!c.ref->pod_uid.empty()) j["pod_uid"] = c.ref->pod_uid;
+  }
+  if (c.pod) {
+    j["pod_namespace"] = c.pod->pod_namespace;
+    j["pod_name"] = c.pod->pod_name;
+    if (c.pod->container_name) j["container_name"] = *c.pod->container_name;
   }
   if (c.stats.usage_bytes) j["usage_bytes"] = *c.stats.usage_bytes;
   j["limit_bytes"] = c.stats.limit_bytes ? nlohmann::json(*c.stats.limit_bytes) : nlohmann::json(nullptr);
@@ -139,6 +157,11 @@ nlohmann::json to_json(const Incident& inc, const RecordContext& ctx) {
     k["rss_bytes"] = inc.oom_kill->rss_bytes;
     auto lead = lead_ms(inc);
     k["lead_ms"] = lead ? nlohmann::json(*lead) : nlohmann::json(nullptr);
+    k["group_kill"] = inc.oom_kill->group_kill;
+    nlohmann::json killed = nlohmann::json::array();
+    for (const auto& kp : inc.oom_kill->killed)
+      killed.push_back({{"pid", kp.pid}, {"comm", kp.comm}, {"rss_bytes", kp.rss_bytes}});
+    k["killed"] = std::move(killed);
     j["oom_kill"] = std::move(k);
   }
   if (inc.exit) j["exit"] = exit_json(*inc.exit, ctx.clocks);

@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "agent/cgroup.h"
+#include "agent/pod_identity.h"
 #include "agent/policy.h"
 #include "agent/victim.h"
 #include "capture/capture.h"
@@ -21,16 +23,42 @@ struct IncidentContainer {
   uint64_t inode = 0;
   MemcgStats stats;         // usage/limit/high when the decision was made
   std::optional<ContainerRef> ref;
+  // Names from kubelet's log directories, filled as the record is built.
+  std::optional<PodIdentity> pod;
 };
 
+// One process the kernel killed in an OOM event.
+struct KilledProcess {
+  pid_t pid = 0;
+  std::string comm;
+  uint64_t rss_bytes = 0;  // anon + file + shmem at the kill
+};
+
+// One OOM event: every mark_victim of one OOM invocation in one container
+// (the kernel's chosen victim, the members of a group kill, and the chosen
+// victim's second mark during the group kill) is one event. The fields
+// outside `killed` describe the kernel's chosen victim (the first mark).
 struct OomKillInfo {
   pid_t pid = 0;
   std::string comm;
   std::string memcg;         // the victim's memory cgroup
   MonoNs kernel_ns = 0;      // mark_victim
   uint64_t rss_bytes = 0;    // anon + file + shmem at the kill
-  bool matches_victim = false;
+  bool matches_victim = false;  // the snapshotted process was among the killed
+  std::vector<KilledProcess> killed;  // every process killed in the event, each once, the chosen one first
+  bool group_kill = false;   // more than one process killed, or the memcg's oom_group_kill counter rose
+  uint32_t invoker = 0;      // thread that ran the OOM killer (the event's identity, with the memcg)
+
+  // Adds a process killed in this event; false when it was already in it.
+  bool add_killed(KilledProcess k);
+  bool killed_pid(pid_t p) const;
 };
+
+// Every mark of one OOM invocation comes from one call in one thread (the
+// invoker): microseconds apart on a host, tens of ms in an emulated guest.
+// Marks by the same invoker in the same container within this window are one
+// event; another invoker is another event.
+constexpr MonoNs kOomEventWindowNs = 1'000'000'000;
 
 struct ExitInfo {
   pid_t pid = 0;

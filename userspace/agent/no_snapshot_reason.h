@@ -21,9 +21,12 @@ struct LastCollection {
 
 struct NoSnapshotFacts {
   MonoNs now = 0;
-  bool deferred = false;                 // a candidate waiting for the cooldown to end
+  bool deferred = false;                 // a candidate waiting (its interval, or the node budget)
+  bool deferred_by_budget = false;       // ... for the node budget
   bool in_batch = false;                 // a candidate in the open batch window
-  std::optional<MonoNs> cooldown_until;  // the node's cooldown, if any
+  std::optional<MonoNs> interval_until;  // the end of the container's own interval, if within one
+  MonoNs budget_free_at = 0;             // when the node budget admits a collection
+  unsigned max_per_minute = 0;           // config, for the message
   std::optional<LastCollection> last;    // the container's last collection
   std::optional<OfferResult> last_offer; // what the policy said to its last trigger
   int64_t interval_tracing_s = 0;        // config, for the message

@@ -2,16 +2,19 @@
 // figures and a monotonic clock, so every rule is unit-testable without a
 // kernel. The agent feeds it triggers and asks it at the deadlines it names.
 //
-// Rules (issue #3):
+// Rules (issues #3, #13):
 // - a container is a candidate only with a finite limit and usage/limit at or
 //   above the threshold;
 // - candidates arriving within a short batch window are merged; at the end of
-//   the window each is re-read and re-checked, they are sorted by usage ratio
-//   (containers collected within the last two cooldown periods rank after the
-//   others, so one container cannot starve the rest) and only the top one is
-//   collected;
-// - node-wide cooldown between collections; candidates that arrive during the
-//   cooldown, or lose a batch, are deferred and re-checked when it ends.
+//   the window each is re-read and re-checked and they are sorted by usage
+//   ratio, closest to its limit first;
+// - a container is not collected again within its interval (IntervalTracing,
+//   per container): its triggers in that time are deferred and re-checked
+//   when the interval ends. Unlike a node-wide cooldown (HUATUO's), one
+//   container's incident leaves the others' visible;
+// - a node-wide budget bounds the overhead: at most max_per_minute
+//   collections in any 60 s; candidates beyond it are deferred, in ratio
+//   order, until the oldest collection in the window ages out.
 // OOM kills are not decided here: the agent records every one.
 #pragma once
 #include <chrono>
@@ -45,7 +48,8 @@ struct Trigger {
 
 struct PolicyOptions {
   int threshold_percent = 90;
-  std::chrono::nanoseconds cooldown{std::chrono::seconds(300)};
+  std::chrono::nanoseconds interval{std::chrono::seconds(300)};  // per container (IntervalTracing)
+  unsigned max_per_minute = 6;                                    // node-wide (NodeMaxCapturesPerMinute)
   std::chrono::nanoseconds batch_window{std::chrono::milliseconds(2)};
 };
 
@@ -63,19 +67,21 @@ struct Candidate {
   std::vector<SeenTrigger> seen;  // every trigger folded in, in arrival order (capped)
   MemcgStats stats;    // as re-read when the decision was made
   double ratio = 0;
+  MonoNs not_before = 0;  // deferred: re-checked from then on
+  bool by_budget = false; // deferred by the node budget (else by its own interval)
 };
 
 enum class OfferResult {
   kOpenedBatch,     // first candidate: a batch window started
   kJoinedBatch,     // added to (or merged into) the open batch
-  kDeferred,        // node in cooldown: re-checked when it ends
+  kDeferred,        // the container is within its interval: re-checked when it ends
   kUnlimited,       // no finite limit: never a candidate
   kBelowThreshold,  // usage/limit under the threshold
 };
 const char* to_string(OfferResult r);
 
 struct Decision {
-  std::optional<Candidate> collect;                          // at most one per batch
+  std::vector<Candidate> collect;                            // closest to its limit first, within the budget
   std::vector<std::pair<std::string, std::string>> dropped;  // memcg, why it was not collected
 };
 
@@ -90,31 +96,38 @@ class Policy {
   // A trigger for `memcg` whose counters right now are `stats`.
   OfferResult offer(const std::string& memcg, const Trigger& trigger, const MemcgStats& stats, MonoNs now);
 
-  // When on_deadline() should next be called (batch end, or cooldown end while
-  // candidates are deferred); nullopt when nothing is pending.
+  // When on_deadline() should next be called (batch end, or the earliest
+  // time a deferred candidate may be re-checked); nullopt when nothing is pending.
   std::optional<MonoNs> next_deadline() const;
 
-  // Closes a due batch (or opens one from the deferred candidates when the
-  // cooldown is over). A collection decision starts the cooldown at `now`.
+  // Closes a due batch, together with the deferred candidates now due, and
+  // decides which to collect: by ratio, within the node budget.
   Decision on_deadline(MonoNs now, const Reread& reread);
 
-  bool in_cooldown(MonoNs now) const { return cooldown_until_ && now < *cooldown_until_; }
   size_t deferred_count() const { return deferred_.size(); }
   bool is_deferred(const std::string& memcg) const { return deferred_.count(memcg) != 0; }
+  // Deferred by the node budget (not by its own interval).
+  bool deferred_by_budget(const std::string& memcg) const {
+    auto it = deferred_.find(memcg);
+    return it != deferred_.end() && it->second.by_budget;
+  }
   bool in_batch(const std::string& memcg) const { return batch_.count(memcg) != 0; }
-  std::optional<MonoNs> cooldown_until() const { return cooldown_until_; }
+  // The end of the container's interval, when it is within one.
+  std::optional<MonoNs> interval_until(const std::string& memcg, MonoNs now) const;
+  // When the node budget next admits a collection (now when it does).
+  MonoNs budget_free_at(MonoNs now) const;
   void forget(const std::string& memcg);  // the cgroup was removed
 
  private:
-  bool recently_collected(const std::string& memcg, MonoNs now) const;
   void add(std::map<std::string, Candidate>& into, const std::string& memcg, const Trigger& t);
+  void expire_budget(MonoNs now);
 
   PolicyOptions options_;
   std::map<std::string, Candidate> batch_;
   std::optional<MonoNs> batch_deadline_;
   std::map<std::string, Candidate> deferred_;
-  std::optional<MonoNs> cooldown_until_;
   std::map<std::string, MonoNs> last_collected_;
+  std::vector<MonoNs> recent_;  // collection times within the last 60 s, oldest first
 };
 
 }  // namespace oomsnap
