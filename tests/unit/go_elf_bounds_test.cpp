@@ -245,6 +245,152 @@ TEST(PclntabNameBounds, StackFramesAreCapped) {
   EXPECT_EQ(frames.back().function, "[frames truncated]");
 }
 
+// Offsets in the func table, the _func, its pcdata/funcdata arrays and the
+// inline tree that point past the end of the buffer they index read as absent:
+// no function, no name, no file/line, no inlined frame; never a read past the
+// buffer (the ASan build catches one).
+TEST(PclntabOffsetBounds, OffsetsPastTheEndReadAsAbsent) {
+  const std::vector<uint8_t> base = one_function_pclntab("main.f");
+  uint64_t pcln_abs = 0;  // the functab; the _func is 16 bytes after it
+  std::memcpy(&pcln_abs, base.data() + 64, 8);
+  const uint64_t pctab_abs = pcln_abs - 1;
+  const uint64_t func = pcln_abs + 16;
+  const uint64_t pc = 0x401010;
+  {
+    GoPclntab ok(base, 0x401000);
+    ASSERT_TRUE(ok.find_func(pc));
+    ASSERT_EQ(ok.frames_for_pc(pc).size(), 1u);
+  }
+  // ftab[0].funcoff past the end, and so that the _func straddles the end.
+  for (uint32_t funcoff : {0x7fffffffu, 0xffffffffu, uint32_t(base.size() - pcln_abs - 10),
+                           uint32_t(base.size() - pcln_abs)}) {
+    auto b = base;
+    put<uint32_t>(b, pcln_abs + 4, funcoff);
+    GoPclntab t(b, 0x401000);
+    EXPECT_FALSE(t.find_func(pc)) << funcoff;
+    EXPECT_TRUE(t.frames_for_pc(pc).empty()) << funcoff;
+    EXPECT_TRUE(t.symbolize_stack(std::vector<uint64_t>{pc, pc}).empty()) << funcoff;
+    EXPECT_FALSE(t.find_func_by_name("main.f")) << funcoff;
+  }
+  // npcdata / nfuncdata counting arrays past the end: no function.
+  for (uint32_t npcdata : {1u, 0x40000000u, 0xffffffffu}) {
+    auto b = base;
+    put<uint32_t>(b, func + 28, npcdata);
+    GoPclntab t(b, 0x401000);
+    EXPECT_FALSE(t.find_func(pc)) << npcdata;
+    EXPECT_TRUE(t.frames_for_pc(pc).empty()) << npcdata;
+  }
+  {
+    auto b = base;
+    b[func + 43] = 0xff;  // nfuncdata
+    GoPclntab t(b, 0x401000);
+    EXPECT_FALSE(t.find_func(pc));
+  }
+  // nameOff, pcfile, pcln and cuOffset past the end: the function is found,
+  // without a name, file or line.
+  {
+    auto b = base;
+    put<uint32_t>(b, func + 4, 0xfffffff0u);   // nameOff
+    put<uint32_t>(b, func + 20, 0x7ffffff0u);  // pcfile
+    put<uint32_t>(b, func + 24, 0xfffffff0u);  // pcln
+    put<uint32_t>(b, func + 32, 0xfffffff0u);  // cuOffset
+    GoPclntab t(b, 0x401000);
+    auto f = t.find_func(pc);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->name, "");
+    auto frames = t.frames_for_pc(pc);
+    ASSERT_EQ(frames.size(), 1u);
+    EXPECT_EQ(frames[0].function, "");
+    EXPECT_EQ(frames[0].file, "?");
+    EXPECT_EQ(frames[0].line, 0);
+  }
+  // A pcvalue table that runs off the end mid-uvarint: no line.
+  {
+    auto b = base;
+    const uint64_t tab = b.size() - pctab_abs;
+    b.push_back(0x02);
+    b.push_back(0x80);  // pcdelta uvarint continues past the end
+    put<uint32_t>(b, func + 24, uint32_t(tab));
+    GoPclntab t(b, 0x401000);
+    auto frames = t.frames_for_pc(pc);
+    ASSERT_EQ(frames.size(), 1u);
+    EXPECT_EQ(frames[0].function, "main.f");
+    EXPECT_EQ(frames[0].line, 0);
+  }
+  // The inline tree: pcdata[2] (inline index) and funcdata[3] (the tree) with
+  // offsets past the end of the table / of the gofunc bytes, and a tree whose
+  // entry runs past the end: the physical function only.
+  auto with_inline = [&](uint32_t pcdata2, uint32_t funcdata3) {
+    auto b = base;
+    put<uint32_t>(b, func + 28, 3);  // npcdata
+    b[func + 43] = 4;                // nfuncdata
+    const uint64_t arrays = func + 44;
+    b.resize(arrays + 7 * 4, 0);
+    put<uint32_t>(b, arrays + 2 * 4, pcdata2);
+    for (int k = 0; k < 4; ++k) put<uint32_t>(b, arrays + 12 + 4 * k, k == 3 ? funcdata3 : 0xffffffffu);
+    return b;
+  };
+  auto inline_index_table = [&](std::vector<uint8_t>& b) {
+    // value 0 (zigzag +1 from -1) for the whole function [0, 0x1000), then end.
+    const uint64_t tab = b.size() - pctab_abs;
+    for (uint8_t x : {0x02, 0x80, 0x20, 0x00}) b.push_back(x);
+    return uint32_t(tab);
+  };
+  {
+    auto b = with_inline(0, 0);
+    const uint32_t tab = inline_index_table(b);
+    put<uint32_t>(b, func + 44 + 8, tab);
+    // A valid tree: entry 0 names main.f itself (nameOff 1), its call site
+    // past the function's end (where the index table has no value).
+    GoPclntab t(b, 0x401000);
+    std::vector<uint8_t> tree(16, 0);
+    put<uint32_t>(tree, 4, 1);
+    put<int32_t>(tree, 8, 0x1000);
+    put<int32_t>(tree, 12, 7);
+    t.set_gofunc(0x4e0000, tree);
+    auto frames = t.frames_for_pc(pc);
+    ASSERT_EQ(frames.size(), 2u);  // sanity: the tree is used
+    EXPECT_TRUE(frames[0].inlined);
+    EXPECT_EQ(frames[0].function, "main.f");
+    // The same tree, cut short of its entry: no inlined frame.
+    GoPclntab cut(b, 0x401000);
+    cut.set_gofunc(0x4e0000, std::vector<uint8_t>(tree.begin(), tree.begin() + 15));
+    frames = cut.frames_for_pc(pc);
+    ASSERT_EQ(frames.size(), 1u);
+    EXPECT_FALSE(frames[0].inlined);
+    EXPECT_EQ(cut.expand_final_inline_frame(std::vector<uint64_t>{pc}), std::vector<uint64_t>{pc});
+    // funcdata[3] past the gofunc bytes.
+    auto b2 = b;
+    put<uint32_t>(b2, func + 44 + 12 + 12, 0x7ffffff0u);
+    GoPclntab far(b2, 0x401000);
+    far.set_gofunc(0x4e0000, tree);
+    frames = far.frames_for_pc(pc);
+    ASSERT_EQ(frames.size(), 1u);
+    EXPECT_FALSE(frames[0].inlined);
+    // An inline entry whose nameOff is past the end: an inlined frame without a name.
+    auto tree2 = tree;
+    put<uint32_t>(tree2, 4, 0xfffffff0u);
+    GoPclntab noname(b, 0x401000);
+    noname.set_gofunc(0x4e0000, tree2);
+    frames = noname.frames_for_pc(pc);
+    ASSERT_EQ(frames.size(), 2u);
+    EXPECT_TRUE(frames[0].inlined);
+    EXPECT_EQ(frames[0].function, "");
+    EXPECT_EQ(frames[1].function, "main.f");
+  }
+  for (uint32_t pcdata2 : {0x7ffffff0u, 0xffffffffu}) {
+    auto b = with_inline(pcdata2, 0);
+    GoPclntab t(b, 0x401000);
+    std::vector<uint8_t> tree(16, 0);
+    put<uint32_t>(tree, 4, 1);
+    t.set_gofunc(0x4e0000, tree);
+    auto frames = t.frames_for_pc(pc);
+    ASSERT_EQ(frames.size(), 1u) << pcdata2;
+    EXPECT_FALSE(frames[0].inlined);
+    EXPECT_EQ(frames[0].function, "main.f");
+  }
+}
+
 // --- heap-profile buckets -----------------------------------------------
 
 // nstk = 2^61 + 1 makes nstk * 8 wrap to 8: with a depth cap that lets it

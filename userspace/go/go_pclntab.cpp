@@ -1,6 +1,10 @@
 // Go pclntab reader (Go 1.18–1.27). Layout facts: runtime/symtab.go,
 // runtime/symtabinl.go, runtime/runtime2.go (_func), cmd/link/internal/ld/pcln.go.
-// Every access is bounds-checked; every loop over table bytes is bounded.
+// Every load from the table (and the inline tree, the relocations and the
+// data words read from the file) goes through the ByteView of the buffer it
+// indexes (core/checked_bytes.h): a load outside reads as absent (0, false,
+// no function, no name), never past the buffer. Every loop over table bytes is
+// bounded.
 #include "go/go_pclntab.h"
 
 #include <elf.h>
@@ -37,9 +41,27 @@ constexpr uint32_t kMaxPcvalueSteps = 1 << 18;
 // checks; a real file has one.
 constexpr uint64_t kMaxScanFullChecks = 8;
 
-// Unchecked loads: every caller has checked its range (core/checked_bytes.h).
-inline uint32_t rd32(const uint8_t* p) { return load_le<uint32_t>(p); }
-inline uint64_t rd64(const uint8_t* p) { return load_le<uint64_t>(p); }
+// Checked loads: the integer at off in v, 0 when it is not all inside v.
+inline uint8_t u8_at(ByteView v, uint64_t off) {
+  uint8_t x = 0;
+  v.read_u8(off, x);
+  return x;
+}
+inline uint16_t u16_at(ByteView v, uint64_t off) {
+  uint16_t x = 0;
+  v.read_u16(off, x);
+  return x;
+}
+inline uint32_t u32_at(ByteView v, uint64_t off) {
+  uint32_t x = 0;
+  v.read_u32(off, x);
+  return x;
+}
+inline uint64_t u64_at(ByteView v, uint64_t off) {
+  uint64_t x = 0;
+  v.read_u64(off, x);
+  return x;
+}
 
 // Cuts a name read from the table to kMaxReportedName bytes (marked).
 std::string reported_name(std::string_view s) {
@@ -49,10 +71,14 @@ std::string reported_name(std::string_view s) {
   return out;
 }
 
-bool header_sane(const uint8_t* p) {
-  uint32_t magic = rd32(p);
-  return (magic == kMagic118 || magic == kMagic120) && p[4] == 0 && p[5] == 0 &&
-         (p[6] == 1 || p[6] == 2 || p[6] == 4) && p[7] == 8;
+// The fixed part of a pcHeader: magic, two zero pad bytes, minLC, ptrSize 8.
+// False when h is shorter than the header.
+bool header_sane(ByteView h) {
+  if (!h.contains(0, kHeaderSize)) return false;
+  const uint32_t magic = u32_at(h, 0);
+  const uint8_t min_lc = u8_at(h, 6);
+  return (magic == kMagic118 || magic == kMagic120) && u8_at(h, 4) == 0 && u8_at(h, 5) == 0 &&
+         (min_lc == 1 || min_lc == 2 || min_lc == 4) && u8_at(h, 7) == 8;
 }
 
 // O(1) checks a scan candidate must pass before the full (O(nfunc)) check:
@@ -60,7 +86,7 @@ bool header_sane(const uint8_t* p) {
 // (funcnametab, cutab, filetab, pctab, functab) inside `rest`, with room for
 // the functab.
 bool header_plausible(ByteView rest) {
-  if (!rest.contains(0, kHeaderSize) || !header_sane(rest.data())) return false;
+  if (!header_sane(rest)) return false;
   uint64_t nfunc = 0, nfiles = 0, offs[5] = {};
   rest.read_u64(8, nfunc);
   rest.read_u64(16, nfiles);
@@ -78,91 +104,104 @@ bool header_plausible(ByteView rest) {
 
 // Internal helpers with access to GoPclntab's private state.
 struct PclntabAccess {
+  // The table bytes and the inline-tree bytes, as checked views.
+  static ByteView data(const GoPclntab& t) { return t.data_; }
+  static ByteView gofunc(const GoPclntab& t) { return t.gofunc_data_; }
+
   struct FuncRef {
-    uint64_t off = 0;  // offset of the _func in data_
+    ByteView fn;  // the _func with its pcdata and funcdata offset arrays
     uint64_t entry = 0, end = 0;
     uint32_t npcdata = 0, nfuncdata = 0;
   };
 
   static size_t func_header_size(const GoPclntab& t) { return t.go120_plus() ? 44 : 40; }
 
-  // ftab entry i: {entryoff, funcoff}.
-  static uint32_t ftab_entry(const GoPclntab& t, size_t i) {
-    return rd32(t.data_.data() + t.pcln_offset_ + i * 8);
+  // The functab: nfunc + 1 entries {entryoff, funcoff} (init_header has
+  // checked that they are inside the data; empty view otherwise).
+  static ByteView ftab(const GoPclntab& t) {
+    ByteView v;
+    data(t).sub(t.pcln_offset_, (uint64_t(t.nfunc_) + 1) * 8, v);
+    return v;
   }
-  static uint32_t ftab_funcoff(const GoPclntab& t, size_t i) {
-    return rd32(t.data_.data() + t.pcln_offset_ + i * 8 + 4);
-  }
+  // ftab entry i's entryoff / funcoff; 0 outside the functab.
+  static uint32_t ftab_entry(ByteView ftab, size_t i) { return u32_at(ftab, uint64_t(i) * 8); }
+  static uint32_t ftab_funcoff(ByteView ftab, size_t i) { return u32_at(ftab, uint64_t(i) * 8 + 4); }
 
+  // The _func of ftab entry i; none when it (with its offset arrays) is not
+  // all inside the data.
   static std::optional<FuncRef> func_at_index(const GoPclntab& t, size_t i) {
+    return func_at_index(t, ftab(t), i);
+  }
+  static std::optional<FuncRef> func_at_index(const GoPclntab& t, ByteView ft, size_t i) {
     if (i >= t.nfunc_) return std::nullopt;
-    uint64_t off = t.pcln_offset_ + uint64_t(ftab_funcoff(t, i));
-    size_t hs = func_header_size(t);
-    if (!in_bounds(off, hs, t.data_.size())) return std::nullopt;
-    const uint8_t* f = t.data_.data() + off;
+    const ByteView d = data(t);
+    const uint64_t off = t.pcln_offset_ + uint64_t(ftab_funcoff(ft, i));
+    const size_t hs = func_header_size(t);
+    ByteView head;
+    if (!d.sub(off, hs, head)) return std::nullopt;
     FuncRef r;
-    r.off = off;
-    r.entry = t.text_start_ + ftab_entry(t, i);
-    r.end = t.text_start_ + ftab_entry(t, i + 1);
-    r.npcdata = rd32(f + 28);
-    r.nfuncdata = f[hs - 1];
-    if (!in_bounds(off + hs, (uint64_t(r.npcdata) + r.nfuncdata) * 4, t.data_.size()))
-      return std::nullopt;
+    r.entry = t.text_start_ + ftab_entry(ft, i);
+    r.end = t.text_start_ + ftab_entry(ft, i + 1);
+    r.npcdata = u32_at(head, 28);
+    r.nfuncdata = u8_at(head, hs - 1);
+    if (!d.sub(off, hs + (uint64_t(r.npcdata) + r.nfuncdata) * 4, r.fn)) return std::nullopt;
     return r;
   }
 
   static std::optional<std::pair<FuncRef, size_t>> lookup(const GoPclntab& t, uint64_t pc) {
     if (t.nfunc_ == 0 || pc < t.text_start_) return std::nullopt;
+    const ByteView ft = ftab(t);
     uint64_t rel = pc - t.text_start_;
-    if (rel >= ftab_entry(t, t.nfunc_) || rel > 0xffffffffull) return std::nullopt;
+    if (rel >= ftab_entry(ft, t.nfunc_) || rel > 0xffffffffull) return std::nullopt;
     uint32_t r = static_cast<uint32_t>(rel);
     // Last i in [0, nfunc) with entryoff[i] <= r.
     size_t lo = 0, hi = t.nfunc_;
-    if (ftab_entry(t, 0) > r) return std::nullopt;
+    if (ftab_entry(ft, 0) > r) return std::nullopt;
     while (hi - lo > 1) {
       size_t mid = lo + (hi - lo) / 2;
-      if (ftab_entry(t, mid) <= r)
+      if (ftab_entry(ft, mid) <= r)
         lo = mid;
       else
         hi = mid;
     }
-    auto f = func_at_index(t, lo);
+    auto f = func_at_index(t, ft, lo);
     if (!f) return std::nullopt;
     return std::make_pair(*f, lo);
   }
 
-  static uint32_t field(const GoPclntab& t, const FuncRef& f, size_t off) {
-    return rd32(t.data_.data() + f.off + off);
-  }
+  // A fixed _func field (nameOff 4, pcfile 20, pcln 24, cuOffset 32, startLine 36).
+  static uint32_t field(const GoPclntab&, const FuncRef& f, size_t off) { return u32_at(f.fn, off); }
   static uint32_t pcdata_off(const GoPclntab& t, const FuncRef& f, uint32_t idx) {
     if (idx >= f.npcdata) return 0;
-    return rd32(t.data_.data() + f.off + func_header_size(t) + 4 * idx);
+    return u32_at(f.fn, func_header_size(t) + 4 * uint64_t(idx));
   }
   static std::optional<uint32_t> funcdata_off(const GoPclntab& t, const FuncRef& f, uint32_t idx) {
     if (idx >= f.nfuncdata) return std::nullopt;
-    uint32_t v = rd32(t.data_.data() + f.off + func_header_size(t) + 4 * (uint64_t(f.npcdata) + idx));
-    if (v == 0xffffffffu) return std::nullopt;
+    uint32_t v = 0;
+    if (!f.fn.read_u32(func_header_size(t) + 4 * (uint64_t(f.npcdata) + idx), v) || v == 0xffffffffu)
+      return std::nullopt;
     return v;
   }
 
-  // NUL-terminated string at [base + off], bounded by the data.
-  static std::string_view cstr(std::span<const uint8_t> d, uint64_t base, uint64_t off) {
-    uint64_t p = base + off;
-    if (p < base || p >= d.size()) return {};
-    size_t maxlen = std::min<size_t>(d.size() - p, kMaxNameLen);
-    const char* s = reinterpret_cast<const char*>(d.data() + p);
-    return std::string_view(s, strnlen(s, maxlen));
+  // NUL-terminated string at [base + off], bounded by the data (and kMaxNameLen).
+  static std::string_view cstr(ByteView d, uint64_t base, uint64_t off) {
+    const uint64_t p = base + off;
+    ByteView s;
+    if (p < base || p >= d.size() || !d.sub(p, std::min<uint64_t>(d.size() - p, kMaxNameLen), s)) return {};
+    const char* c = reinterpret_cast<const char*>(s.data());
+    return std::string_view(c, strnlen(c, s.size()));
   }
   static std::string_view name_at(const GoPclntab& t, uint32_t nameoff) {
-    return cstr(t.data_, t.funcname_offset_, nameoff);
+    return cstr(data(t), t.funcname_offset_, nameoff);
   }
 
-  // Reads a uvarint of at most 5 bytes (32 bits) from [p, end).
-  static bool uvarint(const uint8_t*& p, const uint8_t* end, uint32_t& out) {
+  // Reads a uvarint of at most 5 bytes (32 bits) at pos in d, advancing pos.
+  static bool uvarint(ByteView d, uint64_t& pos, uint32_t& out) {
     uint32_t v = 0;
     for (int shift = 0; shift < 35; shift += 7) {
-      if (p >= end) return false;
-      uint8_t b = *p++;
+      uint8_t b;
+      if (!d.read_u8(pos, b)) return false;
+      ++pos;
       v |= uint32_t(b & 0x7f) << shift;
       if (!(b & 0x80)) {
         out = v;
@@ -175,27 +214,28 @@ struct PclntabAccess {
   // runtime.pcvalue: the value of table `tab` at target pc; -1 when absent.
   static int32_t pcvalue(const GoPclntab& t, const FuncRef& f, uint32_t tab, uint64_t target) {
     if (tab == 0) return -1;
-    uint64_t start = t.pctab_offset_ + uint64_t(tab);
-    if (start >= t.data_.size()) return -1;
-    const uint8_t* p = t.data_.data() + start;
-    const uint8_t* end = t.data_.data() + t.data_.size();
+    const ByteView d = data(t);
+    uint64_t pos = t.pctab_offset_ + uint64_t(tab);
     uint64_t pc = f.entry;
     uint32_t val = static_cast<uint32_t>(-1);
     // Each step consumes >= 2 bytes, so this loop is bounded by the data size,
     // and by kMaxPcvalueSteps (the data may be hundreds of MiB).
-    for (uint32_t steps = 0; p < end && steps < kMaxPcvalueSteps; ++steps) {
+    uint8_t b;
+    for (uint32_t steps = 0; steps < kMaxPcvalueSteps && d.read_u8(pos, b); ++steps) {
       bool first = pc == f.entry;
       uint32_t uvdelta, pcdelta;
-      if (*p == 0 && !first) return -1;  // end of table
-      if (*p < 0x80) {
-        uvdelta = *p++;
-      } else if (!uvarint(p, end, uvdelta)) {
+      if (b == 0 && !first) return -1;  // end of table
+      if (b < 0x80) {
+        uvdelta = b;
+        ++pos;
+      } else if (!uvarint(d, pos, uvdelta)) {
         return -1;
       }
       val += (-(uvdelta & 1)) ^ (uvdelta >> 1);
-      if (p < end && *p < 0x80) {
-        pcdelta = *p++;
-      } else if (!uvarint(p, end, pcdelta)) {
+      if (d.read_u8(pos, b) && b < 0x80) {
+        pcdelta = b;
+        ++pos;
+      } else if (!uvarint(d, pos, pcdelta)) {
         return -1;
       }
       pc += uint64_t(pcdelta) * t.min_lc_;
@@ -208,11 +248,9 @@ struct PclntabAccess {
     if (fileno < 0) return "?";
     uint64_t cu = field(t, f, 32);
     uint64_t idx = cu + uint64_t(uint32_t(fileno));
-    uint64_t off = t.cu_offset_ + idx * 4;
-    if (idx > 0xffffffffull || !in_bounds(off, 4, t.data_.size())) return "?";
-    uint32_t fo = rd32(t.data_.data() + off);
-    if (fo == 0xffffffffu) return "?";
-    auto s = cstr(t.data_, t.filetab_offset_, fo);
+    uint32_t fo = 0;
+    if (idx > 0xffffffffull || !data(t).read_u32(t.cu_offset_ + idx * 4, fo) || fo == 0xffffffffu) return "?";
+    auto s = cstr(data(t), t.filetab_offset_, fo);
     return s.empty() ? std::string_view("?") : s;  // cut to kMaxReportedName by the caller
   }
 
@@ -237,27 +275,28 @@ struct PclntabAccess {
   };
   static size_t inl_entry_size(const GoPclntab& t) { return t.go120_plus() ? 16 : 20; }
 
-  // The inline tree of f: offset into gofunc_data_, if any.
-  static std::optional<uint64_t> inl_tree(const GoPclntab& t, const FuncRef& f) {
+  // The inline tree of f: the gofunc bytes from its funcdata offset to the
+  // end, if any (none when the offset is outside them).
+  static std::optional<ByteView> inl_tree(const GoPclntab& t, const FuncRef& f) {
     if (!t.has_gofunc_) return std::nullopt;
     auto fd = funcdata_off(t, f, kFuncdataInlTree);
-    if (!fd || *fd >= t.gofunc_data_.size()) return std::nullopt;
-    return *fd;
+    const ByteView g = gofunc(t);
+    ByteView tree;
+    if (!fd || *fd >= g.size() || !g.sub(*fd, g.size() - *fd, tree)) return std::nullopt;
+    return tree;
   }
-  static std::optional<InlEntry> inl_entry(const GoPclntab& t, uint64_t tree, int32_t ix) {
-    if (ix < 0) return std::nullopt;
-    size_t es = inl_entry_size(t);
-    uint64_t off = tree + uint64_t(ix) * es;
-    if (!in_bounds(off, es, t.gofunc_data_.size())) return std::nullopt;
-    const uint8_t* p = t.gofunc_data_.data() + off;
+  // Entry ix of an inline tree; none when it is not all inside the tree.
+  static std::optional<InlEntry> inl_entry(const GoPclntab& t, ByteView tree, int32_t ix) {
+    ByteView p;
+    if (ix < 0 || !tree.element(uint64_t(ix), inl_entry_size(t), p)) return std::nullopt;
     InlEntry e;
     if (t.go120_plus()) {
-      e.name_off = rd32(p + 4);
-      e.parent_pc = static_cast<int32_t>(rd32(p + 8));
-      e.start_line = static_cast<int32_t>(rd32(p + 12));
+      e.name_off = u32_at(p, 4);
+      e.parent_pc = static_cast<int32_t>(u32_at(p, 8));
+      e.start_line = static_cast<int32_t>(u32_at(p, 12));
     } else {
-      e.name_off = rd32(p + 12);
-      e.parent_pc = static_cast<int32_t>(rd32(p + 16));
+      e.name_off = u32_at(p, 12);
+      e.parent_pc = static_cast<int32_t>(u32_at(p, 16));
       e.start_line = 0;
     }
     return e;
@@ -320,12 +359,11 @@ struct PclntabAccess {
       } catch (const ElfError&) {
         continue;
       }
-      size_t n = d.size() / 24;
-      for (size_t i = 0; i < n; ++i) {
-        const uint8_t* p = d.data() + i * 24;
-        uint64_t info = rd64(p + 8);
-        if ((info & 0xffffffffu) != R_X86_64_RELATIVE) continue;
-        r.rel.emplace_back(rd64(p), rd64(p + 16));
+      const ByteView v(d);
+      ByteView e;
+      for (size_t i = 0; v.element(i, 24, e); ++i) {  // Elf64_Rela {offset, info, addend}
+        if ((u64_at(e, 8) & 0xffffffffu) != R_X86_64_RELATIVE) continue;
+        r.rel.emplace_back(u64_at(e, 0), u64_at(e, 16));
       }
     }
     std::sort(r.rel.begin(), r.rel.end());
@@ -333,7 +371,7 @@ struct PclntabAccess {
   }
   static std::optional<uint64_t> ptr_at(const ElfFile& elf, const Relocs& rel, uint64_t vaddr) {
     auto b = elf.bytes_at_vaddr(vaddr, 8);
-    uint64_t v = b ? rd64(b->data()) : 0;
+    uint64_t v = b ? u64_at(ByteView(*b), 0) : 0;
     if (v != 0) return v;
     if (auto a = rel.at(vaddr)) return a;
     if (b) return v;
@@ -357,10 +395,11 @@ struct PclntabAccess {
       if (seg.type != PT_LOAD || !(seg.flags & PF_W)) continue;
       auto whole = elf.bytes_at_vaddr(seg.vaddr, seg.filesz);
       if (!whole) continue;
-      uint64_t start = (seg.vaddr + 7) & ~uint64_t(7);
-      for (uint64_t a = start; a + 16 <= seg.vaddr + seg.filesz; a += 8) {
-        const uint8_t* p = whole->data() + (a - seg.vaddr);
-        if (rd64(p) == ph && rd64(p + 8) == fn &&
+      const ByteView w(*whole);
+      // 8-aligned link-time addresses a = seg.vaddr + off, two words each.
+      for (uint64_t off = (8 - (seg.vaddr & 7)) & 7; w.contains(off, 16); off += 8) {
+        const uint64_t a = seg.vaddr + off;
+        if (u64_at(w, off) == ph && u64_at(w, off + 8) == fn &&
             std::find(out.begin(), out.end(), a) == out.end()) {
           out.push_back(a);
           if (out.size() >= 4) return out;
@@ -372,7 +411,7 @@ struct PclntabAccess {
 
   // How plausible it is that gofunc = base: the fraction of sampled inline trees
   // whose entries decode sanely. Returns the number of good and checked trees.
-  static std::pair<int, int> score_gofunc(const GoPclntab& t, std::span<const uint8_t> bytes) {
+  static std::pair<int, int> score_gofunc(const GoPclntab& t, ByteView bytes) {
     int good = 0, checked = 0;
     size_t es = inl_entry_size(t);
     size_t fnsize = t.cu_offset_ > t.funcname_offset_ ? t.cu_offset_ - t.funcname_offset_
@@ -384,26 +423,28 @@ struct PclntabAccess {
       auto fd = funcdata_off(t, *f, kFuncdataInlTree);
       if (!fd) continue;
       ++checked;
-      uint64_t off = *fd;
-      if (!in_bounds(off, es, bytes.size())) continue;
-      const uint8_t* p = bytes.data() + off;
+      ByteView p;
+      if (!bytes.sub(*fd, es, p)) continue;
       uint32_t name_off;
       int32_t parent_pc;
       bool ok = true;
       if (t.go120_plus()) {
-        name_off = rd32(p + 4);
-        parent_pc = static_cast<int32_t>(rd32(p + 8));
-        ok = p[1] == 0 && p[2] == 0 && p[3] == 0 && static_cast<int32_t>(rd32(p + 12)) > 0;
+        name_off = u32_at(p, 4);
+        parent_pc = static_cast<int32_t>(u32_at(p, 8));
+        ok = u8_at(p, 1) == 0 && u8_at(p, 2) == 0 && u8_at(p, 3) == 0 &&
+             static_cast<int32_t>(u32_at(p, 12)) > 0;
       } else {
-        name_off = rd32(p + 12);
-        parent_pc = static_cast<int32_t>(rd32(p + 16));
-        int16_t parent = static_cast<int16_t>(p[0] | (p[1] << 8));
-        ok = parent >= -1 && p[3] == 0 && static_cast<int32_t>(rd32(p + 8)) > 0;
+        name_off = u32_at(p, 12);
+        parent_pc = static_cast<int32_t>(u32_at(p, 16));
+        int16_t parent = static_cast<int16_t>(u16_at(p, 0));
+        ok = parent >= -1 && u8_at(p, 3) == 0 && static_cast<int32_t>(u32_at(p, 8)) > 0;
       }
+      // The name starts a string of funcnametab: NUL before it, not empty.
+      const ByteView d = data(t);
+      uint8_t before = 1, first = 0;
       ok = ok && parent_pc >= 0 && uint64_t(parent_pc) < f->end - f->entry && name_off > 0 &&
-           name_off < fnsize &&
-           t.data_[t.funcname_offset_ + name_off - 1] == 0 &&
-           t.data_[t.funcname_offset_ + name_off] != 0;
+           name_off < fnsize && d.read_u8(t.funcname_offset_ + name_off - 1, before) && before == 0 &&
+           d.read_u8(t.funcname_offset_ + name_off, first) && first != 0;
       if (ok) ++good;
     }
     return {good, checked};
@@ -427,7 +468,7 @@ using A = PclntabAccess;
 
 GoPclntab::GoPclntab(std::vector<uint8_t> data, uint64_t text_start, uint64_t pcheader_vaddr)
     : owned_(std::make_shared<const std::vector<uint8_t>>(std::move(data))),
-      data_(*owned_),
+      data_(owned_->data(), owned_->size()),
       text_start_(text_start),
       pcheader_vaddr_(pcheader_vaddr) {
   init_header();
@@ -439,24 +480,24 @@ GoPclntab::GoPclntab(View, std::span<const uint8_t> data, uint64_t text_start, u
 }
 
 void GoPclntab::init_header() {
-  if (data_.size() < kHeaderSize) throw PclntabError("pclntab: too small for a pcHeader");
-  const uint8_t* h = data_.data();
-  magic_ = rd32(h);
+  const ByteView h(data_);
+  if (!h.contains(0, kHeaderSize)) throw PclntabError("pclntab: too small for a pcHeader");
+  magic_ = u32_at(h, 0);
   if (magic_ != kMagic118 && magic_ != kMagic120) {
     char buf[64];
     snprintf(buf, sizeof buf, "pclntab: unsupported magic 0x%08x", magic_);
     throw PclntabError(buf);
   }
   if (!header_sane(h)) throw PclntabError("pclntab: header sanity check failed");
-  min_lc_ = h[6];
-  uint64_t nfunc = rd64(h + 8), nfiles = rd64(h + 16);
-  header_text_start_ = rd64(h + 24);
-  funcname_offset_ = rd64(h + 32);
-  cu_offset_ = rd64(h + 40);
-  filetab_offset_ = rd64(h + 48);
-  pctab_offset_ = rd64(h + 56);
-  pcln_offset_ = rd64(h + 64);
-  const uint64_t n = data_.size();
+  min_lc_ = u8_at(h, 6);
+  uint64_t nfunc = u64_at(h, 8), nfiles = u64_at(h, 16);
+  header_text_start_ = u64_at(h, 24);
+  funcname_offset_ = u64_at(h, 32);
+  cu_offset_ = u64_at(h, 40);
+  filetab_offset_ = u64_at(h, 48);
+  pctab_offset_ = u64_at(h, 56);
+  pcln_offset_ = u64_at(h, 64);
+  const uint64_t n = h.size();
   for (uint64_t off : {funcname_offset_, cu_offset_, filetab_offset_, pctab_offset_, pcln_offset_})
     if (off < kHeaderSize || off > n) throw PclntabError("pclntab: table offset out of range");
   if (nfunc > (n - pcln_offset_) / 8 || (nfunc + 1) * 8 > n - pcln_offset_)
@@ -465,8 +506,9 @@ void GoPclntab::init_header() {
   nfunc_ = static_cast<size_t>(nfunc);
   nfiles_ = static_cast<size_t>(nfiles);
   // The functab must be sorted for binary search to be meaningful.
+  const ByteView ft = A::ftab(*this);
   for (size_t i = 0; i < nfunc_; ++i)
-    if (A::ftab_entry(*this, i) > A::ftab_entry(*this, i + 1))
+    if (A::ftab_entry(ft, i) > A::ftab_entry(ft, i + 1))
       throw PclntabError("pclntab: functab not sorted at index " + std::to_string(i));
 }
 
@@ -487,7 +529,7 @@ GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> t
     const auto* s = elf.section(name);
     if (!s || s->type == SHT_NOBITS) continue;
     auto d = elf.section_data(*s);
-    if (d.size() < kHeaderSize || !header_sane(d.data())) continue;
+    if (!header_sane(ByteView(d))) continue;  // includes the size check
     bytes = d;
     vaddr = s->addr;
     break;
@@ -501,8 +543,8 @@ GoPclntab GoPclntab::from_elf_impl(const ElfFile& elf, std::optional<uint64_t> t
     PclntabScanStats& st = stats ? *stats : local;
     elf.scan_loaded(8, kHeaderSize, [&](uint64_t a, std::span<const uint8_t> rest) {
       ++st.positions;
-      const uint8_t* p = rest.data();
-      if (p[7] != 8 || p[3] != 0xff || !header_plausible(ByteView(rest))) return false;
+      const ByteView r(rest);
+      if (u8_at(r, 7) != 8 || u8_at(r, 3) != 0xff || !header_plausible(r)) return false;
       if (++st.full_checks > kMaxScanFullChecks) return true;  // stop: budget spent
       try {
         scanned.emplace(GoPclntab(View{}, rest, 0, a));
@@ -583,7 +625,7 @@ bool GoPclntab::set_gofunc(const ElfFile& elf, uint64_t link_time_addr) {
 void GoPclntab::set_gofunc(uint64_t link_time_addr, std::vector<uint8_t> bytes) {
   gofunc_owned_ = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   gofunc_ = link_time_addr;
-  gofunc_data_ = *gofunc_owned_;
+  gofunc_data_ = ByteView(gofunc_owned_->data(), gofunc_owned_->size());
   has_gofunc_ = true;
 }
 
@@ -594,8 +636,9 @@ std::optional<GoPclntab::Func> GoPclntab::find_func(uint64_t pc) const {
 }
 
 std::optional<GoPclntab::Func> GoPclntab::find_func_by_name(std::string_view name) const {
+  const ByteView ft = A::ftab(*this);
   for (size_t i = 0; i < nfunc_; ++i) {
-    auto f = A::func_at_index(*this, i);
+    auto f = A::func_at_index(*this, ft, i);
     if (!f) continue;
     if (A::name_at(*this, A::field(*this, *f, 4)) == name) return Func{f->entry, f->end, std::string(name)};
   }

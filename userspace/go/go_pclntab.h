@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/checked_bytes.h"
+
 namespace oomsnap {
 class ElfFile;
 
@@ -107,9 +109,10 @@ class GoPclntab {
 
  private:
   // Owned bytes (vector constructor, raw set_gofunc) are shared between copies,
-  // so the spans below stay valid when a table is copied or moved.
+  // so the views below stay valid when a table is copied or moved. Every load
+  // from the table and the inline trees goes through these checked views.
   std::shared_ptr<const std::vector<uint8_t>> owned_, gofunc_owned_;
-  std::span<const uint8_t> data_;
+  ByteView data_;
   uint32_t magic_ = 0;
   uint64_t text_start_ = 0, pcheader_vaddr_ = 0, header_text_start_ = 0;
   size_t nfunc_ = 0, nfiles_ = 0;
@@ -118,7 +121,7 @@ class GoPclntab {
   uint32_t min_lc_ = 1;
   bool has_gofunc_ = false;
   uint64_t gofunc_ = 0;
-  std::span<const uint8_t> gofunc_data_;
+  ByteView gofunc_data_;
   struct View {};
   GoPclntab(View, std::span<const uint8_t> data, uint64_t text_start, uint64_t pcheader_vaddr);
   void init_header();
