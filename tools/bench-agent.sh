@@ -82,7 +82,7 @@ echo $((48 << 20)) > "$SCOPE/lat/memory.limit_in_bytes"
 make_file "$WORK/lat.data" 96
 in_cgroup "$SCOPE/lat" "$FIX"            # the victim: a Go program with a small known heap
 in_cgroup "$SCOPE/lat" bash -c "$CHURN" "$WORK/lat.data"
-LAT_CONFIG=$'IntervalTracing = 0\nOomKillWindow = 0.05\n[triggers]\nBlacklist = ["threshold", "process_exit"]'
+LAT_CONFIG=$'IntervalTracing = 0\nNodeMaxCapturesPerMinute = 10000\nOomKillWindow = 0.05\n[triggers]\nBlacklist = ["threshold", "process_exit"]'
 # Alternating halves, so both modes see the same machine load.
 for half in 1 2; do
   start_agent "lat-sandbox-$half" "$LAT_CONFIG"; sleep $((LAT_S / 2)); stop_agent
