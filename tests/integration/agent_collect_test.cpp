@@ -170,3 +170,95 @@ TEST(AgentCollect, EmptyContainerHasNoVictim) {
   EXPECT_EQ(inc.reason, "the container has no processes");
   EXPECT_FALSE(inc.victim);
 }
+
+// MaxProcessesPerIncident: the kernel's pick first, then the next processes
+// by badness that run a supported runtime (a `sleep` is skipped and counted),
+// each checked and captured like the victim.
+TEST(AgentCollect, OtherProcessesWithARuntimeAreSnapshottedAfterTheVictim) {
+  TestMemcg box("collect-others", 1024 << 20);
+  Process small({"/bin/sleep", "60"}, {}, box.dir());
+  ASSERT_TRUE(small.wait_exec(10s));
+  Process py({"/usr/bin/python3.11", std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/python/heapfixture.py",
+              "--blobs", "1", "--dict-blobs", "1", "--attr-blobs", "1", "--blob-size", "1048576"},
+             {}, box.dir());
+  ASSERT_FALSE(py.read_line(30s).empty());
+  Process go({kFixture, "-leak-mb-per-s", "400", "-leak-limit-mb", "80"}, {}, box.dir());
+  ASSERT_NE(go.read_line(20s).find("\"ready\":true"), std::string::npos);
+  std::this_thread::sleep_for(500ms);  // 80 MiB retained: the Go process is the kernel's pick
+
+  std::vector<std::pair<pid_t, std::chrono::milliseconds>> calls;
+  auto inner = sandboxed();
+  oomsnap::CaptureFn counting = [&](pid_t pid, const oomsnap::CaptureOptions& o, std::string& error) {
+    calls.emplace_back(pid, o.budget);
+    return inner(pid, o, error);
+  };
+  oomsnap::Incident inc = incident_for(box);
+  oomsnap::collect_incident(inc, box.fs(), quick(), counting, 3);
+  ASSERT_TRUE(inc.victim) << inc.reason;
+  EXPECT_EQ(inc.victim->pid, go.pid());
+  ASSERT_TRUE(inc.capture);
+  EXPECT_EQ(inc.capture->result.language, "go");
+  ASSERT_EQ(inc.other_processes.size(), 1u) << "the python process only: sleep has no runtime";
+  const auto& other = inc.other_processes[0];
+  EXPECT_EQ(other.process.pid, py.pid());
+  EXPECT_GT(other.process.score_pages, 0);
+  EXPECT_EQ(other.outcome, oomsnap::CollectionOutcome::kCollected) << other.reason;
+  ASSERT_TRUE(other.capture);
+  EXPECT_EQ(other.capture->result.language, "python");
+  EXPECT_EQ(other.capture->result.snapshot.status, oomsnap::SnapshotStatus::kComplete)
+      << other.capture->result.snapshot.reason;
+  EXPECT_EQ(inc.others_without_runtime, 1u);
+  // Victim first, in the kernel's order; the others get what the victim left.
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[0].first, go.pid());
+  EXPECT_EQ(calls[1].first, py.pid());
+  EXPECT_EQ(calls[2].first, small.pid());
+  EXPECT_EQ(calls[0].second, quick().budget);
+  EXPECT_LT(calls[1].second, quick().budget);
+  EXPECT_LE(calls[2].second, calls[1].second);
+
+  // The record lists it, after the victim's own fields.
+  oomsnap::RecordContext ctx;
+  ctx.node = "n";
+  ctx.clocks = oomsnap::ClockPair::now();
+  auto j = oomsnap::to_json(inc, ctx);
+  ASSERT_EQ(j["other_processes"].size(), 1u);
+  EXPECT_EQ(j["other_processes"][0]["pid"], py.pid());
+  EXPECT_EQ(j["other_processes"][0]["tracer_data"]["language"], "python");
+  EXPECT_EQ(j["collection"]["processes_without_runtime"], 1);
+  EXPECT_FALSE(j["other_processes"][0].contains("killed")) << "no OOM kill yet";
+
+  // MaxProcessesPerIncident = 1: the victim only, nothing else tried.
+  calls.clear();
+  oomsnap::Incident one = incident_for(box);
+  oomsnap::collect_incident(one, box.fs(), quick(), counting, 1);
+  EXPECT_TRUE(one.other_processes.empty());
+  EXPECT_EQ(calls.size(), 1u);
+}
+
+// The others never stretch the incident past its budget: once the victim's
+// capture has used it up, none is tried and the record says why.
+TEST(AgentCollect, OtherProcessesShareTheIncidentsBudget) {
+  TestMemcg box("collect-budget", 512 << 20);
+  Process a({kFixture, "-leak-mb-per-s", "400", "-leak-limit-mb", "40"}, {}, box.dir());
+  ASSERT_NE(a.read_line(20s).find("\"ready\":true"), std::string::npos);
+  Process b({kFixture}, {}, box.dir());
+  ASSERT_NE(b.read_line(20s).find("\"ready\":true"), std::string::npos);
+  std::this_thread::sleep_for(300ms);
+  auto inner = sandboxed();
+  size_t calls = 0;
+  oomsnap::CaptureFn slow = [&](pid_t pid, const oomsnap::CaptureOptions& o, std::string& error) {
+    ++calls;
+    auto r = inner(pid, o, error);
+    std::this_thread::sleep_for(o.budget);  // as if the capture took all of it
+    return r;
+  };
+  oomsnap::CaptureOptions opts = quick();
+  opts.budget = 400ms;
+  oomsnap::Incident inc = incident_for(box);
+  oomsnap::collect_incident(inc, box.fs(), opts, slow, 3);
+  EXPECT_EQ(inc.victim->pid, a.pid());
+  EXPECT_EQ(calls, 1u);
+  EXPECT_TRUE(inc.other_processes.empty());
+  EXPECT_EQ(inc.others_reason, "the incident's capture budget was spent");
+}

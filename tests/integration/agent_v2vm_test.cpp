@@ -204,6 +204,8 @@ void check_phase2(const std::string& dir) {
 // Phase 3: a group kill is one OOM event, in one record: the snapshot record
 // of the leaker, with every killed process once (the kernel marks the chosen
 // victim twice), group_kill, and no other record for the kill or the exits.
+// The holder (Go) and the Python process are snapshotted too, next by
+// badness (other_processes); the `sleep` is not needed to fill the three.
 void check_phase3(const std::string& dir) {
   SCOPED_TRACE("phase 3 (" + dir + "/phase3)");
   auto facts = read_facts(dir + "/phase3/facts.env");
@@ -211,18 +213,20 @@ void check_phase3(const std::string& dir) {
   auto recs = read_records(dir + "/phase3/records.jsonl", errors);
   EXPECT_TRUE(errors.empty()) << errors;
   const int64_t leaker = fact_int(facts, "leaker_pid"), holder = fact_int(facts, "holder_pid"),
-                sleeper = fact_int(facts, "sleeper_pid");
+                sleeper = fact_int(facts, "sleeper_pid"), python = fact_int(facts, "python_pid");
   ASSERT_GT(leaker, 0);
   ASSERT_GT(holder, 0);
   ASSERT_GT(sleeper, 0);
-  for (const char* k : {"leaker_wait_status", "holder_wait_status", "sleeper_wait_status"})
+  ASSERT_GT(python, 0);
+  for (const char* k : {"leaker_wait_status", "holder_wait_status", "sleeper_wait_status", "python_wait_status"})
     EXPECT_EQ(fact_int(facts, k), 137) << k;
   std::vector<const json*> with_kill;
   for (const auto& r : recs) {
     if (r.contains("oom_kill")) with_kill.push_back(&r);
     // No exit record of its own for a process the OOM event killed.
-    if (r["trigger"].value("type", "") == "process_exit")
-      for (int64_t p : {leaker, holder, sleeper}) EXPECT_NE(r["exit"]["pid"].get<int64_t>(), p) << r.dump(2);
+    if (r["trigger"].value("type", "") == "process_exit") {
+      for (int64_t p : {leaker, holder, sleeper, python}) EXPECT_NE(r["exit"]["pid"].get<int64_t>(), p) << r.dump(2);
+    }
   }
   ASSERT_EQ(with_kill.size(), 1u) << "records:\n" << slurp(dir + "/phase3/records.jsonl");
   const json& rec = *with_kill[0];
@@ -237,8 +241,26 @@ void check_phase3(const std::string& dir) {
   EXPECT_GT(k["lead_ms"].get<double>(), 0) << k.dump(2);
   std::multiset<int64_t> killed;
   for (const auto& kp : k["killed"]) killed.insert(kp["pid"].get<int64_t>());
-  EXPECT_EQ(killed, (std::multiset<int64_t>{leaker, holder, sleeper})) << k.dump(2);
+  EXPECT_EQ(killed, (std::multiset<int64_t>{leaker, holder, sleeper, python})) << k.dump(2);
   EXPECT_EQ(k["killed"][0]["pid"].get<int64_t>(), leaker);  // the kernel's chosen victim first
+
+  ASSERT_TRUE(rec.contains("other_processes")) << rec.dump(2);
+  const json& others = rec["other_processes"];
+  ASSERT_EQ(others.size(), 2u) << others.dump(2);
+  std::map<int64_t, const json*> by_pid;
+  for (const auto& o : others) by_pid[o["pid"].get<int64_t>()] = &o;
+  ASSERT_TRUE(by_pid.count(holder) && by_pid.count(python)) << others.dump(2);
+  EXPECT_EQ(others[0]["pid"].get<int64_t>(), holder) << "the kernel's order: the 20 MiB holder first";
+  for (auto [pid, lang] : {std::pair<int64_t, const char*>{holder, "go"}, {python, "python"}}) {
+    const json& o = *by_pid[pid];
+    SCOPED_TRACE(lang);
+    EXPECT_EQ(o["collection"]["status"], "collected") << o["collection"].dump();
+    EXPECT_EQ(o["tracer_data"]["language"], lang);
+    EXPECT_EQ(o["tracer_data"]["snapshot"]["status"], "complete") << o["tracer_data"]["snapshot"].value("reason", "");
+    EXPECT_GE(o["tracer_data"]["snapshot"]["entries"].size(), 1u);
+    EXPECT_GT(o["score"].get<int64_t>(), 0);
+    EXPECT_TRUE(o["killed"].get<bool>()) << "the group kill took it";
+  }
 }
 
 TEST(AgentCgroupV2, EndToEndInGuest) {

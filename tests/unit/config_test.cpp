@@ -79,6 +79,7 @@ TEST(Config, FullValidFile) {
 ThresholdPercent = 75
 IntervalTracing = 0
 NodeMaxCapturesPerMinute = 20
+MaxProcessesPerIncident = 5
 RunTracingToolTimeout = 1.5
 MaxMemoryObjectEntries = 500
 
@@ -97,6 +98,7 @@ Root = "/sys/fs/cgroup/kubepods.slice"
   EXPECT_EQ(c.threshold_percent, 75);
   EXPECT_EQ(c.interval_tracing, std::chrono::seconds(0));
   EXPECT_EQ(c.node_max_captures_per_minute, 20u);
+  EXPECT_EQ(c.max_processes_per_incident, 5u);
   EXPECT_EQ(c.run_tracing_tool_timeout, std::chrono::milliseconds(1500));
   EXPECT_EQ(c.max_memory_object_entries, 500u);
   EXPECT_EQ(c.storage_path, "/tmp/oomsnap");
@@ -161,6 +163,8 @@ TEST(Config, OutOfRange) {
       {"IntervalTracing = -1", "'IntervalTracing'"},
       {"NodeMaxCapturesPerMinute = 0", "'NodeMaxCapturesPerMinute'"},
       {"NodeMaxCapturesPerMinute = 10001", "'NodeMaxCapturesPerMinute'"},
+      {"MaxProcessesPerIncident = 0", "'MaxProcessesPerIncident'"},
+      {"MaxProcessesPerIncident = 17", "'MaxProcessesPerIncident'"},
       {"RunTracingToolTimeout = 0", "'RunTracingToolTimeout'"},
       {"RunTracingToolTimeout = 0.0001", "'RunTracingToolTimeout'"},
       {"RunTracingToolTimeout = -2.0", "'RunTracingToolTimeout'"},

@@ -171,6 +171,7 @@ void expect_same_config(const AgentConfig& a, const AgentConfig& b, const std::s
   EXPECT_EQ(a.interval_tracing, b.interval_tracing);
   EXPECT_EQ(a.node_max_captures_per_minute, b.node_max_captures_per_minute);
   EXPECT_EQ(a.run_tracing_tool_timeout, b.run_tracing_tool_timeout);
+  EXPECT_EQ(a.max_processes_per_incident, b.max_processes_per_incident);
   EXPECT_EQ(a.max_memory_object_entries, b.max_memory_object_entries);
   EXPECT_EQ(a.storage_path, b.storage_path);
   EXPECT_EQ(a.storage_max_bytes, b.storage_max_bytes);

@@ -52,7 +52,7 @@ Incident collected() {
 
 TEST(IncidentRecord, CollectedIncidentWithKill) {
   Incident inc = collected();
-  inc.oom_kill = OomKillInfo{1234, "leaker", "/x", 9'400'000'000ull, 4096, true};
+  inc.oom_kill = OomKillInfo{1234, "leaker", "/x", 9'400'000'000ull, 4096, true, {}};
   inc.timeline.oom_kill = 9'400'000'000ull;
   inc.exit = ExitInfo{1234, 9'401'000'000ull, SIGKILL};
   inc.timeline.exit = 9'401'000'000ull;
@@ -77,7 +77,7 @@ TEST(IncidentRecord, CollectedIncidentWithKill) {
 
 TEST(IncidentRecord, KillBeforeSnapshotHasNegativeLead) {
   Incident inc = collected();
-  inc.oom_kill = OomKillInfo{1234, "leaker", "/x", 9'120'000'000ull, 0, true};
+  inc.oom_kill = OomKillInfo{1234, "leaker", "/x", 9'120'000'000ull, 0, true, {}};
   inc.timeline.oom_kill = 9'120'000'000ull;
   EXPECT_DOUBLE_EQ(*lead_ms(inc), -30.0);
 }
@@ -86,7 +86,7 @@ TEST(IncidentRecord, KillWithoutSnapshotHasNoLeadAndNoTracerData) {
   Incident inc;
   inc.trigger.type = "oom_kill";
   inc.container.cgroup_path = "/box";
-  inc.oom_kill = OomKillInfo{77, "x", "/box", 9'000'000'000ull, 0, false};
+  inc.oom_kill = OomKillInfo{77, "x", "/box", 9'000'000'000ull, 0, false, {}};
   inc.timeline.oom_kill = inc.timeline.trigger = 9'000'000'000ull;
   inc.reason = "no snapshot of this container before the kill";
   nlohmann::json j = to_json(inc, ctx());
@@ -120,7 +120,7 @@ TEST(IncidentRecord, NormalExitShowsStatus) {
 // group_kill; a single kill is no group kill.
 TEST(IncidentRecord, GroupKillListsEveryKilledProcessOnce) {
   Incident inc = collected();
-  inc.oom_kill = OomKillInfo{1234, "leaker", "/x", 9'400'000'000ull, 4096, true};
+  inc.oom_kill = OomKillInfo{1234, "leaker", "/x", 9'400'000'000ull, 4096, true, {}};
   inc.oom_kill->killed.push_back({1234, "leaker", 4096});
   EXPECT_FALSE(inc.oom_kill->group_kill);
   EXPECT_TRUE(inc.oom_kill->add_killed({77, "holder", 8192}));

@@ -81,3 +81,31 @@ TEST(RecordLimit, HostileTextOutsideTheSnapshotIsBoundedToo) {
   EXPECT_EQ(tiny["victim_pid"], 42);
   EXPECT_EQ(tiny["output_truncated"], true);
 }
+
+// With other processes' snapshots in the record, theirs are cut first: the
+// victim's entries stay whole while the others' can make room.
+TEST(RecordLimit, OtherProcessesEntriesGoBeforeTheVictims) {
+  json r = record_with_entries(500, 4, 40);  // ~110 KB: fits on its own
+  ASSERT_LT(r.dump().size(), kMaxRecordBytes / 4);
+  json others = json::array();
+  for (int pid : {43, 44}) {
+    json other = record_with_entries(20000, 10, 40);  // ~9 MB each
+    others.push_back({{"pid", pid}, {"comm", "sidecar"}, {"tracer_data", other["tracer_data"]}});
+  }
+  r["other_processes"] = others;
+  const std::string line = record_line(r);
+  EXPECT_LE(line.size(), kMaxRecordBytes + 1);
+  const json out = json::parse(line);
+  EXPECT_EQ(out["output_truncated"], true);
+  const json& victim = out["tracer_data"]["snapshot"];
+  EXPECT_EQ(victim["entries"].size(), 500u) << "the victim's entries were cut while others' could go";
+  EXPECT_EQ(victim["output_truncated"], false);
+  ASSERT_EQ(out["other_processes"].size(), 2u);
+  const json& first = out["other_processes"][0]["tracer_data"]["snapshot"];
+  const json& last = out["other_processes"][1]["tracer_data"]["snapshot"];
+  EXPECT_EQ(first["output_truncated"], true);
+  EXPECT_EQ(last["output_truncated"], true);
+  EXPECT_GT(first["entries"].size(), 1000u) << "the first other process keeps what fits";
+  EXPECT_EQ(last["entries"].size(), 0u) << "the last one is cut first";
+  EXPECT_EQ(out["other_processes"][1]["pid"], 44);
+}

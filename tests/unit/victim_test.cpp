@@ -60,6 +60,21 @@ TEST(Victim, KernelThreadsSkipped) {
   EXPECT_EQ(v->pid, 12);
 }
 
+// The kernel's order over the whole container, for MaxProcessesPerIncident:
+// highest badness first, the same tie rules, the unkillable left out; its
+// first is pick_victim's choice.
+TEST(Victim, RankIsTheKernelsOrderWithoutTheUnkillable) {
+  std::vector<VictimCandidate> cands = {cand(60, 100),         cand(61, 300, -1000), cand(62, 50, 200),
+                                        cand(63, 60, 0, 40),   cand(64, 90, 0, 10),  cand(65, 400)};
+  auto ranked = rank_victims(cands, kLimit);
+  std::vector<pid_t> order;
+  for (const auto& c : ranked) order.push_back(c.pid);
+  EXPECT_EQ(order, (std::vector<pid_t>{65, 62, 60, 64, 63}));  // 60, 64, 63 tie at 100: by RSS
+  EXPECT_EQ(ranked[1].score_pages, 250);
+  EXPECT_EQ(pick_victim(cands, kLimit)->pid, ranked.front().pid);
+  EXPECT_TRUE(rank_victims({cand(1, 10, -1000)}, kLimit).empty());
+}
+
 TEST(Victim, PositiveAdjBoosts) {
   // 100 pages + 500/1000 of a 1000-page limit beats 400 pages.
   auto v = pick_victim({cand(20, 400), cand(21, 100, 500)}, kLimit);

@@ -27,14 +27,18 @@
 #   leaker is throttled above memory.high (memory "some" stall) and the agent's PSI
 #   trigger on the box's memory.pressure must fire.
 # Phase 3 (group kill, as Kubernetes sets up every container on cgroup v2): box
-#   memory.max 64M, no memory.high, memory.oom.group 1; a holder (20 MiB), a `sleep`
-#   and a leaker (2 MiB/s); the agent at its defaults. One OOM event kills all three:
-#   exactly one record must carry it, with every killed pid once.
+#   memory.max 96M, no memory.high, memory.oom.group 1; a Go holder (20 MiB), a
+#   `sleep`, a CPython process (the Python heap fixture, small) and a Go leaker
+#   (2 MiB/s); the agent at its defaults. One OOM event kills all four: exactly one
+#   record must carry it, with every killed pid once, the leaker's snapshot and the
+#   holder's and the Python process's in other_processes (MaxProcessesPerIncident 3).
 set -u
 
 OUT=${1:?usage: $0 OUTDIR [OOMSNAP_BINARY] [HEAPFIXTURE]}
 BIN=${2:-${OOMSNAP_BINARY:-$(dirname "$(realpath "$0")")/../../build/oomsnap}}
 FX=${3:-/var/cache/oomsnap/fixtures/go/1.26/default/heapfixture}
+PY=/usr/bin/python3.11
+PYFX=$(dirname "$(realpath "$0")")/../fixtures/python/heapfixture.py
 CG=/sys/fs/cgroup/oomsnap-v2test
 BOX=$CG/box
 # Guest-side step bounds, in seconds (the guest CPU is ~7x slower than the host).
@@ -63,14 +67,14 @@ has_line() { grep -Eq -- "$2" "$1" 2>/dev/null; }
 rss_mb_at_least() { local kb; kb=$(awk '/^VmRSS:/{print $2}' "/proc/$1/status" 2>/dev/null); [ -n "$kb" ] && [ "$kb" -ge $(( $2 * 1024 )) ]; }
 procs_empty() { [ ! -s "$1/cgroup.procs" ]; }
 
-AGENT= HOLDER= LEAKER= SLEEPER=
+AGENT= HOLDER= LEAKER= SLEEPER= PYTHON=
 # Kills what this script started (by pid) and removes the cgroups; safe to call twice.
 cleanup() {
   local p
   [ -n "$AGENT" ] && alive "$AGENT" && { kill -TERM "$AGENT"; wait_for 10 dead "$AGENT" || kill -KILL "$AGENT"; }
-  for p in $LEAKER $HOLDER $SLEEPER; do alive "$p" && kill -KILL "$p"; done
-  for p in $AGENT $LEAKER $HOLDER $SLEEPER; do wait "$p" 2>/dev/null; done
-  AGENT= HOLDER= LEAKER= SLEEPER=
+  for p in $LEAKER $HOLDER $SLEEPER $PYTHON; do alive "$p" && kill -KILL "$p"; done
+  for p in $AGENT $LEAKER $HOLDER $SLEEPER $PYTHON; do wait "$p" 2>/dev/null; done
+  AGENT= HOLDER= LEAKER= SLEEPER= PYTHON=
   if [ -d "$BOX" ]; then
     for p in $(cat "$BOX/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
     wait_for 10 procs_empty "$BOX"
@@ -81,10 +85,10 @@ cleanup() {
 trap 'cleanup; [ -d "$CG" ] && rmdir "$CG"' EXIT
 trap 'exit 130' INT TERM
 
-new_box() {  # new_box HIGH: fresh box with memory.max 64M, memory.high HIGH, no swap
+new_box() {  # new_box HIGH [MAX]: fresh box with memory.max MAX (64M), memory.high HIGH, no swap
   cleanup
   mkdir -p "$CG" && echo +memory > "$CG/cgroup.subtree_control" && mkdir "$BOX" || return 1
-  echo 64M > "$BOX/memory.max" && echo "$1" > "$BOX/memory.high" || return 1
+  echo "${2:-64M}" > "$BOX/memory.max" && echo "$1" > "$BOX/memory.high" || return 1
   [ -e "$BOX/memory.swap.max" ] && echo 0 > "$BOX/memory.swap.max"
   return 0
 }
@@ -249,7 +253,7 @@ phase3() {
   local d=$OUT/phase3 t0 p st
   mkdir -p "$d"; : > "$d/facts.env"
   echo "== phase 3: memory.oom.group=1, three processes, the agent at its defaults"
-  new_box max || { fail "cannot create $BOX"; return; }
+  new_box max 96M || { fail "cannot create $BOX"; return; }
   echo 1 > "$BOX/memory.oom.group" || { fail "cannot set memory.oom.group"; return; }
   echo "box_inode=$(stat -c %i "$BOX")" >> "$d/facts.env"
   # Defaults, but for the guest's slow CPU (the capture budget) and a short
@@ -261,20 +265,26 @@ OomKillWindow = 40' || return
   bash -c 'echo $$ > "$1/cgroup.procs" && exec sleep 1000' _ "$BOX" &
   SLEEPER=$!
   echo "sleeper_pid=$SLEEPER" >> "$d/facts.env"
+  bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$BOX" "$PY" "$PYFX" --with-dict 2000 \
+    --with-slots 2000 --inner 500 --dicts 400 --lists 300 --blobs 1 --dict-blobs 1 --attr-blobs 1 \
+    --blob-size 1048576 > "$d/python.out" 2>&1 &
+  PYTHON=$!
+  echo "python_pid=$PYTHON" >> "$d/facts.env"
+  wait_for $T_FIXTURE has_line "$d/python.out" '"pid":' || { fail "python fixture did not start: $(head -c 300 "$d/python.out")"; return; }
   t0=$(now_ms)
   start_fixture "$d" leaker 0 -leak-mb-per-s 2 || return
-  log "leaker $LEAKER, holder $HOLDER, sleep $SLEEPER in the box (oom.group $(cat $BOX/memory.oom.group))"
+  log "leaker $LEAKER, holder $HOLDER, sleep $SLEEPER, python $PYTHON in the box (oom.group $(cat $BOX/memory.oom.group))"
   wait_for $T_COLLECT has_line "$d/agent.log" 'incident [0-9]+: collected' \
     && pass "snapshot $(( $(now_ms) - t0 )) ms after the leaker started" \
     || fail "no collection within ${T_COLLECT}s; box at $(( $(cat $BOX/memory.current) >> 20 )) MiB"
   wait_for $((T_NATURAL + T_KILL)) dead "$LEAKER" || fail "leaker not killed; events: $(events)"
-  for p in LEAKER HOLDER SLEEPER; do
+  for p in LEAKER HOLDER SLEEPER PYTHON; do
     wait_for 10 dead "${!p}"
     if dead "${!p}"; then wait "${!p}"; st=$?; else st=alive; fi
     echo "${p,,}_wait_status=$st" >> "$d/facts.env"
     [ "$st" = 137 ] && pass "${p,,} died of SIGKILL" || fail "${p,,} exit status $st (expected 137: SIGKILL)"
   done
-  LEAKER= HOLDER= SLEEPER=
+  LEAKER= HOLDER= SLEEPER= PYTHON=
   echo "events_after_kill=\"$(events)\"" >> "$d/facts.env"
   [ "$(event_count oom_group_kill)" -ge 1 ] && pass "memory.events counts the group kill: $(events)" \
                                              || fail "no oom_group_kill in memory.events: $(events)"
@@ -298,6 +308,8 @@ grep -qw memory /sys/fs/cgroup/cgroup.controllers || { fail "no memory controlle
 # reclaim above memory.high evicts them, the fixtures' threads refault them over 9p
 # all the time and the thrashing saturates the emulated CPUs (the guest crawls).
 cat "$FX" "$BIN" > /dev/null
+# The same for CPython and the standard library modules the Python fixture imports.
+"$PY" -c 'import argparse, gc, json, sys, threading, time' || { fail "no $PY in the guest"; exit 1; }
 for ph in ${V2E2E_PHASES:-1 2 3}; do
   s=$(now_ms); "phase$ph"; echo "phase${ph}_total_ms=$(( $(now_ms) - s ))" >> "$OUT/guest.env"
 done

@@ -437,8 +437,9 @@ void Agent::start_collection(Candidate c, MonoNs decided) {
     return box->capture(pid, o, error);
   };
   if (options_.capture_in_process) capture = capture_process;
-  bool queued = worker_->post([this, job_inc, fs, opts, capture, box = sandbox_.get()]() mutable {
-    collect_incident(job_inc, fs, opts, capture);
+  const size_t max_processes = options_.config.max_processes_per_incident;
+  bool queued = worker_->post([this, job_inc, fs, opts, capture, max_processes, box = sandbox_.get()]() mutable {
+    collect_incident(job_inc, fs, opts, capture, max_processes);
     asio::post(io_, [this, done = std::move(job_inc)]() mutable { on_collected(std::move(done)); });
     // The next capture process starts now, off the next incident's path.
     std::string error;

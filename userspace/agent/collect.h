@@ -25,9 +25,12 @@ std::optional<std::string> memcg_of_pid(const CgroupFs& fs, pid_t pid);
 // True when `path` is `ancestor` or below it.
 bool memcg_within(const std::string& path, const std::string& ancestor);
 
-// The process the kernel's OOM killer would pick in the incident's container
-// (badness scaled by its limit; oom_score_adj -1000 never). nullopt with
-// inc.outcome = kNoVictim and the reason when there is none.
+// Every process of the incident's container the kernel's OOM killer could
+// pick, in its order (badness scaled by the container's limit; oom_score_adj
+// -1000 never). Empty, with inc.outcome = kNoVictim and the reason, when none.
+std::vector<VictimCandidate> rank_container(Incident& inc, const CgroupFs& fs);
+
+// The first of rank_container: the process the kernel would kill.
 std::optional<VictimCandidate> choose_victim(Incident& inc, const CgroupFs& fs);
 
 // Checks the victim is still the scored process in the container, captures
@@ -38,7 +41,18 @@ std::optional<VictimCandidate> choose_victim(Incident& inc, const CgroupFs& fs);
 void capture_victim(Incident& inc, const VictimCandidate& victim, const CgroupFs& fs, const CaptureOptions& options,
                     const CaptureFn& capture);
 
-// choose_victim + capture_victim.
-void collect_incident(Incident& inc, const CgroupFs& fs, const CaptureOptions& options, const CaptureFn& capture);
+// At most this many of the container's other processes are tried per
+// incident (each try is a capture process), and one is tried only while this
+// much of the incident's budget is left.
+inline constexpr size_t kMaxOtherAttempts = 16;
+inline constexpr MonoNs kMinOtherBudgetNs = 100'000'000;
+
+// The victim (capture_victim), then up to max_processes - 1 more processes of
+// the container in the kernel's order, each checked and captured the same
+// way, skipping those no collector recognises (counted in
+// inc.others_without_runtime), all within options.budget and
+// options.max_read_bytes together: inc.other_processes.
+void collect_incident(Incident& inc, const CgroupFs& fs, const CaptureOptions& options, const CaptureFn& capture,
+                      size_t max_processes = 1);
 
 }  // namespace oomsnap

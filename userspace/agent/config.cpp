@@ -195,6 +195,8 @@ AgentConfig parse_config(const std::string& toml_text) {
       cfg.interval_tracing = std::chrono::seconds(get_int(key, v, 0, INT64_MAX / 1000));
     } else if (key == "NodeMaxCapturesPerMinute") {
       cfg.node_max_captures_per_minute = static_cast<unsigned>(get_int(key, v, 1, 10000));
+    } else if (key == "MaxProcessesPerIncident") {
+      cfg.max_processes_per_incident = static_cast<unsigned>(get_int(key, v, 1, 16));
     } else if (key == "RunTracingToolTimeout") {
       cfg.run_tracing_tool_timeout = get_seconds_ms(key, v);
     } else if (key == "MaxMemoryObjectEntries") {

@@ -19,6 +19,9 @@ struct AgentConfig {
   std::chrono::seconds interval_tracing{300};               // IntervalTracing, >= 0: per container
   unsigned node_max_captures_per_minute = 6;                // NodeMaxCapturesPerMinute, 1..10000: node-wide
   std::chrono::milliseconds run_tracing_tool_timeout{2000}; // RunTracingToolTimeout (s), > 0
+  // Processes snapshotted per incident (1..16): the kernel's pick, then the
+  // next by badness with a supported runtime, within one RunTracingToolTimeout.
+  unsigned max_processes_per_incident = 3;                  // MaxProcessesPerIncident
   size_t max_memory_object_entries = 10;                    // MaxMemoryObjectEntries, 1..100000
   std::string storage_path = "/var/log/oomsnap";            // [storage] Path
   uint64_t storage_max_bytes = 64ull << 20;                 // [storage] MaxBytes, > 0

@@ -98,6 +98,27 @@ nlohmann::json exit_json(const ExitInfo& e, const ClockPair& clocks) {
   return j;
 }
 
+nlohmann::json tracer_data_json(const CaptureRecord& c) {
+  return {{"language", c.result.language}, {"snapshot", to_json(c.result.snapshot)}};
+}
+
+bool snapshot_kept(CollectionOutcome o) { return o == CollectionOutcome::kCollected || o == CollectionOutcome::kFailed; }
+
+nlohmann::json other_process_json(const OtherProcess& o, const std::optional<OomKillInfo>& kill) {
+  nlohmann::json j;
+  j["pid"] = o.process.pid;
+  j["comm"] = o.process.comm;
+  j["start_time_ticks"] = o.process.start_time_ticks;
+  j["score"] = o.process.score_pages;
+  j["oom_score_adj"] = o.process.oom_score_adj;
+  j["process_memory"] = to_json(o.capture ? o.capture->process_memory : o.process.memory);
+  if (o.capture && snapshot_kept(o.outcome)) j["tracer_data"] = tracer_data_json(*o.capture);
+  j["collection"] = {{"status", to_string(o.outcome)}};
+  if (!o.reason.empty()) j["collection"]["reason"] = o.reason;
+  if (kill) j["killed"] = kill->killed_pid(o.process.pid);
+  return j;
+}
+
 void put_ns(nlohmann::json& j, const char* key, MonoNs v) {
   if (v) j[key] = v;
 }
@@ -139,12 +160,16 @@ nlohmann::json to_json(const Incident& inc, const RecordContext& ctx) {
   } else {
     j["victim_pid"] = nullptr;
   }
-  if (inc.capture && (inc.outcome == CollectionOutcome::kCollected || inc.outcome == CollectionOutcome::kFailed)) {
-    j["tracer_data"] = {{"language", inc.capture->result.language},
-                        {"snapshot", to_json(inc.capture->result.snapshot)}};
-  }
+  if (inc.capture && snapshot_kept(inc.outcome)) j["tracer_data"] = tracer_data_json(*inc.capture);
   j["collection"] = {{"status", to_string(inc.outcome)}};
   if (!inc.reason.empty()) j["collection"]["reason"] = inc.reason;
+  if (inc.others_without_runtime) j["collection"]["processes_without_runtime"] = inc.others_without_runtime;
+  if (!inc.others_reason.empty()) j["collection"]["other_processes_reason"] = inc.others_reason;
+  if (!inc.other_processes.empty()) {
+    nlohmann::json others = nlohmann::json::array();
+    for (const auto& o : inc.other_processes) others.push_back(other_process_json(o, inc.oom_kill));
+    j["other_processes"] = std::move(others);
+  }
 
   if (inc.oom_kill) {
     nlohmann::json k;

@@ -89,6 +89,14 @@ enum class CollectionOutcome {
 };
 const char* to_string(CollectionOutcome o);
 
+// A process of the container snapshotted after the victim (MaxProcessesPerIncident).
+struct OtherProcess {
+  VictimCandidate process;
+  std::optional<CaptureRecord> capture;
+  CollectionOutcome outcome = CollectionOutcome::kNotAttempted;
+  std::string reason;
+};
+
 struct Incident {
   uint64_t id = 0;
   Trigger trigger;
@@ -101,6 +109,11 @@ struct Incident {
   std::optional<CaptureRecord> capture;
   CollectionOutcome outcome = CollectionOutcome::kNotAttempted;
   std::string reason;
+  // The container's next processes by badness with a supported runtime, each
+  // captured within what is left of the incident's capture budget.
+  std::vector<OtherProcess> other_processes;
+  uint32_t others_without_runtime = 0;  // skipped: no collector recognised them
+  std::string others_reason;            // why fewer were tried than allowed, if so
   std::optional<OomKillInfo> oom_kill;
   std::optional<ExitInfo> exit;
   Timeline timeline;
@@ -126,7 +139,7 @@ struct RecordContext {
 
 // The record line (issue #3 shape): time, node, trigger, container,
 // victim_pid, comm, start_time_ticks, score, process_memory, tracer_data,
-// collection, oom_kill, exit, timeline, agent.
+// collection, other_processes, oom_kill, exit, timeline, agent.
 nlohmann::json to_json(const Incident& inc, const RecordContext& ctx);
 
 }  // namespace oomsnap

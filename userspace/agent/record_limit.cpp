@@ -1,6 +1,7 @@
 #include "agent/record_limit.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace oomsnap {
 namespace {
@@ -9,14 +10,28 @@ using nlohmann::json;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-// The snapshot's entries, if the record has any.
-json* snapshot_entries(json& record) {
-  auto td = record.find("tracer_data");
-  if (td == record.end() || !td->is_object()) return nullptr;
+// The snapshot of `holder` (the record, or one of its other_processes), if
+// it has one with entries.
+json* snapshot_of(json& holder) {
+  auto td = holder.find("tracer_data");
+  if (td == holder.end() || !td->is_object()) return nullptr;
   auto snap = td->find("snapshot");
   if (snap == td->end() || !snap->is_object()) return nullptr;
   auto entries = snap->find("entries");
-  return entries != snap->end() && entries->is_array() ? &*entries : nullptr;
+  return entries != snap->end() && entries->is_array() ? &*snap : nullptr;
+}
+
+// Every snapshot in the record, least important first: the other processes'
+// from the last to the first, then the victim's.
+std::vector<json*> snapshots_least_important_first(json& record) {
+  std::vector<json*> out;
+  auto others = record.find("other_processes");
+  if (others != record.end() && others->is_array())
+    for (auto it = others->rbegin(); it != others->rend(); ++it)
+      if (it->is_object())
+        if (json* s = snapshot_of(*it)) out.push_back(s);
+  if (json* s = snapshot_of(record)) out.push_back(s);
+  return out;
 }
 
 // Every string longer than `max_chars` cut (at a UTF-8 boundary) with a
@@ -85,15 +100,25 @@ std::string serialise_record(const json& record, size_t max_bytes) {
   const size_t budget = max_bytes > 2048 ? max_bytes - 512 : max_bytes / 2;
   json r = record;
   std::string what;
-  if (json* entries = snapshot_entries(r)) {
-    const size_t before = entries->size();
-    // Stacks first get a sane depth (names of 1 KiB, 64 frames), then the
-    // least important entries go.
-    for (auto& e : *entries) clamp_everywhere(e, 1024, 64);
-    const size_t kept = fit_entries(r, *entries, budget);
-    r["tracer_data"]["snapshot"]["output_truncated"] = true;
-    what = std::to_string(kept) + " of " + std::to_string(before) + " snapshot entries kept";
+  // Stacks first get a sane depth (names of 1 KiB, 64 frames) everywhere.
+  const auto snapshots = snapshots_least_important_first(r);
+  for (json* s : snapshots) {
+    bool clamped = false;
+    for (auto& e : (*s)["entries"]) clamped |= clamp_everywhere(e, 1024, 64);
+    if (clamped) (*s)["output_truncated"] = true;
   }
+  // Then entries go, the least important snapshot's first: each keeps what
+  // fits while the more important ones are still whole.
+  size_t before = 0, kept = 0;
+  for (json* s : snapshots) {
+    json& entries = (*s)["entries"];
+    const size_t n = entries.size();
+    const size_t k = fit_entries(r, entries, budget);
+    before += n;
+    kept += k;
+    if (k < n) (*s)["output_truncated"] = true;
+  }
+  if (!snapshots.empty()) what = std::to_string(kept) + " of " + std::to_string(before) + " snapshot entries kept";
   line = dump(r);
   if (line.size() > budget) {
     for (size_t chars = 1024, items = 64; line.size() > budget && chars >= 16; chars /= 4, items /= 4) {

@@ -47,23 +47,28 @@ std::optional<int64_t> badness_pages(const VictimCandidate& c, uint64_t limit_by
   return points;
 }
 
-std::optional<VictimCandidate> pick_victim(std::vector<VictimCandidate> cands, uint64_t limit_bytes) {
-  std::optional<VictimCandidate> best;
+std::vector<VictimCandidate> rank_victims(std::vector<VictimCandidate> cands, uint64_t limit_bytes) {
+  std::vector<VictimCandidate> ranked;
+  ranked.reserve(cands.size());
   for (auto& c : cands) {
     auto score = badness_pages(c, limit_bytes);
     if (!score) continue;
     c.score_pages = *score;
-    if (!best) {
-      best = std::move(c);
-      continue;
-    }
-    // Higher score wins, then larger RSS, then lower pid (deterministic).
-    auto key = [](const VictimCandidate& v) {
-      return std::make_tuple(v.score_pages, v.memory.rss_bytes.value_or(0), -static_cast<int64_t>(v.pid));
-    };
-    if (key(c) > key(*best)) best = std::move(c);
+    ranked.push_back(std::move(c));
   }
-  return best;
+  // Higher score first, then larger RSS, then lower pid (deterministic).
+  auto key = [](const VictimCandidate& v) {
+    return std::make_tuple(v.score_pages, v.memory.rss_bytes.value_or(0), -static_cast<int64_t>(v.pid));
+  };
+  std::sort(ranked.begin(), ranked.end(),
+            [&](const VictimCandidate& a, const VictimCandidate& b) { return key(a) > key(b); });
+  return ranked;
+}
+
+std::optional<VictimCandidate> pick_victim(std::vector<VictimCandidate> cands, uint64_t limit_bytes) {
+  auto ranked = rank_victims(std::move(cands), limit_bytes);
+  if (ranked.empty()) return std::nullopt;
+  return std::move(ranked.front());
 }
 
 std::vector<VictimCandidate> read_candidates(const std::vector<pid_t>& pids) {

@@ -32,6 +32,10 @@ std::optional<int64_t> badness_pages(const VictimCandidate& c, uint64_t limit_by
 // has score_pages set.
 std::optional<VictimCandidate> pick_victim(std::vector<VictimCandidate> cands, uint64_t limit_bytes);
 
+// Pure: every candidate the kernel could pick, in the order it would pick
+// them (pick_victim's order), score_pages set; the unkillable left out.
+std::vector<VictimCandidate> rank_victims(std::vector<VictimCandidate> cands, uint64_t limit_bytes);
+
 // Live: reads identity, /proc/PID/status and /proc/PID/oom_score_adj. Pids that
 // vanish (or are reused) while being read are left out, not reported as errors.
 std::vector<VictimCandidate> read_candidates(const std::vector<pid_t>& pids);
