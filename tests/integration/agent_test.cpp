@@ -7,11 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -222,6 +224,76 @@ TEST(AgentEndToEnd, HigherRatioFirstBothCollectedUnlimitedNeverCandidate) {
   EXPECT_TRUE(agent.next_record(3s).is_null());
   EXPECT_EQ(agent.log().find(unlimited.rel_path() + ":"), std::string::npos) << agent.log();
   EXPECT_EQ(agent.log().find("collecting in " + unlimited.rel_path()), std::string::npos);
+  EXPECT_EQ(agent.stop(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// The node budget, live: 10 containers cross the threshold within a second
+// with NodeMaxCapturesPerMinute = 3. One decision collects the 3 closest to
+// their limits; the other 7 are deferred by the budget (logged, no record),
+// and re-checked when it frees: 60 s after the first capture the closest of
+// them is collected.
+TEST(AgentEndToEnd, NodeBudgetCollectsTheClosestAndDefersTheRest) {
+  require_fixture();
+  TestMemcg scope("scope");
+  std::vector<std::unique_ptr<TestMemcg>> boxes;
+  // ~204 MiB used in each: 97% down to 83% of the limits, 4 MiB (~2%) apart so
+  // that the Go runtimes returning a little memory meanwhile cannot reorder them.
+  auto limit = [](size_t i) { return (210 + 4 * static_cast<uint64_t>(i)) * kMiB; };
+  for (size_t i = 0; i < 10; ++i) boxes.push_back(std::make_unique<TestMemcg>(scope, "c" + std::to_string(i), limit(i)));
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir,
+                                     "ThresholdPercent = 80\nNodeMaxCapturesPerMinute = 3\nBatchWindow = 5\nOomKillWindow = 1\n"
+                                     "[triggers]\nBlacklist = [\"process_exit\"]"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  // In reverse order of closeness, so arrival order does not pick the winners.
+  std::vector<std::unique_ptr<Process>> leakers(10);
+  for (int i = 9; i >= 0; --i) leakers[static_cast<size_t>(i)] = leaker(*boxes[static_cast<size_t>(i)], 400, 200);
+
+  std::vector<json> first;
+  for (int i = 0; i < 3; ++i) {
+    first.push_back(agent.next_record(30s));
+    ASSERT_FALSE(first.back().is_null()) << agent.log();
+  }
+  EXPECT_TRUE(agent.next_record(3s).is_null()) << "more than the budget collected";
+  // The containers by closeness to their limit, as the leakers hold still now.
+  auto closest_first = [&](const std::set<std::string>& skip) {
+    std::vector<std::pair<double, std::string>> v;
+    for (size_t i = 0; i < boxes.size(); ++i) {
+      if (skip.count(boxes[i]->rel_path())) continue;
+      const double ratio = static_cast<double>(usage_of(*boxes[i])) / static_cast<double>(limit(i));
+      EXPECT_GE(ratio, 0.80) << boxes[i]->rel_path() << " is not a candidate";
+      v.emplace_back(ratio, boxes[i]->rel_path());
+    }
+    std::sort(v.rbegin(), v.rend());
+    return v;
+  };
+  const auto by_ratio = closest_first({});
+  std::set<std::string> collected, closest;
+  for (const auto& r : first) {
+    collected.insert(r["container"]["cgroup_path"].get<std::string>());
+    EXPECT_EQ(r["collection"]["status"], "collected") << r.dump(2);
+    EXPECT_EQ(r["timeline"]["decided_ns"], first[0]["timeline"]["decided_ns"]) << "one decision";
+  }
+  for (size_t i = 0; i < 3; ++i) closest.insert(by_ratio[i].second);
+  EXPECT_EQ(collected, closest) << agent.log();
+  const std::string log = agent.log();
+  for (size_t i = 3; i < by_ratio.size(); ++i)
+    EXPECT_NE(log.find("not collecting " + by_ratio[i].second + ": the node's capture budget"), std::string::npos)
+        << by_ratio[i].second << "\n" << log;
+
+  // Re-checked when the budget frees: the closest of the deferred next (as
+  // they are now: the leakers' runtimes may have returned some memory).
+  json next = agent.next_record(75s);
+  ASSERT_FALSE(next.is_null()) << agent.log();
+  const auto deferred = closest_first(collected);
+  ASSERT_EQ(deferred.size(), 7u);
+  EXPECT_EQ(next["container"]["cgroup_path"], deferred[0].second) << next.dump(2);
+  EXPECT_EQ(next["collection"]["status"], "collected");
+  const double later_s = static_cast<double>(next["timeline"]["decided_ns"].get<uint64_t>() -
+                                             first[0]["timeline"]["decided_ns"].get<uint64_t>()) / 1e9;
+  EXPECT_GE(later_s, 59.9) << "collected before the budget freed";
+  EXPECT_LE(later_s, 65.0) << "not re-checked when the budget freed";
   EXPECT_EQ(agent.stop(), 0);
   std::filesystem::remove_all(dir);
 }
