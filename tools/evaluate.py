@@ -188,6 +188,8 @@ def main():
     ap.add_argument("--thresholds", default="80,90", help="agent ThresholdPercent values (comma list)")
     ap.add_argument("--high-percents", default="none",
                     help="v2 memory.high as %% of the limit, 'none' for unset (comma list)")
+    ap.add_argument("--oom-group", type=int, choices=(0, 1), default=1,
+                    help="v2 memory.oom.group of each cell's cgroup (1, as Kubernetes sets on every container)")
     ap.add_argument("--repeat", type=int, default=5, help="runs per cell")
     ap.add_argument("--run-timeout", default="auto",
                     help="seconds a run may last from the fixture's start (auto: 15 + 2 x the time to fill "
@@ -317,6 +319,7 @@ def main():
         "wall_s": time.monotonic() - t0, "binary": opts.binary, "fixture": opts.fixture, "limit_mb": a.limit_mb,
         "repeat": a.repeat, "rates": a.rates, "thresholds": a.thresholds,
         "high_percents": a.high_percents if fs.version == 2 else "n/a (v1)", "sample_ms": a.sample_ms,
+        "oom_group": a.oom_group if fs.version == 2 else None,
         "interval_tracing": a.interval_tracing, "oom_kill_window": a.oom_kill_window,
         "snapshot_budget": a.snapshot_budget, "blacklist": opts.blacklist,
         "run_timeout": a.run_timeout if a.run_timeout != "auto" else "auto (15 s + 2 x fill time)",

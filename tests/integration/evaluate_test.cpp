@@ -292,6 +292,7 @@ TEST(EvaluateCgroupV2, SmallMatrixInGuest) {
     EXPECT_EQ(r["cgroup_version"], 2);
     EXPECT_TRUE(r["error"].is_null()) << r["error"];
     EXPECT_TRUE(r["high_bytes"].is_number());
+    EXPECT_EQ(r["oom_group"], 1) << "each cell's cgroup set up as Kubernetes does";
     // memory.events (the "high" counter moving above memory.high) is among the triggers of
     // the incident's timeline, whatever came first.
     bool events_seen = false;
@@ -306,6 +307,10 @@ TEST(EvaluateCgroupV2, SmallMatrixInGuest) {
     EXPECT_EQ(r["collection_status"], "collected") << r.dump(2);
     if (r["killed"] == true) {
       EXPECT_EQ(r["kernel_oom_kills"], 1);
+      // A group kill of the container's one process: the memcg's oom_group_kill
+      // counter rose, so the record says group_kill, and the one pid is killed.
+      EXPECT_EQ(r["group_kill"], true) << r.dump(2);
+      EXPECT_EQ(r["killed_pids"], json::array({r["fixture_pid"]})) << r.dump(2);
       expect_complete_ordered_timeline(r);  // includes: lead_ms is a number, = kill - snapshot
       if (r["cell"]["high_percent"] == 95) high95_killed = true;
     } else {

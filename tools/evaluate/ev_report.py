@@ -178,6 +178,7 @@ def markdown(meta, summaries, overall, recs, plot_files):
     L.append(f"- agent: `{meta['binary']}`; fixture: `{meta['fixture']}` (Go, leaks at main.leakForever)")
     L.append(f"- per run: a fresh memory cgroup with limit {meta['limit_mb']} MiB"
              + (", memory.swap.max 0, memory.high as listed" if v2 else "")
+             + (f", memory.oom.group {meta['oom_group']}" if v2 and meta.get("oom_group") is not None else "")
              + f"; the agent scoped to it (IntervalTracing {meta['interval_tracing']} s, OomKillWindow "
              f"{meta['oom_kill_window']} s, RunTracingToolTimeout {meta['snapshot_budget']} s"
              + (f", blacklist {meta['blacklist']}" if meta.get("blacklist") else "")

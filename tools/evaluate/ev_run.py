@@ -124,6 +124,9 @@ class Run:
             if os.path.exists(self.box.path("memory.swap.max")):
                 self.box.write("memory.swap.max", 0)
             self.box.write("memory.max", limit)
+            # Kubernetes sets memory.oom.group on every container on cgroup v2.
+            self.box.write("memory.oom.group", self.opts.oom_group)
+            self.oom_group = self.box.read_int("memory.oom.group")
             if self.cell["high_percent"] is not None:
                 self.box.write("memory.high", percent_of(limit, self.cell["high_percent"]))
         self.limit_bytes = limit
@@ -353,6 +356,7 @@ class Run:
             "repeat": self.cell.get("repeat"),
             "limit_bytes": getattr(self, "limit_bytes", None),
             "high_bytes": getattr(self, "high_bytes", None),
+            "oom_group": getattr(self, "oom_group", None),
             "threshold_bytes": getattr(self, "threshold_bytes", None),
             "sample_period_ms": self.opts.sample_ms,
             "samples": len(samples),
@@ -452,8 +456,16 @@ def build_timeline(run, recs, samples, log, counters, error):
 
     kill_ns, done_ns = tl["oom_kill_ns"], tl["snapshot_complete_ns"]
     # Ground truth for "was there a kill": the cgroup's own counter, else the agent's record.
-    kernel_kills = (counters.get("oom_control", {}).get("oom_kill") if run.fs.version == 1
-                    else counters.get("memory_events", {}).get("oom_kill"))
+    # OOM kill events, not processes: with memory.oom.group the kernel counts the chosen
+    # victim twice in oom_kill (its own kill, then again as a member of the group), and
+    # oom_group_kill counts the events.
+    events = counters.get("memory_events", {})
+    if run.fs.version == 1:
+        kernel_kills = counters.get("oom_control", {}).get("oom_kill")
+    elif getattr(run, "oom_group", None) and events.get("oom_group_kill") is not None:
+        kernel_kills = events.get("oom_group_kill")
+    else:
+        kernel_kills = events.get("oom_kill")
     killed = bool(kernel_kills) or kill_ns is not None
     lead = _ms(done_ns, kill_ns) if (kill_ns and done_ns and coll_status == "collected") else None
     if error:
@@ -509,6 +521,8 @@ def build_timeline(run, recs, samples, log, counters, error):
         "snapshot_top_entry": top_entry,
         "victim_pid": (snap or {}).get("victim_pid"),
         "matches_victim": (kill_rec or {}).get("oom_kill", {}).get("matches_victim") if kill_rec else None,
+        "group_kill": (kill_rec or {}).get("oom_kill", {}).get("group_kill") if kill_rec else None,
+        "killed_pids": [k.get("pid") for k in (kill_rec or {}).get("oom_kill", {}).get("killed", [])] if kill_rec else None,
         "fixture_pid": getattr(run, "fixture_pid", None),
         "usage_at_decision_bytes": (snap or {}).get("container", {}).get("usage_bytes"),
         "agent_counters": (recs[-1].get("agent") if recs else None),
