@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "capture/capture_child.h"
+#include "cli/show_command.h"
 #include "cli/snapshot_command.h"
 #include "cli/watch_command.h"
 
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   const char* usage =
       "usage: oomsnap <command> [options]\n"
       "commands:\n"
+      "  show [FILE|-]        agent records as text for a person (default: the agent's store)\n"
       "  snapshot --pid PID   capture one process's heap profile (JSON or pprof)\n"
       "  watch [--config F]   the agent: one JSON record per memory-pressure incident\n";
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
@@ -23,6 +25,7 @@ int main(int argc, char** argv) {
   // The sandboxed capture process the agent and `snapshot` start (not for hand use).
   if (cmd == oomsnap::kCaptureChildCommand) return oomsnap::run_capture_child(args);
   if (cmd == "snapshot") return oomsnap::run_snapshot_command(args, std::cout, std::cerr);
+  if (cmd == "show") return oomsnap::run_show_command(args, std::cin, std::cout, std::cerr);
   if (cmd == "watch") return oomsnap::run_watch_command(args, std::cerr);
   std::cerr << "oomsnap: unknown command '" << cmd << "'\n" << usage;
   return 2;
