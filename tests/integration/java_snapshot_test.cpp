@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -103,6 +104,17 @@ Started start(const Jdk& j, std::vector<std::string> fixture_args, std::vector<s
   return s;
 }
 
+// A name as jcmd prints it (Klass::external_name(): "[B", "[Ljava.lang.Object;",
+// "Foo$$Lambda/0x00007f0001234567") in our form ("byte[]", "java.lang.Object[]",
+// the hidden class as it is). A '/' in an external name is only ever a hidden
+// class's: it stands where HotSpot's internal name has the '+'.
+std::string ours_from_jcmd(std::string name) {
+  const size_t slash = name.rfind('/');
+  if (slash == std::string::npos) return java_class_name(name);
+  name[slash] = '+';
+  return java_class_name(name, true);
+}
+
 // jcmd GC.class_histogram -all, as {our Java name -> {instances, bytes}}.
 std::map<std::string, std::pair<uint64_t, uint64_t>> jcmd_histogram(const Jdk& j, pid_t pid) {
   std::map<std::string, std::pair<uint64_t, uint64_t>> m;
@@ -127,7 +139,7 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> jcmd_histogram(const Jdk& j
     unsigned long long inst = 0, bytes = 0;
     char name[1024];
     if (std::sscanf(line.c_str(), " %*d: %llu %llu %1023s", &inst, &bytes, name) == 3)
-      m[java_class_name(name)] = {inst, bytes};
+      m[ours_from_jcmd(name)] = {inst, bytes};
   }
   if (m.empty()) ADD_FAILURE() << "jcmd gave no histogram:\n" << out;
   return m;
@@ -178,6 +190,35 @@ TEST_P(JavaSnapshot, AgreesWithJcmdClassHistogram) {
   // Created only by the fixture: exact.
   EXPECT_EQ(ours["HeapFixture$Marker"], theirs["HeapFixture$Marker"]);
   EXPECT_EQ(ours["HeapFixture$Node"], theirs["HeapFixture$Node"]);
+  // Hidden classes, named as jcmd names them: the fixture's two lambda
+  // classes exactly ("HeapFixture$$Lambda$14/0x00007f..." on 17,
+  // "HeapFixture$$Lambda/0x00007f..." on 21+), and every hidden class of the
+  // JDK's we name (lambdas, LambdaForms; some from the CDS archive, named
+  // "/0x800000029" by its dump) is in jcmd's histogram under that name.
+  const uint64_t lambdas = fx.info["lambdas"]["instances"];
+  for (const auto& c : fx.info["lambdas"]["classes"]) {
+    const std::string cls = c.get<std::string>();
+    ASSERT_NE(cls.find('/'), std::string::npos) << cls << ": not a hidden class's name";
+    ASSERT_TRUE(theirs.count(cls)) << cls << " not in jcmd's histogram";
+    EXPECT_TRUE(ours.count(cls)) << cls << " missing from the snapshot";
+    EXPECT_EQ(theirs[cls].first, lambdas) << cls;
+    EXPECT_EQ(ours[cls], theirs[cls]) << cls;
+  }
+  std::vector<std::string> hidden, missing;
+  for (const auto& [name, counts] : ours) {
+    EXPECT_EQ(name.find("+0x"), std::string::npos) << name << ": a hidden class in HotSpot's internal form";
+    if (name.find('/') == std::string::npos) continue;
+    hidden.push_back(name);
+    if (!theirs.count(name)) missing.push_back(name);
+  }
+  size_t theirs_hidden = 0;
+  for (const auto& [name, counts] : theirs) theirs_hidden += name.find('/') != std::string::npos;
+  EXPECT_GE(hidden.size(), 2u);
+  EXPECT_TRUE(missing.empty()) << missing.size() << " of our " << hidden.size()
+                               << " hidden classes are not in jcmd's histogram, e.g. " << missing.front();
+  std::cout << j.name << ": " << hidden.size() << " hidden classes named, " << theirs_hidden
+            << " in jcmd's histogram\n";
+  for (const auto& h : hidden) std::cout << "  " << h << " " << ours[h].first << " " << theirs[h].first << "\n";
   // Humongous objects (half a 1 MiB region or more): the fixture's 3 MiB
   // byte[]s and its Marker[] (800 KB), each found once at its exact size.
   const uint64_t hum = fx.info["humongous"]["count"], len = fx.info["humongous"]["length"];

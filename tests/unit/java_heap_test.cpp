@@ -385,6 +385,51 @@ TEST(JavaNames, AsJavaPrintsThem) {
   EXPECT_EQ(java_class_name("[L;"), "[L;");
 }
 
+// Hidden classes (lambdas, method handles) as Klass::external_name() and so
+// jcmd GC.class_histogram print them: the last '+' of HotSpot's name, before
+// the suffix ClassFileParser appends, printed as '/'; nothing else changes.
+TEST(JavaNames, HiddenClassesAsJcmdPrintsThem) {
+  EXPECT_EQ(java_class_name("Foo$$Lambda$122+0x00007f0001234567", true), "Foo$$Lambda$122/0x00007f0001234567");
+  EXPECT_EQ(java_class_name("java/lang/invoke/LambdaForm$MH+0x0000000801001400", true),
+            "java.lang.invoke.LambdaForm$MH/0x0000000801001400");
+  EXPECT_EQ(java_class_name("java/util/regex/Pattern$$Lambda$19+0x800000029", true),  // archived (CDS dump)
+            "java.util.regex.Pattern$$Lambda$19/0x800000029");
+  EXPECT_EQ(java_class_name("a/B+C$$Lambda+0x00007f0001234567", true), "a.B+C$$Lambda/0x00007f0001234567");
+  EXPECT_EQ(java_class_name("[[Lp/Foo$$Lambda+0x00007f0001234567;", true), "p.Foo$$Lambda/0x00007f0001234567[][]");
+  // Not hidden: '+' is legal in a class name and is kept.
+  EXPECT_EQ(java_class_name("Foo$$Lambda$122+0x00007f0001234567"), "Foo$$Lambda$122+0x00007f0001234567");
+  EXPECT_EQ(java_class_name("a/B+C"), "a.B+C");
+  EXPECT_EQ(java_class_name("[La/B+C;"), "a.B+C[]");
+}
+
+// Which names are hidden classes' (VMStructs has no hidden flag): HotSpot's
+// suffix, "+0x" and the klass's own address in 16 hex digits (an array: its
+// bottom klass's), or, for a klass in a CDS archive, what the dump named it.
+TEST(JavaNames, HiddenClassIsToldByItsOwnAddress) {
+  const uint64_t k = 0x00007f0001234567;
+  EXPECT_TRUE(hotspot_hidden_class_name("Foo$$Lambda$122+0x00007f0001234567", k, false));
+  EXPECT_TRUE(hotspot_hidden_class_name("a/B+C$$Lambda+0x00007f0001234567", k, false));
+  EXPECT_TRUE(hotspot_hidden_class_name("[Lp/Foo$$Lambda+0x00007f0001234567;", k, false));
+  EXPECT_TRUE(hotspot_hidden_class_name("[[Lp/Foo$$Lambda+0x00007f0001234567;", k, false));
+  // Another klass's address, or not the 16 digits of INTPTR_FORMAT.
+  EXPECT_FALSE(hotspot_hidden_class_name("Foo$$Lambda$122+0x00007f0001234567", k + 8, false));
+  EXPECT_FALSE(hotspot_hidden_class_name("Foo$$Lambda$122+0x7f0001234567", k, false));
+  EXPECT_FALSE(hotspot_hidden_class_name("Foo$$Lambda$122+0x00007F0001234567", k, false));
+  EXPECT_FALSE(hotspot_hidden_class_name("Foo+0x00007f0001234567", 0, false));
+  // Archived: the static dump's counter, or a dynamic dump's address.
+  EXPECT_TRUE(hotspot_hidden_class_name("java/util/regex/Pattern$$Lambda$19+0x800000029", k, true));
+  EXPECT_TRUE(hotspot_hidden_class_name("Foo$$Lambda+0x0000000800c01000", k, true));
+  EXPECT_TRUE(hotspot_hidden_class_name("[LFoo$$Lambda+0x800000029;", k, true));
+  EXPECT_FALSE(hotspot_hidden_class_name("java/util/regex/Pattern$$Lambda$19+0x800000029", k, false));
+  // Ordinary names with a '+', archived or not.
+  for (bool archived : {false, true}) {
+    for (const char* n : {"Foo", "Foo+Bar", "a/B+C", "Foo+", "Foo+0x", "+0x00007f0001234567", "Foo+0x12g4",
+                          "Foo+0x00007f0001234567+1", "Foo+0x00007f00012345670", "[I", "[LFoo+0x1", "[L+0x1;",
+                          "Foo+0X00007f0001234567", "Foo+ 0x1"})
+      EXPECT_FALSE(hotspot_hidden_class_name(n, k, archived)) << n << " archived " << archived;
+  }
+}
+
 // --- G1 heap ----------------------------------------------------------------
 
 namespace {
@@ -477,6 +522,7 @@ class FakeG1 {
     return walk_g1_heap(c, L, lim, d);
   }
   uint64_t klass_area() const { return klass_area_; }
+  uint64_t next_klass() const { return klass_next_; }  // where klass() writes the next one
   const std::vector<uint64_t>& regions() const { return regions_; }
   G1Layout L;
   G1Limits limits;
@@ -682,6 +728,51 @@ TEST(G1Heap, ClassesTiedAtTheLastEntryAreChosenByName) {
   using Row = std::tuple<std::string, uint64_t, uint64_t>;
   EXPECT_EQ(rows(r), (std::vector<Row>{{"Big2", 256, 4}, {"Big1", 192, 3}, {"Tie$00", 96, 3}, {"Tie$01", 96, 3},
                                        {"Tie$02", 96, 3}}));
+}
+
+// Hidden classes are named as jcmd names them: the walk tells them by their
+// own address in HotSpot's suffix (an array's, by its bottom klass's), or by
+// lying in a CDS archive; a '+' in any other class's name is kept.
+TEST(G1Heap, HiddenClassesAreNamedAsJcmdNamesThem) {
+  for (bool archive : {false, true}) {
+    FakeG1 h;
+    h.L.objarray_bottom_klass = 200;
+    auto hex = [](uint64_t v) {
+      char b[24];
+      std::snprintf(b, sizeof b, "0x%016llx", static_cast<unsigned long long>(v));
+      return std::string(b);
+    };
+    const uint64_t hr = h.region(2);
+    const std::string lambda = "p/Foo$$Lambda+" + hex(h.next_klass());
+    const uint32_t lam = h.klass(lambda, 16);
+    const uint32_t lam_array = h.klass("[L" + lambda + ";", FakeG1::array_lh(true, 2));
+    Arena::put<uint64_t>(h.klass_area() + lam_array + 200, h.klass_area() + lam);
+    // Named as if hidden, but with another klass's address: ordinary.
+    const uint32_t other = h.klass("p/Other+" + hex(h.klass_area() + lam), 24);
+    const uint32_t other_array = h.klass("[Lp/Other+" + hex(h.klass_area() + lam) + ";", FakeG1::array_lh(true, 2));
+    Arena::put<uint64_t>(h.klass_area() + other_array + 200, h.klass_area() + other);
+    // A static CDS dump's counter: hidden only in an archive.
+    const uint32_t archived = h.klass("p/Bar$$Lambda+0x800000029", 32);
+    const uint32_t plus = h.klass("p/A+B", 40);
+    if (archive) h.L.archive_ranges = {{h.klass_area(), h.klass_area() + FakeG1::kKlassArea}};
+    for (uint32_t k : {lam, other, archived, plus}) h.obj(hr, k, k == lam ? 16 : k == other ? 24 : k == archived ? 32 : 40);
+    h.array(hr, lam_array, 3, 2);
+    h.array(hr, other_array, 5, 2);
+    auto r = h.walk();
+    ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+    auto m = classes(r);
+    const std::string shown = "p.Foo$$Lambda/" + hex(h.klass_area() + lam);
+    EXPECT_EQ(m[shown], std::make_pair(uint64_t{1}, uint64_t{16})) << archive;
+    EXPECT_EQ(m[shown + "[]"], std::make_pair(uint64_t{1}, uint64_t{32})) << archive;
+    EXPECT_EQ(m["p.A+B"], std::make_pair(uint64_t{1}, uint64_t{40})) << archive;
+    EXPECT_EQ(m[archive ? "p.Bar$$Lambda/0x800000029" : "p.Bar$$Lambda+0x800000029"],
+              std::make_pair(uint64_t{1}, uint64_t{32}));
+    // In the archive any suffix of the dump's form is the dump's name.
+    const std::string o = "p.Other" + std::string(archive ? "/" : "+") + hex(h.klass_area() + lam);
+    EXPECT_EQ(m[o], std::make_pair(uint64_t{1}, uint64_t{24})) << archive;
+    EXPECT_EQ(m[o + "[]"], std::make_pair(uint64_t{1}, uint64_t{40})) << archive;
+    EXPECT_EQ(m.size(), 6u) << archive;
+  }
 }
 
 // More distinct klasses than the cap (4 here; 2^20 in a real walk): the

@@ -159,6 +159,7 @@ std::optional<std::string> check_g1_layout(const G1Layout& L) {
       {"Klass::_name", L.klass_name, 8},
       {"Symbol::_length", L.symbol_length, 2},
       {"Symbol::_body", L.symbol_body, 1},
+      {"ObjArrayKlass::_bottom_klass", L.objarray_bottom_klass, 8},
       {"the array length", L.array_length_offset, 4},
       {"java_lang_Class::_oop_size_offset", static_cast<uint64_t>(int64_t{L.mirror_size_offset}), 4},
   };
@@ -210,6 +211,11 @@ class Walker {
   // The name of a counted class as Java prints it, read again now; a
   // placeholder naming the Klass when it no longer reads as it did.
   std::string class_name(const KlassEntry& k);
+  // Whether the counted class named `name` (read just now) is a hidden
+  // class or an array of one (hotspot_hidden_class_name); reads only for
+  // names with a '+'.
+  bool hidden(const KlassEntry& k, std::string_view name);
+  bool in_archive(uint64_t addr) const;
   void count(KlassEntry& k, uint64_t size, bool sampled) {
     KlassEntry& into = k.has(KlassEntry::kPastCap) ? past_cap_ : k;
     (sampled ? into.sampled : into.exact).add(size);
@@ -349,10 +355,25 @@ std::string Walker::class_name(const KlassEntry& k) {
   int32_t lh = 0;
   std::string_view name;
   if (read_klass_name(k.addr, lh, name) && lh == k.lh && name_check(name) == k.name_check)
-    return java_class_name(std::string(name));
+    return java_class_name(std::string(name), hidden(k, name));
   char buf[80];
   std::snprintf(buf, sizeof buf, "<unreadable class name: Klass 0x%llx>", static_cast<unsigned long long>(k.addr));
   return buf;
+}
+
+bool Walker::hidden(const KlassEntry& k, std::string_view name) {
+  if (name.find('+') == std::string_view::npos) return false;
+  uint64_t element = k.addr;
+  if (k.has(KlassEntry::kArray) &&
+      (!L_.objarray_bottom_klass || !mem_.get(k.addr + L_.objarray_bottom_klass, element)))
+    element = 0;
+  return hotspot_hidden_class_name(name, element, element != 0 && in_archive(element));
+}
+
+bool Walker::in_archive(uint64_t addr) const {
+  const auto& r = L_.archive_ranges;
+  auto it = std::upper_bound(r.begin(), r.end(), addr, [](uint64_t a, const auto& m) { return a < m.first; });
+  return it != r.begin() && addr < std::prev(it)->second;
 }
 
 Decoded Walker::decode(uint64_t a, uint64_t limit, KlassEntry*& k, uint64_t& size, bool strict) {
@@ -685,7 +706,33 @@ G1WalkResult Walker::run() {
 
 }  // namespace
 
-std::string java_class_name(const std::string& internal) {
+bool hotspot_hidden_class_name(std::string_view n, uint64_t element_klass, bool archived) {
+  // An array's element class: "[[LFoo+0x...;" -> "Foo+0x...".
+  size_t dims = 0;
+  while (dims < n.size() && n[dims] == '[') ++dims;
+  if (dims) {
+    if (n.size() < dims + 3 || n[dims] != 'L' || n.back() != ';') return false;
+    n = n.substr(dims + 1, n.size() - dims - 2);
+  }
+  // Klass::external_name() takes the last '+', never the name's first byte.
+  const size_t plus = n.rfind('+');
+  if (plus == std::string_view::npos || plus == 0) return false;
+  std::string_view hex = n.substr(plus + 1);
+  if (hex.size() < 3 || hex.size() > 18 || hex.substr(0, 2) != "0x") return false;
+  hex.remove_prefix(2);
+  uint64_t v = 0;
+  for (char c : hex) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  // Defined at run time: INTPTR_FORMAT of the InstanceKlass itself.
+  if (hex.size() == 16 && element_klass != 0 && v == element_klass) return true;
+  // Archived: the dump's address or counter, no longer the klass's.
+  return archived;
+}
+
+std::string java_class_name(const std::string& internal, bool hidden) {
   size_t dims = 0;
   while (dims < internal.size() && internal[dims] == '[') ++dims;
   std::string base;
@@ -705,6 +752,10 @@ std::string java_class_name(const std::string& internal) {
     if (base.empty()) return internal;  // not a descriptor we know: keep it as is
   }
   std::replace(base.begin(), base.end(), '/', '.');
+  if (hidden) {
+    const size_t plus = base.rfind('+');
+    if (plus != std::string::npos && plus > 0) base[plus] = '/';
+  }
   for (size_t i = 0; i < dims; ++i) base += "[]";
   return base;
 }
@@ -814,6 +865,9 @@ std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& v
   L.klass_name = o.field({"Klass"}, "_name", 8);
   L.symbol_length = o.field({"Symbol"}, "_length", 2);
   L.symbol_body = o.field({"Symbol"}, "_body", 1);
+  // Optional: without it, arrays of hidden classes keep HotSpot's '+'.
+  if (vm.field("ObjArrayKlass", "_bottom_klass"))
+    L.objarray_bottom_klass = o.field({"ObjArrayKlass"}, "_bottom_klass", 8);
   if (o.error) return o.error;
 
   auto heap = read_static<uint64_t>(mem, st.heap);

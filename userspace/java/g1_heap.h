@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/chunk_cache.h"
@@ -38,10 +39,17 @@ struct G1Layout {
   uint32_t array_length_offset = 12;   // 12 (compressed class pointers), 16, or 8 (compact headers)
   uint32_t klass_layout_helper = 8, klass_name = 24;  // offsets in Klass
   uint32_t symbol_length = 4, symbol_body = 6;        // offsets in Symbol
+  // ObjArrayKlass::_bottom_klass (0: not described): the element class of
+  // an array of hidden classes, whose name ends in that class's address.
+  uint32_t objarray_bottom_klass = 0;
   int32_t mirror_size_offset = 0;      // java_lang_Class::_oop_size_offset (size in words)
 
   // [start, end) ranges not to parse: the unused tails of live TLABs.
   std::vector<std::pair<uint64_t, uint64_t>> holes;
+  // [start, end) of the target's file-backed mappings, sorted: a Klass in
+  // one was loaded from a CDS archive (Metaspace is anonymous memory), so a
+  // hidden class there is named by its dump (see hotspot_hidden_class_name).
+  std::vector<std::pair<uint64_t, uint64_t>> archive_ranges;
 };
 
 // Objects are only counted per class (no per-object state), so the walk is
@@ -122,6 +130,23 @@ G1WalkResult walk_g1_heap(ChunkCache& mem, const G1Layout& layout, const G1Limit
 
 // Klass names in the JVM's internal form to Java's: "java/lang/String" ->
 // "java.lang.String", "[B" -> "byte[]", "[[Ljava/lang/Object;" -> "java.lang.Object[][]".
-std::string java_class_name(const std::string& internal);
+// hidden: the class (an array's element class) is a hidden class, whose
+// name's last '+' is printed as '/', as Klass::external_name() and so jcmd
+// GC.class_histogram print it: "Foo$$Lambda+0x00007f0001234567" ->
+// "Foo$$Lambda/0x00007f0001234567". Any other '+' is kept.
+std::string java_class_name(const std::string& internal, bool hidden = false);
+
+// Whether a klass named `internal` is a hidden class (or an array of one).
+// VMStructs exports no hidden flag, so it is told by the name HotSpot gives
+// hidden classes (ClassFileParser::mangle_hidden_class_name): the class
+// file's name, '+', and a suffix, at run time the InstanceKlass's own address
+// (INTPTR_FORMAT: "0x" and 16 lowercase hex digits); for a class archived by
+// a CDS dump, what that dump gave it (a counter in a static archive, "0x"
+// and up to 16 hex digits). '+' is legal in ordinary class names (the class
+// file format forbids only '.', ';', '[' and '/' in a name's parts), so the
+// suffix alone proves nothing: it must be the address of `element_klass`
+// (the klass itself, or an array's bottom klass), or `archived` (that klass
+// lies in a CDS archive) and of the dump's form.
+bool hotspot_hidden_class_name(std::string_view internal, uint64_t element_klass, bool archived);
 
 }  // namespace oomsnap

@@ -108,6 +108,11 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
     return finish();
   }
   L.holes = std::move(*holes);
+  // Klasses outside Metaspace (anonymous memory) come from a mapped CDS
+  // archive: the file-backed mappings, for naming its hidden classes.
+  for (const Mapping& m : target.maps())
+    if (!m.path.empty() && m.path[0] != '[') L.archive_ranges.emplace_back(m.start, m.end);
+  std::sort(L.archive_ranges.begin(), L.archive_ranges.end());
   G1Limits lim;
   lim.max_walk_bytes = opts.max_read_bytes;
   lim.max_entries = opts.max_entries;  // only these are named: a name costs a read and a string
