@@ -9,19 +9,26 @@
 # in a 256 MiB memory cgroup (created below this shell's own memcg and removed
 # on exit), so a complete incident — snapshot, then the OOM kill — appears
 # within about 15 s.
+#
+# stdout carries the agent's records and nothing else (a log pipeline reads it):
+# every setup and build step below writes to stderr, whatever it prints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OOMSNAP_CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 [ "$(id -u)" = 0 ] || { echo "tools/run.sh: run as root (BPF, cgroups, reading other processes)" >&2; exit 1; }
 demo=0
 if [ "${1:-}" = --demo ]; then demo=1; shift; fi
-tools/setup.sh
-tools/build.sh --target oomsnap >/dev/null
+{
+  tools/setup.sh
+  tools/build.sh --target oomsnap >/dev/null
+} >&2
 BUILD=${OOMSNAP_BUILD:-build}
 if [ $demo = 0 ]; then exec "$BUILD/oomsnap" watch "$@"; fi
 
-tools/fetch-go-toolchains.sh 1.26
-tools/build-go-fixtures.sh 1.26 >/dev/null
+{
+  tools/fetch-go-toolchains.sh 1.26
+  tools/build-go-fixtures.sh 1.26 >/dev/null
+} >&2
 FIX=$OOMSNAP_CACHE/fixtures/go/1.26/default/heapfixture
 MOUNT=/sys/fs/cgroup/memory
 [ -d "$MOUNT" ] || { echo "tools/run.sh --demo: needs the cgroup v1 memory controller at $MOUNT" >&2; exit 1; }
