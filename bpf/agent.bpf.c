@@ -20,17 +20,22 @@
  * Every event has two program variants: SEC("raw_tp/...") (preferred: no
  * tracefs, the tracepoint's raw arguments) and SEC("tp/<category>/<name>")
  * (fallback: the formatted trace entry, needs tracefs). tp_btf/fentry are
- * refused on our target kernels. User space loads exactly one variant per
- * event (bpf_program__set_autoload) — see userspace/agent/bpf_events.cpp.
+ * refused on our target kernels. The rate-limited events (pressure, exit) have
+ * each of them twice more, *_old, without the BPF cmpxchg/xchg instructions
+ * that kernels before 5.12 refuse (core_fixes.bpf.h). User space loads exactly
+ * one variant per event (bpf_program__set_autoload) — see
+ * userspace/agent/bpf_events.cpp.
  *
  * Everything that reads kernel structures goes through BPF_CORE_READ (probe
- * reads with CO-RE relocations), so the object loads on 6.x kernels whose
- * layouts differ from the build machine's vmlinux.h. */
+ * reads with CO-RE relocations) against the committed vmlinux/vmlinux.h; where
+ * a supported kernel (5.10 and later) lays a structure out differently, the
+ * fix is in core_fixes.bpf.h. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include "oomsnap_events.h"
+#include "core_fixes.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -80,6 +85,18 @@ struct {
 	__type(key, struct exit_key);
 	__type(value, __u8);
 } exit_seen SEC(".maps");
+
+/* Thread ids that mark_victim named and BPF could not resolve (source
+ * OOMSNAP_PID_ENTRY) → the tgid, filled in by the exit program when that
+ * thread exits (0 until then). The thread leaves /proc only after its exit
+ * tracepoint, so user space finds the tgid in /proc/TID/status or, once that
+ * is gone, here (OOMSNAP_PID_THREAD_EXIT). User space deletes what it read. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} marked_tids SEC(".maps");
 
 /* Per-memcg rate limits of pressure events and of (untracked) exit events,
  * keyed by memcg inode. LRU maps: a node with more memcgs than entries
@@ -180,66 +197,94 @@ static __always_inline __u64 task_memcg_id(struct task_struct *task)
 	return BPF_CORE_READ(css, cgroup, kn, id);
 }
 
-/* mm->rss_stat[] is an array of percpu_counter since 6.2. ->count is the
- * folded value without the per-CPU deltas (each below the counter's batch,
- * so off by at most ~batch × nr_cpus pages); clamped at 0. */
-static __always_inline __u64 rss_pages(struct mm_struct *mm, int member)
-{
-	struct percpu_counter *c = &mm->rss_stat[member];
-	__s64 v = BPF_CORE_READ(c, count);
-	return v > 0 ? (__u64)v : 0;
-}
-
 /* ---- OOM kill: oom:mark_victim ---------------------------------------- */
 
-/* TP_PROTO(struct task_struct *task, uid_t uid) */
+/* A mark_victim known only by the marked thread's id (the classic entry, and
+ * the raw tracepoint before 6.8): the process id as oom_victim_tgid finds it,
+ * the memcg of current (the task whose charge hit the limit: the OOM-ing
+ * memcg's hierarchy), and when the victim is current its name and rss from it
+ * (else user space reads the name from /proc; rss stays 0 unless the entry
+ * has it). Returns the reserved event, not yet submitted, or NULL. */
+static __always_inline struct oomsnap_event *oom_kill_of_pid(__u32 pid)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	__u32 source, tgid = oom_victim_tgid(pid, &source);
+	struct oomsnap_event *e;
+
+	/* An unresolved entry pid is tracked as it is (as a rule the group
+	 * leader: right); user space re-keys it when it turns out a thread id. */
+	track_victim(tgid);
+	if (source == OOMSNAP_PID_ENTRY) {
+		__u32 unknown = 0;
+
+		bpf_map_update_elem(&marked_tids, &tgid, &unknown, BPF_ANY);
+	}
+	e = reserve_oom_event(OOMSNAP_EV_OOM_KILL);
+	if (!e)
+		return NULL;
+	e->tgid = tgid;
+	e->pid_source = source;
+	e->oom_invoker = (__u32)bpf_get_current_pid_tgid();
+	e->cgroup_id = task_memcg_id(cur);
+	if (source == OOMSNAP_PID_CURRENT) {
+		struct mm_struct *mm = BPF_CORE_READ(cur, mm);
+
+		BPF_CORE_READ_STR_INTO(&e->comm, cur, group_leader, comm);
+		if (mm) {
+			e->rss_anon_pages = mm_rss_pages(mm, MM_ANONPAGES);
+			e->rss_file_pages = mm_rss_pages(mm, MM_FILEPAGES);
+			e->rss_shmem_pages = mm_rss_pages(mm, MM_SHMEMPAGES);
+		}
+	}
+	return e;
+}
+
+/* TP_PROTO(struct task_struct *task, uid_t uid) since 6.8, TP_PROTO(int pid)
+ * before (core_fixes.bpf.h mark_victim_has_task). */
 SEC("raw_tp/mark_victim")
 int oom_kill_raw(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx->args[0];
-	__u32 tgid = BPF_CORE_READ(task, tgid);
 	struct oomsnap_event *e;
 	struct mm_struct *mm;
+	__u32 tgid;
 
+	if (!mark_victim_has_task()) {
+		e = oom_kill_of_pid((__u32)ctx->args[0]);
+		if (e)
+			bpf_ringbuf_submit(e, 0);
+		return 0;
+	}
+	tgid = BPF_CORE_READ(task, tgid);
 	track_victim(tgid);
 	e = reserve_oom_event(OOMSNAP_EV_OOM_KILL);
 	if (!e)
 		return 0;
 	e->tgid = tgid;
+	e->pid_source = OOMSNAP_PID_TASK;
 	e->oom_invoker = (__u32)bpf_get_current_pid_tgid();
 	e->cgroup_id = task_memcg_id(task);
 	mm = BPF_CORE_READ(task, mm);
 	if (mm) {
-		e->rss_anon_pages = rss_pages(mm, MM_ANONPAGES);
-		e->rss_file_pages = rss_pages(mm, MM_FILEPAGES);
-		e->rss_shmem_pages = rss_pages(mm, MM_SHMEMPAGES);
+		e->rss_anon_pages = mm_rss_pages(mm, MM_ANONPAGES);
+		e->rss_file_pages = mm_rss_pages(mm, MM_FILEPAGES);
+		e->rss_shmem_pages = mm_rss_pages(mm, MM_SHMEMPAGES);
 	}
 	BPF_CORE_READ_STR_INTO(&e->comm, task, comm);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 
-/* The formatted entry has the pid of the task the OOM killer chose (normally
- * the thread-group leader: find_lock_task_mm() picks the first thread that
- * still has an mm, so it is the tgid unless the leader had already exited)
- * and, since 6.8, the victim's rss in kB and its comm. The task itself is not
- * in the entry, so the memcg is current's: the task whose charge ran into the
- * limit, in the OOM-ing memcg's hierarchy (the victim may be in a child memcg
- * of it). */
+/* The formatted entry has the pid of the thread the OOM killer marked (see
+ * oom_kill_of_pid) and, since 6.8, the victim's rss in kB and its comm, which
+ * are taken from the entry when there. */
 SEC("tp/oom/mark_victim")
 int oom_kill_tp(struct trace_event_raw_mark_victim *ctx)
 {
-	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
-	__u32 tgid = BPF_CORE_READ(ctx, pid);
-	struct oomsnap_event *e;
+	struct oomsnap_event *e = oom_kill_of_pid(BPF_CORE_READ(ctx, pid));
 
-	track_victim(tgid);
-	e = reserve_oom_event(OOMSNAP_EV_OOM_KILL);
 	if (!e)
 		return 0;
-	e->tgid = tgid;
-	e->oom_invoker = (__u32)bpf_get_current_pid_tgid();
-	e->cgroup_id = task_memcg_id(cur);
 	if (bpf_core_field_exists(ctx->anon_rss)) {
 		/* kB → pages (PAGE_SIZE is 4 KiB on x86-64). */
 		e->rss_anon_pages = BPF_CORE_READ(ctx, anon_rss) / 4;
@@ -273,7 +318,7 @@ int oom_kill_tp(struct trace_event_raw_mark_victim *ctx)
  * memcg: two CPUs may both miss the lookup; BPF_NOEXIST lets only one insert,
  * the other counts as suppressed. */
 static __always_inline int rate_admit(void *limit, __u64 interval_ns, __u64 id, __u64 now,
-				      __u32 *suppressed)
+				      __u32 *suppressed, const bool atomics)
 {
 	struct rate_state *st, fresh = { .last_sent_ns = now, .suppressed = 0 };
 	__u64 last, n;
@@ -293,8 +338,21 @@ static __always_inline int rate_admit(void *limit, __u64 interval_ns, __u64 id, 
 	last = st->last_sent_ns;
 	/* Signed: another CPU may have claimed the slot with a ktime later than
 	 * the `now` read here; that is inside its interval, not 2^64 ns after. */
-	if ((__s64)(now - last) < (__s64)interval_ns ||
-	    __sync_val_compare_and_swap(&st->last_sent_ns, last, now) != last) {
+	if ((__s64)(now - last) < (__s64)interval_ns) {
+		__sync_fetch_and_add(&st->suppressed, 1);
+		return 0;
+	}
+	if (!atomics) {
+		/* Before 5.12 (see core_fixes.bpf.h): a plain store claims the slot,
+		 * so two CPUs may both send in one interval; taking the count stays
+		 * lossless: subtract what was read (an XADD). */
+		st->last_sent_ns = now;
+		n = st->suppressed;
+		__sync_fetch_and_add(&st->suppressed, -n);
+		*suppressed = n > 0xffffffffULL ? 0xffffffffU : (__u32)n;
+		return 1;
+	}
+	if (__sync_val_compare_and_swap(&st->last_sent_ns, last, now) != last) {
 		__sync_fetch_and_add(&st->suppressed, 1);
 		return 0;
 	}
@@ -318,7 +376,7 @@ static __always_inline void rate_unadmit(void *limit, __u64 id, __u32 suppressed
 
 /* ---- memcg pressure: vmscan:mm_vmscan_memcg_reclaim_begin -------------- */
 
-static __always_inline int handle_pressure(__u32 order, __u32 gfp_flags)
+static __always_inline int handle_pressure(__u32 order, __u32 gfp_flags, const bool atomics)
 {
 	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
 	__u64 id = task_memcg_id(cur);
@@ -326,7 +384,7 @@ static __always_inline int handle_pressure(__u32 order, __u32 gfp_flags)
 	struct oomsnap_event *e;
 	__u32 suppressed;
 
-	if (!rate_admit(&pressure_limit, pressure_min_interval_ns, id, now, &suppressed))
+	if (!rate_admit(&pressure_limit, pressure_min_interval_ns, id, now, &suppressed, atomics))
 		return 0;
 	e = reserve_event(OOMSNAP_EV_MEMCG_PRESSURE);
 	if (!e) {
@@ -348,14 +406,26 @@ static __always_inline int handle_pressure(__u32 order, __u32 gfp_flags)
 SEC("raw_tp/mm_vmscan_memcg_reclaim_begin")
 int pressure_raw(struct bpf_raw_tracepoint_args *ctx)
 {
-	return handle_pressure((__u32)ctx->args[0], (__u32)ctx->args[1]);
+	return handle_pressure((__u32)ctx->args[0], (__u32)ctx->args[1], true);
+}
+
+SEC("raw_tp/mm_vmscan_memcg_reclaim_begin")
+int pressure_raw_old(struct bpf_raw_tracepoint_args *ctx)
+{
+	return handle_pressure((__u32)ctx->args[0], (__u32)ctx->args[1], false);
 }
 
 /* Event class mm_vmscan_direct_reclaim_begin_template: order, gfp_flags. */
 SEC("tp/vmscan/mm_vmscan_memcg_reclaim_begin")
 int pressure_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *ctx)
 {
-	return handle_pressure((__u32)BPF_CORE_READ(ctx, order), (__u32)BPF_CORE_READ(ctx, gfp_flags));
+	return handle_pressure((__u32)BPF_CORE_READ(ctx, order), (__u32)BPF_CORE_READ(ctx, gfp_flags), true);
+}
+
+SEC("tp/vmscan/mm_vmscan_memcg_reclaim_begin")
+int pressure_tp_old(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *ctx)
+{
+	return handle_pressure((__u32)BPF_CORE_READ(ctx, order), (__u32)BPF_CORE_READ(ctx, gfp_flags), false);
 }
 
 /* ---- process exit: sched:sched_process_exit ---------------------------- */
@@ -372,7 +442,7 @@ int pressure_tp(struct trace_event_raw_mm_vmscan_direct_reclaim_begin_template *
  * any other goes through the per-memcg exit rate limit into `events`, the
  * number of exits of its memcg suppressed before it in `suppressed`. The
  * de-duplication comes first so that a group's threads count as one exit. */
-static __always_inline int handle_exit(struct task_struct *task)
+static __always_inline int handle_exit(struct task_struct *task, const bool atomics)
 {
 	struct exit_key key = {};
 	struct oomsnap_event *e;
@@ -380,7 +450,12 @@ static __always_inline int handle_exit(struct task_struct *task)
 	__u64 memcg, now;
 	__u8 one = 1;
 	int live, tracked_exit;
+	__u32 tid = BPF_CORE_READ(task, pid), *marked;
 
+	/* A thread mark_victim named by its id: its process, for user space. */
+	marked = bpf_map_lookup_elem(&marked_tids, &tid);
+	if (marked)
+		*marked = BPF_CORE_READ(task, tgid);
 	live = BPF_CORE_READ(task, signal, live.counter);
 	if (live != 0)
 		return 0;
@@ -400,7 +475,7 @@ static __always_inline int handle_exit(struct task_struct *task)
 		bpf_map_delete_elem(&tracked, &tgid);
 		e = reserve_oom_event(OOMSNAP_EV_PROCESS_EXIT);
 	} else {
-		if (!rate_admit(&exit_limit, exit_min_interval_ns, memcg, now, &suppressed))
+		if (!rate_admit(&exit_limit, exit_min_interval_ns, memcg, now, &suppressed, atomics))
 			return 0;
 		e = reserve_event(OOMSNAP_EV_PROCESS_EXIT);
 		if (!e)
@@ -424,7 +499,13 @@ static __always_inline int handle_exit(struct task_struct *task)
 SEC("raw_tp/sched_process_exit")
 int exit_raw(struct bpf_raw_tracepoint_args *ctx)
 {
-	return handle_exit((struct task_struct *)ctx->args[0]);
+	return handle_exit((struct task_struct *)ctx->args[0], true);
+}
+
+SEC("raw_tp/sched_process_exit")
+int exit_raw_old(struct bpf_raw_tracepoint_args *ctx)
+{
+	return handle_exit((struct task_struct *)ctx->args[0], false);
 }
 
 /* The formatted entry (pid, comm, prio) lacks exit_code; current is the
@@ -432,5 +513,11 @@ int exit_raw(struct bpf_raw_tracepoint_args *ctx)
 SEC("tp/sched/sched_process_exit")
 int exit_tp(void *ctx)
 {
-	return handle_exit((struct task_struct *)bpf_get_current_task());
+	return handle_exit((struct task_struct *)bpf_get_current_task(), true);
+}
+
+SEC("tp/sched/sched_process_exit")
+int exit_tp_old(void *ctx)
+{
+	return handle_exit((struct task_struct *)bpf_get_current_task(), false);
 }

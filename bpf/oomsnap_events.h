@@ -17,6 +17,20 @@ enum oomsnap_event_type {
 	                                  (rate-limited per memcg unless tracked) */
 };
 
+/* OOM_KILL: how `tgid` was obtained (the event carries a process id, never a
+ * thread id; see bpf/core_fixes.bpf.h oom_victim_tgid). */
+enum oomsnap_pid_source {
+	OOMSNAP_PID_TASK = 1,     /* raw_tp: task->tgid of the marked task (exact) */
+	OOMSNAP_PID_CURRENT = 2,  /* tracepoint: the entry's pid is current's thread id; tgid = current's */
+	OOMSNAP_PID_ENTRY = 3,    /* tracepoint: the entry's pid (task->pid, a thread id unless it is the
+	                             group leader) as is: user space resolves it (/proc/PID/status Tgid)
+	                             before any handler sees the event, into one of: */
+	OOMSNAP_PID_PROC_STATUS = 4,  /* (user space) the Tgid of /proc/<entry pid>/status */
+	OOMSNAP_PID_UNRESOLVED = 5,   /* (user space) the entry's pid as is: neither source had it */
+	OOMSNAP_PID_THREAD_EXIT = 6,  /* (user space) /proc/<pid> gone: the tgid the exit program saw for
+	                                 that thread (map marked_tids) */
+};
+
 /* One record per event; fields an event type does not fill are zero. */
 struct oomsnap_event {
 	__u32 type;         /* enum oomsnap_event_type */
@@ -34,6 +48,8 @@ struct oomsnap_event {
 	__u32 oom_invoker;  /* OOM_KILL: thread that ran the OOM killer (current): every mark of one
 	                       OOM invocation (a group kill) comes from it, in one call */
 	char comm[OOMSNAP_COMM_LEN];
+	__u32 pid_source;   /* OOM_KILL: enum oomsnap_pid_source */
+	__u32 pad;
 };
 
 #endif

@@ -164,6 +164,9 @@ void check_oom_kill(BpfAttachMode mode) {
   EXPECT_GT(k.ktime_ns, 0u);
   // The victim ran into the limit itself: its (only) thread ran the OOM killer.
   EXPECT_EQ(k.oom_invoker, uint32_t(pid));
+  // The process id from the task (raw_tp), or from current, the marked thread
+  // itself (tracepoint): never the trace entry's thread id as it came.
+  EXPECT_EQ(k.pid_source, uint32_t(mode == BpfAttachMode::RawTracepoint ? OOMSNAP_PID_TASK : OOMSNAP_PID_CURRENT));
 
   auto exits = log.exits_of(pid);
   ASSERT_GE(exits.size(), 1u);

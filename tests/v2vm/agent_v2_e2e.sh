@@ -4,6 +4,10 @@
 #
 #   agent_v2_e2e.sh OUTDIR [OOMSNAP_BINARY] [HEAPFIXTURE]
 #
+# Environment: V2E2E_PHASES (default "1 2 3") picks phases (older kernels in the
+# ctest matrix run phase 3 only); V2E2E_BPF_MODE (auto|raw_tp|tracepoint) is passed
+# to the agent as --bpf-mode.
+#
 # OUTDIR must be writable from the guest (run-in-v2vm.sh -w OUTDIR). The script only
 # runs the scenarios and saves what happened; the JSON records are checked on the host
 # (tests/integration/agent_v2vm_test.cpp). Per phase it writes OUTDIR/phaseN/:
@@ -99,12 +103,14 @@ start_agent() {
   local d=$1
   { printf '%s\n' "$2"
     printf '[storage]\nPath = "%s/store"\n[cgroup]\nScope = "/oomsnap-v2test"\n' "$d"; } > "$d/agent.toml"
-  "$BIN" watch --config "$d/agent.toml" --log-level debug > "$d/records.jsonl" 2> "$d/agent.log" &
+  "$BIN" watch --config "$d/agent.toml" --log-level debug ${V2E2E_BPF_MODE:+--bpf-mode "$V2E2E_BPF_MODE"} \
+    > "$d/records.jsonl" 2> "$d/agent.log" &
   AGENT=$!
   local t0; t0=$(now_ms)
   if wait_for $T_READY has_line "$d/agent.log" 'ready:'; then
     t0=$(( $(now_ms) - t0 ))
     echo "agent_ready_ms=$t0" >> "$d/facts.env"
+    echo "bpf_attached=\"$(grep -o 'BPF attached: [^(]*' "$d/agent.log" | head -1 | tr -d '"')\"" >> "$d/facts.env"
     pass "agent ready in $t0 ms: $(grep -o 'cgroup v2 at [^;]*;[^;]*' "$d/agent.log" | head -1)"
     return 0
   fi
@@ -286,8 +292,13 @@ OomKillWindow = 40' || return
   done
   LEAKER= HOLDER= SLEEPER= PYTHON=
   echo "events_after_kill=\"$(events)\"" >> "$d/facts.env"
-  [ "$(event_count oom_group_kill)" -ge 1 ] && pass "memory.events counts the group kill: $(events)" \
-                                             || fail "no oom_group_kill in memory.events: $(events)"
+  if grep -q '^oom_group_kill ' "$BOX/memory.events"; then
+    [ "$(event_count oom_group_kill)" -ge 1 ] && pass "memory.events counts the group kill: $(events)" \
+                                               || fail "no oom_group_kill in memory.events: $(events)"
+  else  # the counter is newer than this kernel (5.10 has none): four processes killed
+    [ "$(event_count oom_kill)" -ge 4 ] && pass "memory.events (no oom_group_kill counter) counts the kills: $(events)" \
+                                        || fail "fewer than 4 oom_kill in memory.events: $(events)"
+  fi
   wait_for $T_RECORD has_line "$d/agent.log" 'incident [0-9]+ recorded: .*OOM kill' \
     && pass "record written: $(grep -Eo 'incident [0-9]+ recorded: .*' "$d/agent.log" | head -1)" \
     || fail "no record with the OOM kill within ${T_RECORD}s"

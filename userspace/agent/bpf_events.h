@@ -40,19 +40,30 @@
 //
 // Two attach modes with the same events: raw tracepoints (preferred; no
 // tracefs) and classic tracepoints (fallback; needs tracefs, which open()
-// mounts at /sys/kernel/tracing when it is missing). They differ in one case:
-// a tracepoint-mode OOM_KILL gets the victim's pid from the trace entry (the
-// tgid unless the victim's group leader had already exited), its rss from the
-// entry (6.8+ kernels; zero before) and the memcg of the task whose charge hit
-// the limit (the OOM-ing memcg's hierarchy; for a system-wide OOM the
-// allocating task's memcg, which may be unrelated) instead of the victim's own
-// memcg.
+// mounts at /sys/kernel/tracing when it is missing), chosen per event. They
+// differ in one case: a tracepoint-mode OOM_KILL (and a raw_tp one before 6.8,
+// whose tracepoint passed the pid, not the task) gets the victim's pid from the
+// trace entry, a thread id, which becomes the process id (tgid) before the
+// handler sees it — from the current task in BPF when the victim is current,
+// else from /proc/<pid>/status at once or, when the thread is gone already,
+// from what the exit program saw of it (pid_source says which; see
+// oomsnap_events.h) — its rss and comm from the entry (6.8+ kernels; before,
+// from current when it is the victim, else rss 0 and the comm from /proc) and
+// the memcg of the task whose charge hit the limit (the OOM-ing memcg's
+// hierarchy; for a system-wide OOM the allocating task's memcg, which may be
+// unrelated) instead of the victim's own memcg.
+//
+// Kernel prerequisites, probed by open() before loading (not read from the
+// version string): BTF at /sys/kernel/btf/vmlinux and the BPF ring buffer
+// (5.8+). Layout differences between supported kernels (5.10+) are handled in
+// bpf/core_fixes.bpf.h.
 //
 // Not thread-safe as a whole: consume() from one thread. track_pid(),
 // untrack_pid() and dropped() may be called from any thread.
 #pragma once
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -72,6 +83,15 @@ enum class BpfAttachMode { Auto, RawTracepoint, Tracepoint };
 // "auto", "raw_tp", "tracepoint".
 const char* to_string(BpfAttachMode mode);
 
+// Does the kernel run the BPF atomic cmpxchg/xchg instructions (5.12+)? Probed
+// once by loading a tiny program. Without them the rate-limited programs load
+// in their *_old variants (bpf/core_fixes.bpf.h).
+bool kernel_has_bpf_atomics();
+
+// How an OOM_KILL's tgid was obtained (enum oomsnap_pid_source): "task",
+// "current", "proc_status", "thread_exit", "trace_entry" (unresolved), "unknown".
+const char* pid_source_name(uint32_t source);
+
 struct BpfEventOptions {
   BpfAttachMode mode = BpfAttachMode::Auto;
   // At most one MEMCG_PRESSURE event per memcg per interval; 0 = every reclaim.
@@ -86,9 +106,11 @@ class BpfEventSource {
  public:
   using Handler = std::function<void(const oomsnap_event&)>;
 
-  // Opens, loads, attaches. Auto: raw tracepoints for all three events; if
-  // loading or any attach fails, everything is destroyed and the tracepoint
-  // variants are tried (tracefs mounted at /sys/kernel/tracing if
+  // Opens, loads, attaches. First checks the kernel has BTF and the BPF ring
+  // buffer (error names what is missing). Auto: raw tracepoints for all three
+  // events; if that fails, per event: an event whose raw_tp program does not
+  // load (probed alone) or attach gets its tracepoint variant, the others keep
+  // raw_tp (tracefs mounted at /sys/kernel/tracing if
   // /sys/kernel/tracing/events is missing). nullptr + error on failure; the
   // error names the step and program, the libbpf error text and libbpf's
   // warnings (e.g. the verifier log), and on EPERM/EACCES says that root
@@ -110,11 +132,14 @@ class BpfEventSource {
   uint64_t dropped() const;
   // Those of the OOM buffer alone (OOM kills, tracked exits).
   uint64_t dropped_oom() const;
-  // What was attached: RawTracepoint or Tracepoint.
+  // What was attached: RawTracepoint or Tracepoint for all three events, Auto
+  // when they differ (see mode_of).
   BpfAttachMode mode() const { return mode_; }
+  // The mode of one event type's program (OOMSNAP_EV_*): RawTracepoint or Tracepoint.
+  BpfAttachMode mode_of(uint32_t event_type) const;
   // e.g. "raw_tp: mark_victim, mm_vmscan_memcg_reclaim_begin, sched_process_exit";
-  // in tracepoint mode also why the raw_tp attempt failed and whether tracefs
-  // was mounted.
+  // with tracepoints also why raw_tp was not used and whether tracefs was
+  // mounted, e.g. "raw_tp: ...; tracepoint: oom/mark_victim (fallback from raw_tp: ...)".
   std::string description() const { return description_; }
   // The exit of this tgid is reported even when it exits normally. The entry
   // is removed when the process is dead (reported) or by untrack_pid. false
@@ -124,15 +149,21 @@ class BpfEventSource {
 
  private:
   BpfEventSource() = default;
-  // One attempt in one mode (RawTracepoint or Tracepoint). On failure: false,
-  // error = what failed (without the libbpf log), err = the errno.
-  bool init(BpfAttachMode mode, const BpfEventOptions& opts, std::string& error, int& err);
+  // One attempt: event i (OOM kill, pressure, exit) with its raw_tp program
+  // when raw[i], else its tracepoint program. On failure: false, error = what
+  // failed (without the libbpf log), err = the errno, failed_event = the
+  // event whose program failed to attach (-1: not one event's: open, load, ring).
+  bool init(const std::array<bool, 3>& raw, const BpfEventOptions& opts, std::string& error, int& err,
+            int& failed_event);
   static int on_sample(void* ctx, void* data, size_t size);
+  // A tracepoint-mode OOM_KILL with the entry's pid: the tgid from /proc.
+  void resolve_entry_pid(oomsnap_event& ev);
 
   agent_bpf* skel_ = nullptr;
   ring_buffer* rb_ = nullptr;
   Handler handler_;
   BpfAttachMode mode_ = BpfAttachMode::Auto;
+  std::array<bool, 3> raw_{};  // per event (OOM kill, pressure, exit): raw_tp attached
   std::string description_;
   std::exception_ptr handler_error_;
 };

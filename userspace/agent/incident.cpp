@@ -180,12 +180,16 @@ nlohmann::json to_json(const Incident& inc, const RecordContext& ctx) {
     k["time"] = wall(ctx.clocks, inc.oom_kill->kernel_ns);
     k["kernel_ts_ns"] = inc.oom_kill->kernel_ns;
     k["rss_bytes"] = inc.oom_kill->rss_bytes;
+    if (!inc.oom_kill->pid_source.empty()) k["pid_source"] = inc.oom_kill->pid_source;
     auto lead = lead_ms(inc);
     k["lead_ms"] = lead ? nlohmann::json(*lead) : nlohmann::json(nullptr);
     k["group_kill"] = inc.oom_kill->group_kill;
     nlohmann::json killed = nlohmann::json::array();
-    for (const auto& kp : inc.oom_kill->killed)
-      killed.push_back({{"pid", kp.pid}, {"comm", kp.comm}, {"rss_bytes", kp.rss_bytes}});
+    for (const auto& kp : inc.oom_kill->killed) {
+      nlohmann::json kj = {{"pid", kp.pid}, {"comm", kp.comm}, {"rss_bytes", kp.rss_bytes}};
+      if (!kp.pid_source.empty()) kj["pid_source"] = kp.pid_source;
+      killed.push_back(std::move(kj));
+    }
     k["killed"] = std::move(killed);
     j["oom_kill"] = std::move(k);
   }

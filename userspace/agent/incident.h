@@ -32,6 +32,7 @@ struct KilledProcess {
   pid_t pid = 0;
   std::string comm;
   uint64_t rss_bytes = 0;  // anon + file + shmem at the kill
+  std::string pid_source;  // how the kernel's thread became this process id (bpf_events.h pid_source_name)
 };
 
 // One OOM event: every mark_victim of one OOM invocation in one container
@@ -48,6 +49,7 @@ struct OomKillInfo {
   std::vector<KilledProcess> killed;  // every process killed in the event, each once, the chosen one first
   bool group_kill = false;   // more than one process killed, or the memcg's oom_group_kill counter rose
   uint32_t invoker = 0;      // thread that ran the OOM killer (the event's identity, with the memcg)
+  std::string pid_source;    // how `pid` was obtained: task | current | proc_status | trace_entry
 
   // Adds a process killed in this event; false when it was already in it.
   bool add_killed(KilledProcess k);
