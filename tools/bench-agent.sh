@@ -52,7 +52,9 @@ mkdir "$SCOPE"
 start_agent() {
   local name=$1 config=$2; shift 2
   printf '%s\n[storage]\nLocalFile = false\n[cgroup]\nScope = "%s"\n' "$config" "$SCOPE_REL" > "$WORK/$name.toml"
-  "$BIN" watch --config "$WORK/$name.toml" "$@" > "$WORK/$name.jsonl" 2> "$WORK/$name.log" &
+  # Any free port: the HTTP endpoint runs as in production, never colliding
+  # with another agent on this machine (tools/run.sh has the default port).
+  "$BIN" watch --config "$WORK/$name.toml" --http-listen=127.0.0.1:0 "$@" > "$WORK/$name.jsonl" 2> "$WORK/$name.log" &
   AGENT=$!
   for _ in $(seq 200); do grep -q "ready:" "$WORK/$name.log" && return 0; sleep 0.05; done
   echo "bench-agent: agent did not start:" >&2; cat "$WORK/$name.log" >&2; exit 1
@@ -92,7 +94,7 @@ for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; PIDS=()
 
 echo "== 2. idle agent: CPU and RSS over ${IDLE_S}s (whole machine scope)"
 printf '[storage]\nLocalFile = false\n' > "$WORK/idle.toml"
-"$BIN" watch --config "$WORK/idle.toml" > "$WORK/idle.jsonl" 2> "$WORK/idle.log" &
+"$BIN" watch --config "$WORK/idle.toml" --http-listen=127.0.0.1:0 > "$WORK/idle.jsonl" 2> "$WORK/idle.log" &
 AGENT=$!
 for _ in $(seq 200); do grep -q "ready:" "$WORK/idle.log" && break; sleep 0.05; done
 t0=$(cpu_ns); s0=$(date +%s.%N)

@@ -5,14 +5,20 @@
 # libpython3-dev: tests/fixtures/python/embed_host.c embeds CPython through libpython3.11.so.
 # openjdk-17-jdk-headless: the Java fixture's javac, the host JVM and jcmd (the oracle).
 # libseccomp-dev, libcap-dev: the capture process's system-call allow-list and capability drop.
+# libsystemd-dev: sd_notify (READY, STATUS, WATCHDOG) when the agent runs as a systemd service.
 # debootstrap: tools/fetch-python-rootfs.sh builds the trixie/sid root file systems
 #   whose newer CPython interpreters (python3.13, python3.14) the tests run with chroot.
+# prometheus: tests/integration/agent_http_test.cpp scrapes the agent with a real
+#   Prometheus of its own (own port and storage) and checks a scrape with promtool.
+#   Its postinst starts a service only where an init system runs one (none in CI
+#   containers, where policy-rc.d refuses); the tests never use that service or port 9090.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
       libcapstone-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev libspdlog-dev
       libfmt-dev libtomlplusplus-dev libboost-dev libboost-system-dev libgtest-dev googletest
       libclang-rt-14-dev python3 python3-yaml ca-certificates qemu-system-x86 busybox-static
-      debootstrap libpython3-dev openjdk-17-jdk-headless libseccomp-dev libcap-dev)
+      debootstrap libpython3-dev openjdk-17-jdk-headless libseccomp-dev libcap-dev libsystemd-dev
+      prometheus)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

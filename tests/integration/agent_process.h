@@ -94,8 +94,22 @@ class AgentProcess {
   std::unique_ptr<Process> proc_;
 };
 
-inline std::string config_for(const TestMemcg& scope, const std::string& dir, const std::string& extra) {
-  return extra + "\n[storage]\nPath = \"" + dir + "/records\"\n[cgroup]\nScope = \"" + scope.rel_path() + "\"\n";
+// http_listen: [http] Listen. Off unless a test asks: ctest runs many agents
+// at once, and the default 127.0.0.1:9463 would let only one of them start.
+// "127.0.0.1:0" takes a free port; http_port() reads it from the log.
+inline std::string config_for(const TestMemcg& scope, const std::string& dir, const std::string& extra,
+                              const std::string& http_listen = "") {
+  return extra + "\n[storage]\nPath = \"" + dir + "/records\"\n[cgroup]\nScope = \"" + scope.rel_path() +
+         "\"\n[http]\nListen = \"" + http_listen + "\"\n";
+}
+
+// The port the agent's HTTP endpoint bound, from its log line
+// "http: listening on 127.0.0.1:PORT"; 0 when it did not (yet).
+inline uint16_t http_port(AgentProcess& agent, std::chrono::milliseconds timeout) {
+  const std::string mark = "http: listening on 127.0.0.1:";
+  if (!agent.wait_log(mark, timeout)) return 0;
+  const std::string log = agent.log();
+  return static_cast<uint16_t>(std::strtoul(log.c_str() + log.find(mark) + mark.size(), nullptr, 10));
 }
 
 // A Go fixture leaking at `mb_per_s` (up to `limit_mb`, 0 = forever) inside `cg`.

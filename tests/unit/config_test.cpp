@@ -262,3 +262,27 @@ TEST(Config, KubernetesPodLogRoot) {
   e = error_of("kubernetes = \"/var/log\"\n");
   EXPECT_NE(e.find("expected table"), std::string::npos) << e;
 }
+
+// ------------------------------------------------------------------ [http] Listen
+
+TEST(Config, HttpListenDefaultsToLoopbackAndTakesAddresses) {
+  EXPECT_EQ(parse_config("").http_listen, "127.0.0.1:9463");
+  for (const char* good : {"127.0.0.1:9463", "0.0.0.0:0", "10.1.2.3:65535", "[::1]:9463", "[::]:80", "fd00::5:9463", ""})
+    EXPECT_EQ(parse_config(std::string("[http]\nListen = \"") + good + "\"\n").http_listen, good) << good;
+}
+
+TEST(Config, HttpListenRefusesWhatIsNotIpAndPortNamingKeyAndLine) {
+  struct Bad {
+    const char* value;
+    const char* says;
+  };
+  for (const Bad& b : {Bad{"\"localhost:9463\"", "not an IP address"}, Bad{"\"127.0.0.1\"", "no port"},
+                       Bad{"\"127.0.0.1:\"", "not a number"}, Bad{"\"127.0.0.1:70000\"", "not a number from 0 to 65535"},
+                       Bad{"\"127.0.0.1:94x\"", "not a number"}, Bad{"\"[127.0.0.1]:9463\"", "IPv6 hosts only"}, Bad{"\":9463\"", "not an IP address"},
+                       Bad{"9463", "expected string, got integer"}}) {
+    const std::string err = error_of(std::string("# metrics\n[http]\nListen = ") + b.value + "\n");
+    EXPECT_NE(err.find("'http.Listen' (line 3)"), std::string::npos) << b.value << ": " << err;
+    EXPECT_NE(err.find(b.says), std::string::npos) << b.value << ": " << err;
+  }
+  EXPECT_NE(error_of("[http]\nPort = 9463\n").find("unknown key 'http.Port'"), std::string::npos);
+}

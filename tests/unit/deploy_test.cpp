@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/config.h"
+#include "agent/listen_address.h"
 #include "agent/privileges.h"
 
 using namespace oomsnap;
@@ -143,10 +144,15 @@ for d in docs:
                                "securityContext": c.get("securityContext", {}),
                                "annotations": d["spec"]["template"]["metadata"].get("annotations", {}),
                                "resources": c.get("resources", {}),
+                               "env": c.get("env", []),
+                               "ports": c.get("ports", []),
+                               "livenessProbe": c.get("livenessProbe"),
+                               "readinessProbe": c.get("readinessProbe"),
                                "mounts": mounts})
         out["daemonsets"].append({
             "namespace": meta.get("namespace"),
             "hostPID": spec.get("hostPID", False),
+            "hostNetwork": spec.get("hostNetwork", False),
             "tolerations": spec.get("tolerations", []),
             "selector": d["spec"]["selector"].get("matchLabels", {}),
             "labels": d["spec"]["template"]["metadata"].get("labels", {}),
@@ -188,6 +194,7 @@ void expect_same_config(const AgentConfig& a, const AgentConfig& b, const std::s
   EXPECT_EQ(a.capture_memory_max, b.capture_memory_max);
   EXPECT_EQ(a.capture_result_max, b.capture_result_max);
   EXPECT_EQ(a.pod_log_root, b.pod_log_root);
+  EXPECT_EQ(a.http_listen, b.http_listen);
 }
 
 // The capabilities the agent's start-up check wants on this kernel.
@@ -251,6 +258,16 @@ TEST(DeployService, RunsTheAgentAsRootWithReload) {
   EXPECT_EQ(argv[3], "/etc/oomsnap/oomsnap.toml");  // deploy/oomsnap.toml installed
 
   EXPECT_EQ(one(ini, "Service", "Restart"), "on-failure");
+  // sd_notify: READY=1 after start-up, WATCHDOG=1 from the loop
+  // (tests/integration/agent_systemd_test.cpp plays systemd's part).
+  EXPECT_EQ(one(ini, "Service", "Type"), "notify");
+  EXPECT_EQ(one(ini, "Service", "NotifyAccess"), "main");
+  EXPECT_FALSE(one(ini, "Service", "WatchdogSec").empty());
+  // /metrics on loopback: reachable from the host, nothing else.
+  EXPECT_EQ(one(ini, "Service", "IPAddressDeny"), "any");
+  EXPECT_EQ(one(ini, "Service", "IPAddressAllow"), "localhost");
+  EXPECT_FALSE(ini.at("Service").count("PrivateNetwork")) << "the node could not scrape /metrics";
+  EXPECT_EQ(load_config(kDeploy + "oomsnap.toml").http_listen.rfind("127.0.0.1:", 0), 0u);
   EXPECT_EQ(one(ini, "Service", "ExecReload"), "/bin/kill -HUP $MAINPID");
   EXPECT_EQ(one(ini, "Service", "KillSignal"), "SIGTERM");
   EXPECT_EQ(one(ini, "Service", "LimitMEMLOCK"), "infinity");
@@ -299,7 +316,7 @@ TEST(DeployService, HardeningLeavesWhatTheAgentNeeds) {
   EXPECT_EQ(value("UMask"), "0077");
   // No /dev/kmsg, /proc/kallsyms or setns(2) in the agent: these hold.
   for (const char* k : {"PrivateDevices", "ProtectClock", "ProtectKernelLogs", "ProtectKernelModules",
-                        "RestrictNamespaces", "PrivateNetwork", "PrivateTmp"})
+                        "RestrictNamespaces", "PrivateTmp", "PrivateMounts"})
     EXPECT_EQ(value(k), "yes") << k;
 }
 
@@ -413,4 +430,69 @@ TEST(DeployDaemonSet, PrivilegedHostPidWithTheMountsTheAgentNeeds) {
                                                        << " not mounted";
   // The ConfigMap is the example without its comments.
   expect_same_config(cfg, load_config(kDeploy + "oomsnap.toml"), "ConfigMap vs deploy/oomsnap.toml");
+}
+
+// /metrics, /healthz and /readyz on the pod's IP: the downward API's
+// status.podIP reaches the agent as --http-listen=$(POD_IP):PORT, the probes
+// and Prometheus's annotations name that same port, and the pod stays off
+// the host network (the agent needs the host's PID namespace, not its network).
+TEST(DeployDaemonSet, MetricsAndHealthOnThePodIpWithProbesAndScrapeAnnotations) {
+  const std::string out = run_python(kYamlSummary, kDeploy + "daemonset.yaml");
+  json s;
+  ASSERT_NO_THROW(s = json::parse(out)) << out;
+  ASSERT_EQ(s["daemonsets"].size(), 1u) << out;
+  const json& ds = s["daemonsets"][0];
+  EXPECT_EQ(ds["hostNetwork"], false);
+  ASSERT_EQ(ds["containers"].size(), 1u);
+  const json& c = ds["containers"][0];
+
+  bool pod_ip_from_downward_api = false;
+  for (const auto& e : c["env"])
+    if (e.value("name", "") == "POD_IP")
+      pod_ip_from_downward_api = e["valueFrom"]["fieldRef"].value("fieldPath", "") == "status.podIP";
+  EXPECT_TRUE(pod_ip_from_downward_api) << c["env"].dump();
+
+  // Exactly one --http-listen=$(POD_IP):PORT, whose PORT everything else names.
+  const std::string prefix = "--http-listen=$(POD_IP):";
+  std::string listen_port;
+  int listen_args = 0;
+  for (const auto& a : c["argv"]) {
+    const std::string arg = a.get<std::string>();
+    if (arg.rfind("--http-listen", 0) != 0) continue;
+    ++listen_args;
+    ASSERT_EQ(arg.rfind(prefix, 0), 0u) << arg;
+    listen_port = arg.substr(prefix.size());
+  }
+  ASSERT_EQ(listen_args, 1) << c["argv"].dump();
+  // What the agent makes of it once the kubelet substitutes a pod IP (v4 or v6).
+  for (const char* ip : {"10.244.1.17", "fd00:10:244::17"}) {
+    std::string why;
+    auto a = parse_listen_address(std::string(ip) + ":" + listen_port, why);
+    ASSERT_TRUE(a) << ip << ":" << listen_port << ": " << why;
+    EXPECT_EQ(a->host, ip);
+    EXPECT_NE(a->port, 0);
+  }
+
+  std::string port_name;
+  for (const auto& p : c["ports"])
+    if (std::to_string(p.value("containerPort", 0)) == listen_port) port_name = p.value("name", "");
+  ASSERT_FALSE(port_name.empty()) << "no named containerPort " << listen_port << ": " << c["ports"].dump();
+  auto probe_port = [&](const json& probe) {
+    const json& port = probe["httpGet"]["port"];
+    return port.is_string() ? port.get<std::string>() == port_name : std::to_string(port.get<int>()) == listen_port;
+  };
+  ASSERT_TRUE(c["livenessProbe"].is_object()) << "no livenessProbe";
+  EXPECT_EQ(c["livenessProbe"]["httpGet"].value("path", ""), "/healthz");
+  EXPECT_TRUE(probe_port(c["livenessProbe"])) << c["livenessProbe"].dump();
+  // The agent reports a stall after 5 s; the kubelet acts on it after
+  // failureThreshold periods, never on one slow answer.
+  EXPECT_GE(c["livenessProbe"].value("failureThreshold", 3), 2);
+  ASSERT_TRUE(c["readinessProbe"].is_object()) << "no readinessProbe";
+  EXPECT_EQ(c["readinessProbe"]["httpGet"].value("path", ""), "/readyz");
+  EXPECT_TRUE(probe_port(c["readinessProbe"])) << c["readinessProbe"].dump();
+
+  const json& ann = c["annotations"];
+  EXPECT_EQ(ann.value("prometheus.io/scrape", ""), "true") << ann.dump();
+  EXPECT_EQ(ann.value("prometheus.io/port", ""), listen_port) << ann.dump();
+  EXPECT_EQ(ann.value("prometheus.io/path", ""), "/metrics") << ann.dump();
 }

@@ -7,10 +7,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <thread>
 
 #include <boost/asio/post.hpp>
 
 #include "agent/collect.h"
+#include "agent/incident_metrics.h"
+#include "agent/version.h"
 #include "agent/no_snapshot_reason.h"
 #include "agent/pod_identity.h"
 #include "core/log_escape.h"
@@ -49,6 +53,19 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+double unix_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+// "file:/var/log/oomsnap/oomsnap.jsonl" -> "file": a sink label names its
+// kind, never a path.
+std::string sink_kind(const std::string& name) { return name.substr(0, name.find(':')); }
+
+// How often the loop proves it turns (AgentHealth allows 5 s without).
+constexpr std::chrono::seconds kHeartbeat{1};
+
 // How long a record waits for the exit of a process the kernel chose.
 constexpr std::chrono::milliseconds kExitWait{1000};
 // How long the record writer may take to write what is pending at shutdown
@@ -77,10 +94,14 @@ Agent::Agent(asio::io_context& io, AgentOptions options, std::shared_ptr<spdlog:
       signals_(io),
       rescan_timer_(io),
       policy_timer_(io),
+      heartbeat_timer_(io),
+      watchdog_timer_(io),
+      metrics_(kOomsnapVersion),
       sandbox_(std::make_unique<CaptureSandbox>(SandboxOptions{})),
       worker_(std::make_unique<SerialWorker>(16)) {}
 
 Agent::~Agent() {
+  http_.reset();  // its thread reads metrics_ and health_: stopped first
   sandbox_->cancel();  // a running capture ends now rather than at its deadline
   if (worker_) worker_->stop();
 }
@@ -221,12 +242,16 @@ bool Agent::start(std::string& error) {
   }
 
   if (!check_privileges(error)) return false;
+  declare_incident_series(metrics_);
+  health_.beat(monotonic_now_ns());
+  if (!start_http(error)) return false;
 
   BpfEventOptions bo;
   bo.mode = options_.bpf_mode;
   bpf_ = BpfEventSource::open(bo, [this](const oomsnap_event& e) { on_bpf_event(e); }, error);
   if (!bpf_) return false;
   log_->info("BPF attached: {}", bpf_->description());
+  health_.set_bpf_attached(true);
 
   if (!open_sinks(error)) return false;
 
@@ -243,9 +268,12 @@ bool Agent::start(std::string& error) {
   signals_.add(SIGTERM);
   signals_.add(SIGINT);
   signals_.add(SIGHUP);
+  if (options_.test_stall_on_sigusr2.count() > 0) signals_.add(SIGUSR2);
   arm_signals();
   cgroups_->rescan();
   arm_rescan();
+  arm_heartbeat();
+  health_.set_ready(true);
   log_->info("ready: node {}; {}; threshold {}%, interval {}s per container, at most {} captures/min, batch window {}ms, OOM-kill window {}ms; "
              "blacklist [{}]; sinks: {}{}; captures {} (budget {}ms, killed at +{}ms, memory cap {} MiB)",
              node_, cgroups_->describe(), c.threshold_percent, c.interval_tracing.count(),
@@ -254,7 +282,103 @@ bool Agent::start(std::string& error) {
              c.file_sink ? c.storage_path : "",
              options_.capture_in_process ? "IN THE AGENT (--capture-in-process, benchmarks only)" : "in a capture process",
              c.run_tracing_tool_timeout.count(), c.capture_grace.count(), c.capture_memory_max >> 20);
+  systemd_.ready(systemd_status());
+  systemd_status_ = systemd_status();
+  if (systemd_.active()) {
+    if (auto w = systemd_.watchdog_interval()) {
+      log_->info("systemd: READY=1 sent; WATCHDOG=1 every {} ms", w->count());
+      arm_watchdog();
+    } else {
+      log_->info("systemd: READY=1 sent (no watchdog)");
+    }
+  }
   return true;
+}
+
+std::string Agent::http_listen() const {
+  return options_.http_listen ? *options_.http_listen : options_.config.http_listen;
+}
+
+bool Agent::start_http(std::string& error) {
+  http_running_ = http_listen();
+  if (http_running_.empty()) {
+    log_->info("http: off ([http] Listen = \"\")");
+    return true;
+  }
+  std::string why;
+  auto address = parse_listen_address(http_running_, why);
+  if (!address) {
+    error = "http: bad listen address '" + http_running_ + "': " + why;
+    return false;
+  }
+  const auto text = [](HealthVerdict v) {
+    return HttpResponse{v.ok ? 200u : 503u, "text/plain; charset=utf-8", v.reason + "\n"};
+  };
+  std::map<std::string, HttpHandler> routes;
+  routes["/metrics"] = [this] {
+    return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render()};
+  };
+  routes["/healthz"] = [this, text] { return text(health_.live(monotonic_now_ns())); };
+  routes["/readyz"] = [this, text] { return text(health_.ready()); };
+  HttpServerOptions ho;
+  ho.address = *address;
+  http_ = HttpServer::start(ho, std::move(routes), error);
+  if (!http_) {
+    const bool in_use = error.find("in use") != std::string::npos;
+    error = "http: " + error + " (" + (options_.http_listen ? "--http-listen" : "[http] Listen") +
+            (in_use ? "; another agent or program has the port" : "") + ")";
+    return false;
+  }
+  log_->info("http: listening on {} (/metrics, /healthz, /readyz)", to_string(http_->bound()));
+  return true;
+}
+
+void Agent::arm_watchdog() {
+  systemd_.watchdog();
+  watchdog_timer_.expires_after(*systemd_.watchdog_interval());
+  watchdog_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    arm_watchdog();
+  });
+}
+
+std::string Agent::systemd_status() const {
+  const size_t watched = cgroups_ ? cgroups_->watched() : 0;
+  return "watching " + std::to_string(watched) + " memory cgroups; " + std::to_string(records_written_) +
+         " records written; " + std::to_string(pending_.size()) + " incidents open";
+}
+
+// STATUS= only when it changed (every heartbeat otherwise).
+void Agent::notify_status() {
+  if (!systemd_.active()) return;
+  std::string s = systemd_status();
+  if (s == systemd_status_) return;
+  systemd_.status(s);
+  systemd_status_ = std::move(s);
+  if (const int e = systemd_.last_error()) log_->debug("systemd: sd_notify failed: {}", std::strerror(-e));
+}
+
+void Agent::arm_heartbeat() {
+  health_.beat(monotonic_now_ns());
+  publish_metrics();
+  notify_status();
+  heartbeat_timer_.expires_after(kHeartbeat);
+  heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    arm_heartbeat();
+  });
+}
+
+void Agent::publish_metrics() {
+  LoopTotals t;
+  t.bpf_ring_drops = bpf_ ? bpf_->dropped() : 0;
+  t.pressure_events_suppressed = suppressed_pressure_;
+  t.queue_overflows = queue_overflows_;
+  t.watched_cgroups = cgroups_ ? cgroups_->watched() : 0;
+  t.last_event_unix_seconds = last_event_unix_;
+  if (sink_writer_)
+    for (const auto& s : sink_writer_->counters().sinks) t.sinks.push_back({sink_kind(s.name), s.written, s.errors});
+  metrics_.publish(t);
 }
 
 void Agent::arm_bpf() {
@@ -271,6 +395,13 @@ void Agent::arm_signals() {
     if (ec) return;
     if (sig == SIGHUP) {
       reload_config();
+      arm_signals();
+      return;
+    }
+    if (sig == SIGUSR2) {  // only registered for tests (AgentOptions::test_stall_on_sigusr2)
+      log_->warn("test hook: blocking the event loop for {} s", options_.test_stall_on_sigusr2.count());
+      std::this_thread::sleep_for(options_.test_stall_on_sigusr2);
+      log_->warn("test hook: event loop running again");
       arm_signals();
       return;
     }
@@ -295,11 +426,13 @@ void Agent::arm_rescan() {
 }
 
 void Agent::reload_config() {
+  systemd_.reloading();
   try {
     AgentConfig c = load_config(options_.config_path);
     options_.config = std::move(c);
   } catch (const ConfigError& e) {
     log_->error("SIGHUP: configuration not reloaded, keeping the running one: {}", e.what());
+    systemd_.ready(systemd_status());
     return;
   }
   apply_config();
@@ -307,8 +440,12 @@ void Agent::reload_config() {
   if (!open_sinks(error)) log_->error("SIGHUP: sinks not reopened, keeping the old ones: {}", error);
   cgroups_->set_options(trigger_options());
   cgroups_->rescan();
+  if (http_listen() != http_running_)
+    log_->warn("SIGHUP: [http] Listen changed to '{}': takes effect when the agent restarts (still on '{}')",
+               http_listen(), http_running_);
   log_->info("SIGHUP: configuration reloaded from {}; {}",
              options_.config_path.empty() ? "(defaults)" : options_.config_path, cgroups_->describe());
+  systemd_.ready(systemd_status());
 }
 
 std::optional<std::string> Agent::memcg_of_event(uint64_t cgroup_id, pid_t pid) {
@@ -333,6 +470,7 @@ std::optional<std::string> Agent::memcg_of_event(uint64_t cgroup_id, pid_t pid) 
 
 void Agent::on_bpf_event(const oomsnap_event& e) {
   ++events_seen_;
+  last_event_unix_ = unix_now();
   switch (e.type) {
     case OOMSNAP_EV_MEMCG_PRESSURE: on_pressure(e); break;
     case OOMSNAP_EV_OOM_KILL: on_oom_kill(e); break;
@@ -350,7 +488,7 @@ void Agent::on_pressure(const oomsnap_event& e) {
   if (!container) return;  // no finite limit anywhere above: never a candidate
   Trigger t;
   t.type = "memcg_pressure";
-  t.source = std::string("bpf ") + to_string(bpf_->mode()) + ": mm_vmscan_memcg_reclaim_begin";
+  t.source = std::string("bpf ") + to_string(bpf_->mode_of(e.type)) + ": mm_vmscan_memcg_reclaim_begin";
   t.kernel_ns = e.ktime_ns;
   t.from_bpf_clock = true;
   t.received_ns = monotonic_now_ns();
@@ -362,6 +500,7 @@ void Agent::on_pressure(const oomsnap_event& e) {
 
 void Agent::offer(const std::string& memcg, Trigger trigger) {
   if (stopping_) return;
+  last_event_unix_ = unix_now();
   if (!trigger.received_ns) trigger.received_ns = monotonic_now_ns();
   // An incident is an episode of one container: while it is open (collecting,
   // or waiting for the kill within OomKillWindow), the container's triggers
@@ -501,7 +640,8 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   k.kernel_ns = e.ktime_ns;
   k.rss_bytes = (e.rss_anon_pages + e.rss_file_pages + e.rss_shmem_pages) * static_cast<uint64_t>(getpagesize());
   k.invoker = e.oom_invoker;
-  k.killed.push_back({k.pid, k.comm, k.rss_bytes});
+  k.pid_source = pid_source_name(e.pid_source);
+  k.killed.push_back({k.pid, k.comm, k.rss_bytes, k.pid_source});
   note_oom_killed(pid, e.ktime_ns);
 
   // A further mark of an OOM event already recorded (a group kill's members,
@@ -512,7 +652,7 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
       continue;
     const MonoNs first = inc.oom_kill->kernel_ns;
     if ((e.ktime_ns > first ? e.ktime_ns - first : first - e.ktime_ns) > kOomEventWindowNs) continue;
-    if (inc.oom_kill->add_killed({pid, k.comm, k.rss_bytes})) {
+    if (inc.oom_kill->add_killed({pid, k.comm, k.rss_bytes, k.pid_source})) {
       if (!p->collecting && inc.victim && inc.victim->pid == pid) inc.oom_kill->matches_victim = true;
       log_->info("incident {}: OOM kill of {} ({}) in {}, same OOM event ({} killed)", inc.id, pid, printable(k.comm),
                  printable(*memcg), inc.oom_kill->killed.size());
@@ -698,7 +838,7 @@ Incident& Agent::open_kernel_incident(const oomsnap_event& e, const char* type, 
   Incident& inc = p->inc;
   inc.id = id;
   inc.trigger.type = type;
-  inc.trigger.source = std::string("bpf ") + to_string(bpf_->mode()) + ": " + tracepoint;
+  inc.trigger.source = std::string("bpf ") + to_string(bpf_->mode_of(e.type)) + ": " + tracepoint;
   inc.trigger.kernel_ns = e.ktime_ns;
   inc.trigger.from_bpf_clock = true;
   inc.trigger.received_ns = monotonic_now_ns();
@@ -747,6 +887,8 @@ void Agent::finalize(uint64_t id) {
   std::string why;
   if (!sink_writer_ || !sink_writer_->post(record_line(to_json(inc, ctx)), &why))
     log_->error("incident {}: record not written: {}", id, sink_writer_ ? why : std::string("no record writer"));
+  count_incident(metrics_, inc);
+  publish_metrics();
   log_->info("incident {} recorded: trigger {}, container {}, victim {}, collection {}{}", id, inc.trigger.type,
              printable(inc.container.cgroup_path), inc.victim ? std::to_string(inc.victim->pid) : "none",
              to_string(inc.outcome), inc.oom_kill ? ", OOM kill of " + std::to_string(inc.oom_kill->pid) : "");
@@ -755,8 +897,11 @@ void Agent::finalize(uint64_t id) {
 void Agent::stop() {
   if (stopping_) return;
   stopping_ = true;
+  systemd_.stopping();
   policy_timer_.cancel();
   rescan_timer_.cancel();
+  heartbeat_timer_.cancel();
+  watchdog_timer_.cancel();
   signals_.cancel();
   if (bpf_desc_) bpf_desc_->cancel();
   // A running capture is killed now (its incident says so); its result is

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
@@ -28,7 +29,11 @@
 #include "agent/cgroup_triggers.h"
 #include "agent/config.h"
 #include "agent/exit_limit.h"
+#include "agent/health.h"
+#include "agent/systemd_notify.h"
+#include "agent/http_server.h"
 #include "agent/incident.h"
+#include "agent/metrics.h"
 #include "agent/no_snapshot_reason.h"
 #include "agent/policy.h"
 #include "agent/serial_worker.h"
@@ -47,6 +52,13 @@ struct AgentOptions {
   // the agent's own worker thread, without the capture process, to measure
   // what the sandbox costs. Never for production: a stuck read hangs the agent.
   bool capture_in_process = false;
+  // --http-listen: overrides [http] Listen, also across SIGHUP (the
+  // DaemonSet passes the pod's IP from the downward API this way).
+  std::optional<std::string> http_listen;
+  // Tests only ($OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2=N, read by `oomsnap
+  // watch`): SIGUSR2 blocks the event loop for N seconds, so a test can see
+  // /healthz report the stall and recover. 0 (always, outside tests): off.
+  std::chrono::seconds test_stall_on_sigusr2{0};
 };
 
 class Agent {
@@ -75,6 +87,16 @@ class Agent {
   void arm_signals();
   void arm_rescan();
   void arm_policy_timer();
+  // Every second: the heartbeat /healthz checks, and the counters /metrics shows.
+  void arm_heartbeat();
+  // WATCHDOG=1 at half of systemd's WatchdogSec, from the loop: a stalled
+  // loop stops the pings and systemd restarts the agent.
+  void arm_watchdog();
+  std::string systemd_status() const;
+  void notify_status();
+  void publish_metrics();
+  bool start_http(std::string& error);
+  std::string http_listen() const;  // --http-listen, else [http] Listen
   void reload_config();
 
   void on_bpf_event(const oomsnap_event& e);
@@ -118,7 +140,7 @@ class Agent {
   std::unique_ptr<BpfEventSource> bpf_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> bpf_desc_;
   boost::asio::signal_set signals_;
-  Timer rescan_timer_, policy_timer_;
+  Timer rescan_timer_, policy_timer_, heartbeat_timer_, watchdog_timer_;
   std::map<uint64_t, std::unique_ptr<Pending>> pending_;
   uint64_t next_id_ = 1;
   MonoNs last_unknown_rescan_ = 0;
@@ -136,6 +158,15 @@ class Agent {
   // bound did not write.
   uint64_t suppressed_exit_events_ = 0, suppressed_exit_records_ = 0;
   ExitRecordLimiter exit_limiter_;
+  double last_event_unix_ = 0;  // the last kernel or cgroup event taken in (metrics)
+  // Written by the loop, read by the HTTP server's thread (which they outlive).
+  MetricsRegistry metrics_;
+  AgentHealth health_;
+  // Under systemd (Type=notify): READY/STATUS/WATCHDOG/RELOADING/STOPPING.
+  SystemdNotifier systemd_;
+  std::string systemd_status_;  // the last STATUS= sent
+  std::unique_ptr<HttpServer> http_;
+  std::string http_running_;  // the address it was started with, for SIGHUP's warning
   // Writes records off the loop: every sink operation is bounded, a record
   // a sink could not take waits for retry (in order), none blocks the loop.
   std::unique_ptr<SinkWriter> sink_writer_;

@@ -9,6 +9,7 @@
 
 #include <toml++/toml.h>
 
+#include "agent/listen_address.h"
 #include "core/proc_info.h"
 
 namespace oomsnap {
@@ -169,6 +170,20 @@ void parse_kubernetes(const toml::table& t, AgentConfig& cfg) {
   }
 }
 
+void parse_http(const toml::table& t, AgentConfig& cfg) {
+  for (auto&& [k, v] : t) {
+    const std::string key = "http." + std::string(k.str());
+    if (k == "Listen") {
+      cfg.http_listen = get_string(key, v);
+      std::string why;
+      if (!cfg.http_listen.empty() && !parse_listen_address(cfg.http_listen, why))
+        fail(key, v, why + "; or \"\" for no HTTP endpoint");
+    } else {
+      throw ConfigError("config: unknown key " + where(key, k.source()));
+    }
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& known_triggers() {
@@ -219,6 +234,8 @@ AgentConfig parse_config(const std::string& toml_text) {
       parse_capture(get_table(key, v), cfg);
     } else if (key == "kubernetes") {
       parse_kubernetes(get_table(key, v), cfg);
+    } else if (key == "http") {
+      parse_http(get_table(key, v), cfg);
     } else {
       throw ConfigError("config: unknown key " + where(key, k.source()));
     }

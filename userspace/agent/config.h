@@ -45,6 +45,9 @@ struct AgentConfig {
   // Where kubelet keeps pods/ and containers/ (pod and container names for
   // the record); empty = no names looked up.
   std::string pod_log_root = "/var/log";                    // [kubernetes] PodLogRoot
+  // host:port of /metrics, /healthz and /readyz (an IP address, IPv6 in
+  // brackets or not; port 0 = any free one); empty = no HTTP endpoint.
+  std::string http_listen = "127.0.0.1:9463";               // [http] Listen
 };
 
 // Trigger names accepted in [triggers] Blacklist.

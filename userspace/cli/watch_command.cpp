@@ -3,12 +3,17 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
 #include <boost/asio/io_context.hpp>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
+#include "agent/listen_address.h"
 #include "core/log_escape.h"
 
 namespace oomsnap {
@@ -31,8 +36,11 @@ class OneLineMessage : public spdlog::custom_flag_formatter {
 constexpr const char* kUsage =
     "usage: oomsnap watch [--config FILE] [--bpf-mode auto|raw_tp|tracepoint] [--log-level "
     "debug|info|warn|error]\n"
+    "                     [--http-listen HOST:PORT]\n"
     "  Records go to stdout and/or the LocalFile sink as JSON lines; logs go to stderr.\n"
     "  SIGHUP reloads the configuration, SIGTERM/SIGINT stop cleanly.\n"
+    "  --http-listen HOST:PORT serves /metrics, /healthz, /readyz there instead of [http] Listen\n"
+    "    (\"\" for none).\n"
     "  --capture-in-process (benchmarks only) captures without the sandboxed capture process.\n";
 
 // Every fd is a notification (one or two per watched cgroup): use the hard limit.
@@ -62,6 +70,14 @@ int run_watch_command(const std::vector<std::string>& args, std::ostream& err) {
       return 0;
     } else if (a == "--config") {
       if (!value(options.config_path)) return err << "oomsnap watch: --config needs a file\n" << kUsage, 2;
+    } else if (a == "--http-listen" || a.rfind("--http-listen=", 0) == 0) {
+      // --http-listen=$(POD_IP):9463 is how the DaemonSet passes it.
+      if (a == "--http-listen" && !value(v)) return err << "oomsnap watch: --http-listen needs HOST:PORT\n" << kUsage, 2;
+      if (a != "--http-listen") v = a.substr(std::strlen("--http-listen="));
+      std::string why;
+      if (!v.empty() && !parse_listen_address(v, why))
+        return err << "oomsnap watch: --http-listen '" << v << "': " << why << "\n", 2;
+      options.http_listen = v;
     } else if (a == "--capture-in-process") {
       options.capture_in_process = true;  // benchmarks only: no capture process
     } else if (a == "--bpf-mode") {
@@ -78,6 +94,9 @@ int run_watch_command(const std::vector<std::string>& args, std::ostream& err) {
       return err << "oomsnap watch: unknown argument '" << a << "'\n" << kUsage, 2;
     }
   }
+  // Tests only: see AgentOptions::test_stall_on_sigusr2.
+  if (const char* stall = std::getenv("OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2"); stall && *stall)
+    options.test_stall_on_sigusr2 = std::chrono::seconds(std::clamp(std::atoi(stall), 0, 60));
   try {
     options.config = load_config(options.config_path);
   } catch (const ConfigError& e) {

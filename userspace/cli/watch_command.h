@@ -1,4 +1,5 @@
-// `oomsnap watch [--config FILE] [--bpf-mode auto|raw_tp|tracepoint] [--log-level LEVEL]`
+// `oomsnap watch [--config FILE] [--bpf-mode auto|raw_tp|tracepoint] [--log-level LEVEL]
+//                [--http-listen HOST:PORT]`
 #pragma once
 #include <ostream>
 #include <string>
