@@ -282,18 +282,30 @@ TEST(AgentEndToEnd, NodeBudgetCollectsTheClosestAndDefersTheRest) {
     EXPECT_NE(log.find("not collecting " + by_ratio[i].second + ": the node's capture budget"), std::string::npos)
         << by_ratio[i].second << "\n" << log;
 
-  // Re-checked when the budget frees: the closest of the deferred next (as
-  // they are now: the leakers' runtimes may have returned some memory).
-  json next = agent.next_record(75s);
-  ASSERT_FALSE(next.is_null()) << agent.log();
+  // Re-checked when the budget frees: the three slots free within a few ms
+  // of each other (the first three captures were that close), so up to three
+  // of the deferred are collected then, the closest first (by their ratios
+  // now: the leakers' runtimes may have returned some memory). Their records
+  // are written as each one's OomKillWindow ends, in any order: the order of
+  // collection is what closeness decides.
+  std::vector<json> again;
+  again.push_back(agent.next_record(75s));
+  ASSERT_FALSE(again.back().is_null()) << agent.log();
+  for (json r; again.size() < 3 && !(r = agent.next_record(4s)).is_null();) again.push_back(r);
   const auto deferred = closest_first(collected);
   ASSERT_EQ(deferred.size(), 7u);
-  EXPECT_EQ(next["container"]["cgroup_path"], deferred[0].second) << next.dump(2);
-  EXPECT_EQ(next["collection"]["status"], "collected");
-  const double later_s = static_cast<double>(next["timeline"]["decided_ns"].get<uint64_t>() -
-                                             first[0]["timeline"]["decided_ns"].get<uint64_t>()) / 1e9;
-  EXPECT_GE(later_s, 59.9) << "collected before the budget freed";
-  EXPECT_LE(later_s, 65.0) << "not re-checked when the budget freed";
+  std::sort(again.begin(), again.end(), [](const json& a, const json& b) {
+    return a["timeline"]["collection_start_ns"].get<uint64_t>() < b["timeline"]["collection_start_ns"].get<uint64_t>();
+  });
+  for (size_t i = 0; i < again.size(); ++i) {
+    const json& r = again[i];
+    EXPECT_EQ(r["container"]["cgroup_path"], deferred[i].second) << "collected #" << i + 4 << "\n" << r.dump(2);
+    EXPECT_EQ(r["collection"]["status"], "collected");
+    const double later_s = static_cast<double>(r["timeline"]["decided_ns"].get<uint64_t>() -
+                                               first[0]["timeline"]["decided_ns"].get<uint64_t>()) / 1e9;
+    EXPECT_GE(later_s, 59.9) << "collected before the budget freed";
+    EXPECT_LE(later_s, 65.0) << "not re-checked when the budget freed";
+  }
   EXPECT_EQ(agent.stop(), 0);
   std::filesystem::remove_all(dir);
 }
