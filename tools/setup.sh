@@ -5,6 +5,7 @@
 # libpython3-dev: tests/fixtures/python/embed_host.c embeds CPython through libpython3.11.so.
 # openjdk-17-jdk-headless: the Java fixture's javac, the host JVM and jcmd (the oracle).
 # libseccomp-dev, libcap-dev: the capture process's system-call allow-list and capability drop.
+# xz-utils: the build unpacks the committed vmlinux/vmlinux.h.xz.
 # libsystemd-dev: sd_notify (READY, STATUS, WATCHDOG) when the agent runs as a systemd service.
 # debootstrap: tools/fetch-python-rootfs.sh builds the trixie/sid root file systems
 #   whose newer CPython interpreters (python3.13, python3.14) the tests run with chroot.
@@ -18,7 +19,7 @@ PKGS=(build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev 
       libfmt-dev libtomlplusplus-dev libboost-dev libboost-system-dev libgtest-dev googletest
       libclang-rt-14-dev python3 python3-yaml ca-certificates qemu-system-x86 busybox-static
       debootstrap libpython3-dev openjdk-17-jdk-headless libseccomp-dev libcap-dev libsystemd-dev
-      prometheus)
+      xz-utils prometheus)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
