@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -124,4 +125,45 @@ TEST(SnapshotCli, CommThatIsNotUtf8IsReplacedNotFatal) {
     EXPECT_EQ(j["comm"], "bad\xEF\xBF\xBD\xEF\xBF\xBD");  // U+FFFD twice
     EXPECT_EQ(j["language"], "python");
   }
+}
+
+// A Go program whose executable the ELF reader refuses (70,000 section
+// headers, over its cap; the kernel runs it all the same, it never reads
+// section headers): the snapshot says why the executable was not read, not
+// only that no runtime was recognised.
+TEST(SnapshotCli, RefusedExecutableSaysWhy) {
+  const std::string src = std::string(OOMSNAP_FIXTURES) + "/go/1.26/default/heapfixture";
+  if (access(src.c_str(), X_OK) != 0) GTEST_SKIP() << "no fixture at " << src << " (tools/build-go-fixtures.sh)";
+  char dir[] = "/tmp/oomsnap-many-shdrs-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string exe = std::string(dir) + "/heapfixture";
+  std::filesystem::copy_file(src, exe);
+  {
+    std::FILE* f = std::fopen(exe.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fseek(f, 0, SEEK_END), 0);
+    const uint64_t shoff = (static_cast<uint64_t>(std::ftell(f)) + 7) & ~uint64_t{7};
+    const uint64_t n = 70000;
+    std::vector<char> shdrs(n * 64, 0);
+    std::memcpy(&shdrs[32], &n, 8);  // extended numbering: shdr[0].sh_size is the count
+    ASSERT_EQ(std::fseek(f, static_cast<long>(shoff), SEEK_SET), 0);
+    ASSERT_EQ(std::fwrite(shdrs.data(), 1, shdrs.size(), f), shdrs.size());
+    const uint16_t shnum = 0, shstrndx = 0xffff;  // SHN_XINDEX
+    ASSERT_EQ(std::fseek(f, 0x28, SEEK_SET), 0);  // e_shoff
+    std::fwrite(&shoff, 8, 1, f);
+    ASSERT_EQ(std::fseek(f, 0x3c, SEEK_SET), 0);  // e_shnum, e_shstrndx
+    std::fwrite(&shnum, 2, 1, f);
+    std::fwrite(&shstrndx, 2, 1, f);
+    ASSERT_EQ(std::fclose(f), 0);
+  }
+  oomsnap_test::Process target({exe, "-rate", "1"});
+  ASSERT_NE(target.read_line(std::chrono::seconds(30)).find("\"ready\":true"), std::string::npos);
+  CliRun r = run_oomsnap("snapshot --pid " + std::to_string(target.pid()));
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["snapshot"]["status"], "unavailable");
+  const std::string reason = j["snapshot"]["reason"];
+  EXPECT_NE(reason.find("the executable was not read: "), std::string::npos) << reason;
+  EXPECT_NE(reason.find("70000 section headers"), std::string::npos) << reason;
+  std::filesystem::remove_all(dir);
 }

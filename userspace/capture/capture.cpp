@@ -55,8 +55,11 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
   }
   if (!detected) {
     rec.result.language = "unknown";
-    rec.result.snapshot.set_status(SnapshotStatus::kUnavailable,
-                                   "no collector recognises this process's runtime (supported: Go, CPython, HotSpot Java)");
+    std::string why = "no collector recognises this process's runtime (supported: Go, CPython, HotSpot Java)";
+    // A Go binary the ELF reader refused (a limit, a crafted header) is not
+    // "some other runtime": say what stopped the reading.
+    if (!target->exe_elf_error().empty()) why += "; the executable was not read: " + target->exe_elf_error();
+    rec.result.snapshot.set_status(SnapshotStatus::kUnavailable, why);
   }
   target->memory().set_read_watch(nullptr);
   if (target_gone(rec.identity)) mark_target_exited(rec.result.snapshot);

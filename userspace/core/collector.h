@@ -85,8 +85,10 @@ class Target {
   const ProcessIdentity& identity() const { return identity_; }
   int exe_fd() const { return exe_fd_; }  // -1 when /proc/PID/exe could not be opened
   // The executable parsed once for every collector that asks; nullptr when
-  // it cannot be opened or is not an ELF file.
+  // it cannot be opened or is not an ELF file (exe_elf_error() says why).
   const ElfFile* exe_elf();
+  // Why exe_elf() gave nullptr (e.g. an ELF reader limit); empty otherwise.
+  const std::string& exe_elf_error() const { return exe_elf_error_; }
   const std::vector<Mapping>& maps() const { return maps_; }
   RemoteMemory& memory() { return memory_; }
   // Still the same process (pid + start time)?
@@ -112,6 +114,7 @@ class Target {
   RemoteMemory memory_;
   std::unique_ptr<ElfFile> exe_elf_;
   bool exe_elf_tried_ = false;
+  std::string exe_elf_error_;
 };
 
 struct CaptureResult {

@@ -44,9 +44,12 @@ const ElfFile* Target::exe_elf() {
     if (exe_fd_ >= 0) {
       try {
         exe_elf_ = ElfFile::open_fd(exe_fd_, "/proc/" + std::to_string(identity_.pid) + "/exe");
-      } catch (const std::exception&) {
+      } catch (const std::exception& e) {
         exe_elf_.reset();
+        exe_elf_error_ = e.what();
       }
+    } else {
+      exe_elf_error_ = "/proc/" + std::to_string(identity_.pid) + "/exe could not be opened";
     }
   }
   return exe_elf_.get();
