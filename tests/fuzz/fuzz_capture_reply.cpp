@@ -21,6 +21,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int i = 0; i < 4; ++i) frame.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
   frame.append(in);
   (void)oomsnap::decode_reply(frame, bounds, why);
+  // The same JSON with a blob behind it, so recent_pprof_bytes splits real bytes.
+  frame[12] = 7;
+  frame.append("BLOBXYZ");
+  (void)oomsnap::decode_reply(frame, bounds, why);
   (void)oomsnap::decode_request(in, why);
   return 0;
 }

@@ -24,6 +24,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (uint64_t i = 0; i < b->nstk; ++i) sum += b->pc(i);
     uint64_t v[4], extra[4];
     oomsnap::fold_go_cycles(*b, static_cast<uint32_t>(sum % 3), v, extra);
+    // Recent is net and clamped: never more than the futures allocated.
+    uint64_t objects = 0, bytes = 0;
+    oomsnap::go_recent_cycles(extra, objects, bytes);
+    if (objects > extra[0] || bytes > extra[2]) __builtin_trap();
     if (oomsnap::go_bucket_size(minor, b->nstk) > img.size()) __builtin_trap();
   }
   return 0;

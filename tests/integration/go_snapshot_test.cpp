@@ -220,6 +220,147 @@ TEST_P(GoSnapshot, DefaultRateMatchesOwnProfile) {
   fs::remove(own);
 }
 
+// Sums a recent-allocations profile (two sample types) by leaf function.
+static std::map<std::string, std::pair<int64_t, int64_t>> recent_pprof_by_leaf(const std::string& gz,
+                                                                        perftools::profiles::Profile& p) {
+  std::map<std::string, std::pair<int64_t, int64_t>> out;
+  if (!p.ParseFromString(testutil::maybe_gunzip(gz))) {
+    ADD_FAILURE() << "recent pprof does not parse";
+    return out;
+  }
+  std::map<uint64_t, std::string> fn_name;
+  for (const auto& f : p.function()) fn_name[f.id()] = p.string_table(static_cast<int>(f.name()));
+  std::map<uint64_t, std::string> leaf_of_loc;  // a Location's innermost line
+  for (const auto& l : p.location())
+    if (l.line_size() > 0) leaf_of_loc[l.id()] = fn_name[l.line(0).function_id()];
+  for (const auto& smp : p.sample()) {
+    if (smp.location_id_size() == 0 || smp.value_size() != 2) {
+      ADD_FAILURE() << "recent sample without locations or with " << smp.value_size() << " values";
+      continue;
+    }
+    auto& v = out[leaf_of_loc[smp.location_id(0)]];
+    v.first += smp.value(0);
+    v.second += smp.value(1);
+  }
+  return out;
+}
+
+// -recent N: after its last GC the fixture allocates N objects of 48 bytes at
+// main.allocRecent and runs no GC again. They are not in the in-use view (nor
+// in the target's own profile), and snapshot.recent has exactly them; the
+// in-use census and the heap pprof are unchanged; the CLI prints recent and
+// writes it with --recent-pprof. At rate 1 the GC's mark workers' goroutines
+// were profiled too: that runtime-only stack is named runtime.malg (the first
+// frame that is not the allocator), never runtime.mallocgc.
+TEST_P(GoSnapshot, RecentAllocationsSinceLastGc) {
+  auto [ver, mode] = GetParam();
+  constexpr uint64_t kN = 7001, kSize = 48;
+  std::string dir = scratch_dir();
+  std::string own = dir + "/own-rc-" + ver + "-" + mode + ".pb.gz";
+  auto fx = start_fixture(fixture_path(ver, mode), {"-rate", "1", "-recent", std::to_string(kN), "-profile", own});
+  if (!fx.proc) return;
+  ASSERT_EQ(fx.census["mode"], "recent");
+  ASSERT_EQ(fx.census["recent_sites"]["main.allocRecent"]["objects"].get<uint64_t>(), kN);
+
+  CaptureOptions opts;
+  opts.max_entries = 1000;
+  opts.want_pprof = true;
+  opts.want_recent_pprof = true;
+  opts.budget = std::chrono::milliseconds(10000);
+  std::string err;
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
+  ASSERT_TRUE(rec) << err;
+  const Snapshot& s = rec->result.snapshot;
+  ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
+
+  // In use: the census exact, the recent site absent (or zero).
+  expect_census_exact(s, fx.census);
+  auto inuse = entries_by_name(s);
+  EXPECT_EQ(inuse.count("main.allocRecent") ? inuse["main.allocRecent"].first : 0, 0u);
+
+  // Recent: exactly the N objects at their site, nothing at the census sites.
+  ASSERT_TRUE(s.recent);
+  const SnapshotEntry* site = nullptr;
+  for (const auto& e : s.recent->entries) {
+    EXPECT_EQ(e.kind, "allocation_site");
+    EXPECT_FALSE(fx.census["sites"].contains(e.name)) << e.name << " was published by the GCs";
+    if (e.name == "main.allocRecent") {
+      EXPECT_EQ(site, nullptr) << "one stack, one entry";
+      site = &e;
+    }
+  }
+  ASSERT_NE(site, nullptr) << "main.allocRecent missing from snapshot.recent";
+  EXPECT_EQ(site->objects, kN);
+  EXPECT_EQ(site->bytes, kN * kSize);
+  EXPECT_EQ(site->average_bytes.value_or(0), kSize);
+  ASSERT_GE(site->stack.size(), 3u);
+  EXPECT_EQ(site->stack[1], "main.runRecent");
+  EXPECT_EQ(site->stack[2], "main.main");
+  EXPECT_GE(s.recent->objects, kN);
+  EXPECT_GE(s.recent->bytes, kN * kSize);
+  for (size_t i = 1; i < s.recent->entries.size(); ++i)
+    EXPECT_GE(s.recent->entries[i - 1].bytes, s.recent->entries[i].bytes) << "sorted by bytes";
+
+  // Item 4: runtime-only stacks through the goroutine allocator are malg's.
+  size_t malg = 0;
+  for (const auto& e : s.entries) {
+    bool all_runtime = true, through_malg = false;
+    for (const auto& f : e.stack) {
+      all_runtime &= f.rfind("runtime.", 0) == 0 || f.rfind("internal/runtime/", 0) == 0;
+      through_malg |= f == "runtime.malg";
+    }
+    EXPECT_NE(e.name, "runtime.mallocgc") << "the allocator names no site";
+    if (all_runtime && through_malg) {
+      EXPECT_EQ(e.name, "runtime.malg");
+      ++malg;
+    }
+  }
+  EXPECT_GE(malg, 1u) << "the GC's mark worker goroutines, started at rate 1, have a runtime.malg entry";
+
+  // The heap profile still equals the target's own (which, written after the
+  // recent allocations, does not have them either).
+  ASSERT_TRUE(rec->result.pprof);
+  std::string ours = dir + "/ours-rc-" + ver + "-" + mode + ".pb.gz";
+  std::ofstream(ours, std::ios::binary) << *rec->result.pprof;
+  auto have = testutil::summarize_pprof_file(ours), want = testutil::summarize_pprof_file(own);
+  EXPECT_EQ(have.sample_types, want.sample_types);
+  for (const auto& d : testutil::compare_stacks(fixture_stacks(have), fixture_stacks(want), 0.005))
+    ADD_FAILURE() << d;
+
+  // The recent profile: two sample types, the site exact.
+  ASSERT_TRUE(rec->result.recent_pprof);
+  perftools::profiles::Profile rp;
+  auto by_leaf = recent_pprof_by_leaf(*rec->result.recent_pprof, rp);
+  ASSERT_EQ(rp.sample_type_size(), 2);
+  EXPECT_EQ(rp.string_table(static_cast<int>(rp.sample_type(1).type())), "alloc_space");
+  EXPECT_EQ(rp.period(), 1);
+  EXPECT_EQ(by_leaf["main.allocRecent"].first, static_cast<int64_t>(kN));
+  EXPECT_EQ(by_leaf["main.allocRecent"].second, static_cast<int64_t>(kN * kSize));
+
+  // The command line: recent in the JSON, and --recent-pprof writes the file.
+  std::string json_out, rfile = dir + "/recent-" + ver + "-" + mode + ".pb.gz";
+  int rc = run_status(std::string(OOMSNAP_BINARY) + " snapshot --pid " + std::to_string(fx.proc->pid()) +
+                          " --max-entries 50 --recent-pprof " + rfile,
+                      &json_out);
+  ASSERT_EQ(rc, 0) << json_out;
+  auto j = nlohmann::json::parse(json_out);
+  bool found = false;
+  for (const auto& e : j["snapshot"]["recent"]["entries"]) {
+    if (e["name"] != "main.allocRecent") continue;
+    found = true;
+    EXPECT_EQ(e["objects"].get<uint64_t>(), kN);
+    EXPECT_EQ(e["bytes"].get<uint64_t>(), kN * kSize);
+  }
+  EXPECT_TRUE(found) << j["snapshot"]["recent"].dump();
+  std::string rbytes;
+  ASSERT_TRUE(oomsnap_test::read_file(rfile, rbytes));
+  perftools::profiles::Profile rp2;
+  EXPECT_EQ(recent_pprof_by_leaf(rbytes, rp2)["main.allocRecent"].first, static_cast<int64_t>(kN));
+  fs::remove(own);
+  fs::remove(ours);
+  fs::remove(rfile);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllToolchains, GoSnapshot,
                          ::testing::Combine(::testing::ValuesIn(kVersions), ::testing::ValuesIn(kModes)),
                          [](const auto& info) {

@@ -42,7 +42,8 @@ CliRun run_oomsnap(const std::string& args) {
 TEST(SnapshotCli, BadArgumentsExit2WithMessage) {
   for (const char* args : {"snapshot", "snapshot --pid", "snapshot --pid abc", "snapshot --pid 1 --format xml",
                            "snapshot --pid 1 --max-entries 0", "snapshot --pid 1 --budget-ms -5",
-                           "snapshot --pid 1 --bogus", "frobnicate"}) {
+                           "snapshot --pid 1 --bogus", "snapshot --pid 1 --recent-pprof",
+                           "snapshot --pid 1 --recent-pprof -", "frobnicate"}) {
     CliRun r = run_oomsnap(args);
     EXPECT_EQ(r.status, 2) << args;
     EXPECT_FALSE(r.err.empty()) << args;
@@ -74,6 +75,13 @@ TEST(SnapshotCli, NonGoProcessIsUnknownLanguageExit0) {
   unlink(out.c_str());
   r = run_oomsnap("snapshot --pid " + std::to_string(sleeper.pid()) + " --format pprof -o " + out);
   EXPECT_EQ(r.status, 1);
+  EXPECT_NE(access(out.c_str(), F_OK), 0);
+  // --recent-pprof of a non-Go process: the JSON is still written, the recent
+  // profile is not, exit 1 saying why.
+  r = run_oomsnap("snapshot --pid " + std::to_string(sleeper.pid()) + " --recent-pprof " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["language"], "unknown");
+  EXPECT_NE(r.err.find("no recent-allocations profile"), std::string::npos) << r.err;
   EXPECT_NE(access(out.c_str(), F_OK), 0);
 }
 

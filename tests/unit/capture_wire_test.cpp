@@ -164,3 +164,67 @@ TEST(CaptureWire, HostileRecordFieldsAreRefused) {
                             bounds(), why));
   EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["totals"]["x"] = "y"; }), bounds(), why));
 }
+
+// snapshot.recent (Go) crosses the pipe with the record, bounded like the
+// entries, and its pprof file rides in the blob after the heap profile.
+TEST(CaptureWire, RecentRoundTripsAndIsBounded) {
+  CaptureRecord rec = sample_record();
+  SnapshotRecent recent;
+  recent.bytes = 48000;
+  recent.objects = 1000;
+  recent.entries.push_back({"allocation_site", "main.allocRecent", 48000, 1000,
+                            {"main.allocRecent", "main.main"}, 48});
+  rec.result.snapshot.recent = recent;
+  rec.result.recent_pprof = std::string("\x1f\x8b recent \0", 11);
+  std::string why;
+  auto out = decode_reply(encode_reply(CaptureReply{CaptureReply::Kind::kRecord, rec, "", ""}), bounds(), why);
+  ASSERT_TRUE(out) << why;
+  EXPECT_EQ(to_json(*out->record), to_json(rec));
+  ASSERT_TRUE(out->record->result.snapshot.recent);
+  EXPECT_EQ(out->record->result.snapshot.recent->objects, 1000u);
+  EXPECT_EQ(out->record->result.snapshot.recent->entries.at(0).stack.size(), 2u);
+  EXPECT_EQ(out->record->result.pprof, rec.result.pprof);
+  EXPECT_EQ(out->record->result.recent_pprof, rec.result.recent_pprof);
+  // The recent profile alone (JSON output with --recent-pprof).
+  rec.result.pprof.reset();
+  out = decode_reply(encode_reply(CaptureReply{CaptureReply::Kind::kRecord, rec, "", ""}), bounds(), why);
+  ASSERT_TRUE(out) << why;
+  EXPECT_FALSE(out->record->result.pprof);
+  EXPECT_EQ(out->record->result.recent_pprof, rec.result.recent_pprof);
+  // Without recent: absent, not empty.
+  rec.result.snapshot.recent.reset();
+  rec.result.recent_pprof.reset();
+  out = decode_reply(encode_reply(CaptureReply{CaptureReply::Kind::kRecord, rec, "", ""}), bounds(), why);
+  ASSERT_TRUE(out) << why;
+  EXPECT_FALSE(out->record->result.snapshot.recent);
+  EXPECT_FALSE(to_json(out->record->result.snapshot).contains("recent"));
+
+  auto with = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& blob = "") {
+    CaptureRecord r = sample_record();
+    r.result.snapshot.recent = recent;
+    nlohmann::json j = {{"kind", "record"}, {"record", to_json(r)}, {"pprof", false}};
+    edit(j);
+    return frame_with_json(j.dump(), blob);
+  };
+  EXPECT_TRUE(decode_reply(with([](auto&) {}), bounds(), why)) << why;
+  auto rj = [](nlohmann::json& j) -> nlohmann::json& { return j["record"]["snapshot"]["recent"]; };
+  EXPECT_FALSE(decode_reply(with([&](auto& j) { rj(j) = 5; }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([&](auto& j) { rj(j)["bytes"] = -1; }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([&](auto& j) { rj(j).erase("objects"); }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([&](auto& j) { rj(j).erase("entries"); }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([&](auto& j) { rj(j)["entries"][0]["kind"] = "object_type"; }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([&](auto& j) { rj(j)["entries"][0]["stack"] = std::vector<std::string>(9000, "f"); }),
+                            bounds(), why));
+  EXPECT_FALSE(decode_reply(with([&](auto& j) {
+                              auto one = rj(j)["entries"][0];
+                              rj(j)["entries"] = std::vector<nlohmann::json>(11, one);
+                            }),
+                            bounds(10), why));
+  EXPECT_NE(why.find("recent.entries is not an array of at most 10"), std::string::npos) << why;
+  // A recent profile length the blob cannot hold, or a blob nobody declared.
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["recent_pprof_bytes"] = 5; }, "abc"), bounds(), why));
+  EXPECT_NE(why.find("recent_pprof_bytes"), std::string::npos) << why;
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["recent_pprof_bytes"] = 2; }, "abc"), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["recent_pprof_bytes"] = "3"; }, "abc"), bounds(), why));
+  EXPECT_TRUE(decode_reply(with([](auto& j) { j["recent_pprof_bytes"] = 3; }, "abc"), bounds(), why)) << why;
+}

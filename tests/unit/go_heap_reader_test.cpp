@@ -231,3 +231,89 @@ TEST(GoHeapReader, DecoderRejectsTruncatedImages) {
   EXPECT_FALSE(decode_go_bucket(img, 26, 1024, err));
   EXPECT_NE(err.find("truncated"), std::string::npos);
 }
+
+// snapshot.recent: the futures MemProfile does not fold in. Mallocs go to
+// future[(C+2)%3], the sweep's frees and the previous cycle's mallocs wait in
+// future[(C+1)%3]; only future[C%3] is flushed into the in-use view.
+TEST(GoHeapReader, RecentIsTheTwoFuturesTheFlushLeavesForEachCycle) {
+  for (uint32_t c = 3; c < 6; ++c) {
+    FakeHeap h(26);
+    h.cycle = c << 1;
+    // active, future0, future1, future2 (objects of 16 bytes)
+    h.add(16, {0x1000}, {{5, 0, 80, 0}, {1, 0, 16, 0}, {10, 0, 160, 0}, {100, 0, 1600, 0}});
+    auto r = h.read();
+    ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+    const uint64_t future[3] = {1, 10, 100};
+    const uint64_t flushed = future[c % 3];
+    const uint64_t recent = 111 - flushed;
+    SCOPED_TRACE("C%3 = " + std::to_string(c % 3));
+    EXPECT_EQ(r.summaries[0].inuse_objects, 5 + flushed);
+    EXPECT_EQ(r.summaries[0].recent_objects, recent);
+    EXPECT_EQ(r.summaries[0].recent_bytes, recent * 16);
+    EXPECT_EQ(r.profile.buckets[0].recent_objects, recent);
+    EXPECT_EQ(r.profile.buckets[0].recent_bytes, recent * 16);
+  }
+}
+
+TEST(GoHeapReader, RecentIsNetOfItsFreesAndNeverNegative) {
+  FakeHeap h(26);
+  h.cycle = 0;  // flush index 0; futures 1 and 2 are recent
+  h.add(32, {0x1000}, {{4, 0, 128, 0}, {0, 0, 0, 0}, {3, 1, 96, 32}, {2, 0, 64, 0}});  // +4 net
+  h.add(32, {0x2000}, {{9, 0, 288, 0}, {0, 0, 0, 0}, {0, 6, 0, 192}, {1, 0, 32, 0}});  // shrank: 0
+  auto r = h.read();
+  ASSERT_EQ(r.summaries.size(), 2u);
+  EXPECT_EQ(r.summaries[1].recent_objects, 4u);
+  EXPECT_EQ(r.summaries[1].recent_bytes, 128u);
+  EXPECT_EQ(r.summaries[0].recent_objects, 0u);
+  EXPECT_EQ(r.summaries[0].recent_bytes, 0u);
+}
+
+// Before the first GC MemProfile shows every future as in use: recent must be
+// empty then, or the same objects would be counted twice.
+TEST(GoHeapReader, NoGcYetLeavesNothingRecent) {
+  FakeHeap h(26);
+  h.cycle = 1 << 1;
+  h.add(32, {0x1000}, {{0, 0, 0, 0}, {2, 0, 64, 0}, {0, 0, 0, 0}, {3, 0, 96, 0}});
+  h.add(64, {0x2000}, {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {7, 1, 448, 64}});
+  auto r = h.read();
+  ASSERT_EQ(r.summaries.size(), 2u);
+  EXPECT_EQ(r.summaries[1].inuse_objects, 5u);
+  EXPECT_EQ(r.summaries[0].inuse_objects, 6u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r.summaries[i].recent_objects, 0u);
+    EXPECT_EQ(r.summaries[i].recent_bytes, 0u);
+    EXPECT_EQ(r.profile.buckets[i].recent_objects, 0u);
+    EXPECT_EQ(r.profile.buckets[i].recent_bytes, 0u);
+  }
+  // One bucket with an active count anywhere in the list ends the rule.
+  h.add(8, {0x3000}, {{1, 0, 8, 0}});
+  r = h.read();
+  EXPECT_EQ(r.summaries[1].inuse_objects, 0u);  // active 0 + future[C%3 = 2] 0
+  EXPECT_EQ(r.summaries[1].recent_objects, 6u);  // futures 0 and 2
+  EXPECT_EQ(r.summaries[2].recent_objects, 5u);
+}
+
+TEST(GoHeapReader, RecentGo127BytesAreCountTimesSize) {
+  FakeHeap h(27);
+  h.cycle = 2 << 1;  // flush index 2
+  h.add(48, {0x1000}, {{10, 4}, {7, 2}, {3, 0}, {100, 100}});
+  auto r = h.read();
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(r.summaries[0].recent_objects, 8u);  // (7 + 3) - (2 + 0)
+  EXPECT_EQ(r.summaries[0].recent_bytes, 8u * 48);
+}
+
+// Without the cycle (stripped binaries) the in-use view is the active cycle
+// alone, so every future is recent: still nothing counted twice.
+TEST(GoHeapReader, UnknownCycleMakesEveryFutureRecent) {
+  FakeHeap h(26);
+  h.add(16, {0x1000}, {{5, 0, 80, 0}, {1, 0, 16, 0}, {10, 0, 160, 0}, {100, 0, 1600, 0}});
+  auto a = h.addrs();
+  a.mprof_cycle.reset();
+  RemoteMemory mem(getpid());
+  auto maps = read_maps(getpid());
+  Deadline d(std::chrono::milliseconds(1000));
+  auto r = read_go_heap(mem, maps, a, 26, {}, d, false);
+  EXPECT_EQ(r.summaries[0].inuse_objects, 5u);
+  EXPECT_EQ(r.summaries[0].recent_objects, 111u);
+}

@@ -406,3 +406,40 @@ TEST(GoPprof, HundredThousandDistinctBucketsEncodeCompletely) {
 }
 
 }  // namespace
+
+// The recent-allocations profile: the same encoder with the two alloc_* sample
+// types, fed from the buckets' recent counters, and only buckets that have any.
+TEST(GoPprof, RecentProfileHasTwoAllocTypesAndOnlyRecentBuckets) {
+  GoHeapProfile prof;
+  prof.go_minor = 26;
+  prof.mem_profile_rate = 1;
+  add_bucket(prof, {0x401000, 0x402000}, 48, 5, 1);
+  add_bucket(prof, {0x401000, 0x403000}, 64, 3, 0);
+  prof.buckets[1].recent_objects = 7;
+  prof.buckets[1].recent_bytes = 7 * 64;
+  GoPprofInput in;
+  in.profile = &prof;
+  in.mappings.push_back({0x400000, 0x500000, 0, "/bin/x", ""});
+  const auto p = parse(encode_go_recent_pprof(in));
+  ASSERT_EQ(p.sample_type_size(), 2);
+  EXPECT_EQ(p.string_table(static_cast<int>(p.sample_type(0).type())), "alloc_objects");
+  EXPECT_EQ(p.string_table(static_cast<int>(p.sample_type(0).unit())), "count");
+  EXPECT_EQ(p.string_table(static_cast<int>(p.sample_type(1).type())), "alloc_space");
+  EXPECT_EQ(p.string_table(static_cast<int>(p.sample_type(1).unit())), "bytes");
+  EXPECT_EQ(p.period(), 1);
+  ASSERT_EQ(p.sample_size(), 1);
+  ASSERT_EQ(p.sample(0).value_size(), 2);
+  EXPECT_EQ(p.sample(0).value(0), 7);
+  EXPECT_EQ(p.sample(0).value(1), 7 * 64);
+  ASSERT_EQ(p.sample(0).location_id_size(), 2);
+  // Scaled like the heap profile at a sampling rate.
+  prof.mem_profile_rate = 512 * 1024;
+  const auto q = parse(encode_go_recent_pprof(in));
+  auto [o, b] = scale_heap_sample(7, 7 * 64, 512 * 1024, 26, 64);
+  EXPECT_EQ(q.sample(0).value(0), o);
+  EXPECT_EQ(q.sample(0).value(1), b);
+  // The heap profile of the same input is unchanged: four types, both buckets.
+  const auto h = parse(encode_go_heap_pprof(in));
+  EXPECT_EQ(h.sample_type_size(), 4);
+  EXPECT_EQ(h.sample_size(), 2);
+}

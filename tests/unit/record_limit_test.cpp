@@ -109,3 +109,27 @@ TEST(RecordLimit, OtherProcessesEntriesGoBeforeTheVictims) {
   EXPECT_EQ(last["entries"].size(), 0u) << "the last one is cut first";
   EXPECT_EQ(out["other_processes"][1]["pid"], 44);
 }
+
+// A Go snapshot's recent allocations (snapshot.recent.entries) are bounded the
+// same way: their stacks clamped, and they give way before the in-use entries.
+TEST(RecordLimit, RecentEntriesAreBoundedAndGoBeforeTheInUseOnes) {
+  json r = record_with_entries(1500, 10, 40);
+  json& snap = r["tracer_data"]["snapshot"];
+  json recent = snap["entries"];
+  for (auto& e : recent) e["name"] = "main.recent" + e["name"].get<std::string>().substr(6);
+  recent[0]["stack"] = std::vector<std::string>(100000, "deep");
+  snap["recent"] = {{"bytes", 1}, {"objects", 1}, {"entries", recent}};
+  ASSERT_GT(r.dump().size(), kMaxRecordBytes);
+  const std::string line = record_line(r);
+  EXPECT_LE(line.size(), kMaxRecordBytes + 1);
+  const json out = json::parse(line);
+  const json& s = out["tracer_data"]["snapshot"];
+  EXPECT_EQ(s["output_truncated"], true);
+  EXPECT_EQ(s["entries"].size(), 1500u) << "the in-use entries stay whole while recent ones can go";
+  ASSERT_TRUE(s["recent"]["entries"].is_array());
+  EXPECT_LT(s["recent"]["entries"].size(), 1500u);
+  if (!s["recent"]["entries"].empty()) {
+    EXPECT_EQ(s["recent"]["entries"][0]["name"], "main.recent0");
+    EXPECT_LE(s["recent"]["entries"][0]["stack"].size(), 64u);
+  }
+}

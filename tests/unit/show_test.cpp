@@ -31,7 +31,8 @@ const std::string kGolden = std::string(OOMSNAP_SOURCE_DIR) + "/tests/golden/sho
 // Every kind of record the agent writes, one golden pair each.
 const std::vector<std::string> kGoldenNames = {
     "go_collected",   "python_collected", "java_collected",           "java_partial",
-    "failed_capture", "group_kill",       "oom_kill_without_snapshot", "process_exit"};
+    "failed_capture", "group_kill",       "oom_kill_without_snapshot", "process_exit",
+    "go_recent"};
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

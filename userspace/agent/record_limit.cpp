@@ -90,6 +90,25 @@ json essentials(const json& record) {
   return out;
 }
 
+// The entry lists of those snapshots in the order they give way: per
+// snapshot its recent allocations (Go) before its in-use entries.
+struct EntryList {
+  json* snapshot;
+  json* entries;
+};
+std::vector<EntryList> entry_lists(const std::vector<json*>& snapshots) {
+  std::vector<EntryList> out;
+  for (json* s : snapshots) {
+    auto recent = s->find("recent");
+    if (recent != s->end() && recent->is_object()) {
+      auto list = recent->find("entries");
+      if (list != recent->end() && list->is_array()) out.push_back({s, &*list});
+    }
+    out.push_back({s, &(*s)["entries"]});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string serialise_record(const json& record, size_t max_bytes) {
@@ -102,21 +121,21 @@ std::string serialise_record(const json& record, size_t max_bytes) {
   std::string what;
   // Stacks first get a sane depth (names of 1 KiB, 64 frames) everywhere.
   const auto snapshots = snapshots_least_important_first(r);
-  for (json* s : snapshots) {
+  const auto lists = entry_lists(snapshots);
+  for (const auto& l : lists) {
     bool clamped = false;
-    for (auto& e : (*s)["entries"]) clamped |= clamp_everywhere(e, 1024, 64);
-    if (clamped) (*s)["output_truncated"] = true;
+    for (auto& e : *l.entries) clamped |= clamp_everywhere(e, 1024, 64);
+    if (clamped) (*l.snapshot)["output_truncated"] = true;
   }
   // Then entries go, the least important snapshot's first: each keeps what
   // fits while the more important ones are still whole.
   size_t before = 0, kept = 0;
-  for (json* s : snapshots) {
-    json& entries = (*s)["entries"];
-    const size_t n = entries.size();
-    const size_t k = fit_entries(r, entries, budget);
+  for (const auto& l : lists) {
+    const size_t n = l.entries->size();
+    const size_t k = fit_entries(r, *l.entries, budget);
     before += n;
     kept += k;
-    if (k < n) (*s)["output_truncated"] = true;
+    if (k < n) (*l.snapshot)["output_truncated"] = true;
   }
   if (!snapshots.empty()) what = std::to_string(kept) + " of " + std::to_string(before) + " snapshot entries kept";
   line = dump(r);

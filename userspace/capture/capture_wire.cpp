@@ -128,6 +128,7 @@ std::string encode_request(const CaptureRequest& r) {
             {"max_entries", o.max_entries},
             {"budget_ms", o.budget.count()},
             {"want_pprof", o.want_pprof},
+            {"want_recent_pprof", o.want_recent_pprof},
             {"max_records", o.max_records},
             {"max_objects", o.max_objects},
             {"max_stack_depth", o.max_stack_depth},
@@ -152,6 +153,7 @@ std::optional<CaptureRequest> decode_request(std::string_view line, std::string&
   r.options.max_entries = f.u64("max_entries");
   r.options.budget = std::chrono::milliseconds(f.u64("budget_ms"));
   r.options.want_pprof = f.boolean("want_pprof");
+  r.options.want_recent_pprof = f.boolean("want_recent_pprof");
   r.options.max_records = f.u64("max_records");
   r.options.max_objects = f.u64("max_objects");
   r.options.max_stack_depth = f.u64("max_stack_depth");
@@ -176,6 +178,12 @@ std::optional<CaptureRequest> decode_request(std::string_view line, std::string&
   if (!f.ok()) return std::nullopt;
   return r;
 }
+
+namespace {
+// A list of snapshot entries (entries, recent.entries), bounded by the request.
+bool entries_from_json(const json& entries, const CaptureOptions& bounds, const char* where,
+                       std::vector<SnapshotEntry>& list, std::string& why);
+}  // namespace
 
 bool snapshot_from_json(const json& j, const CaptureOptions& bounds, Snapshot& s, std::string& why) {
   Fields f(j, "snapshot", why);
@@ -205,13 +213,38 @@ bool snapshot_from_json(const json& j, const CaptureOptions& bounds, Snapshot& s
     }
   }
   const json* entries = f.get("entries", true);
+  const json* recent = f.get("recent", false);
   if (!f.ok()) return false;
-  if (!entries->is_array() || entries->size() > bounds.max_entries) {
-    why = "snapshot: entries is not an array of at most " + std::to_string(bounds.max_entries);
+  if (!entries_from_json(*entries, bounds, "snapshot: entries", s.entries, why)) return false;
+  if (recent) {
+    // Go's allocations since the last GC: same bounds as entries.
+    Fields r(*recent, "snapshot: recent", why);
+    SnapshotRecent out;
+    out.bytes = r.u64("bytes");
+    out.objects = r.u64("objects");
+    const json* list = r.get("entries", true);
+    if (!r.ok()) return false;
+    if (!entries_from_json(*list, bounds, "snapshot: recent.entries", out.entries, why)) return false;
+    for (const auto& e : out.entries) {
+      if (e.kind != "allocation_site") {
+        why = "snapshot: recent entry is not an allocation_site";
+        return false;
+      }
+    }
+    s.recent = std::move(out);
+  }
+  return true;
+}
+
+namespace {
+bool entries_from_json(const json& entries, const CaptureOptions& bounds, const char* where,
+                       std::vector<SnapshotEntry>& list, std::string& why) {
+  if (!entries.is_array() || entries.size() > bounds.max_entries) {
+    why = std::string(where) + " is not an array of at most " + std::to_string(bounds.max_entries);
     return false;
   }
   const size_t max_frames = bounds.max_stack_depth * kMaxInlineFactor;
-  for (const auto& je : *entries) {
+  for (const auto& je : entries) {
     Fields e(je, "snapshot entry", why);
     SnapshotEntry out;
     out.kind = e.str("kind");
@@ -237,10 +270,11 @@ bool snapshot_from_json(const json& j, const CaptureOptions& bounds, Snapshot& s
         out.stack.push_back(fr.get<std::string>());
       }
     }
-    s.entries.push_back(std::move(out));
+    list.push_back(std::move(out));
   }
   return true;
 }
+}  // namespace
 
 std::string encode_reply(const CaptureReply& reply) {
   json j;
@@ -251,6 +285,11 @@ std::string encode_reply(const CaptureReply& reply) {
       j["record"] = to_json(*reply.record);
       if (reply.record->result.pprof) blob = *reply.record->result.pprof;
       j["pprof"] = reply.record->result.pprof.has_value();
+      // The recent-allocations profile follows the heap profile in the blob.
+      if (reply.record->result.recent_pprof) {
+        blob += *reply.record->result.recent_pprof;
+        j["recent_pprof_bytes"] = reply.record->result.recent_pprof->size();
+      }
       break;
     case CaptureReply::Kind::kNoTarget:
       j["kind"] = "no_target";
@@ -318,14 +357,23 @@ std::optional<CaptureReply> decode_reply(std::string_view frame, const CaptureOp
   }
   const json* rec = f.get("record", true);
   bool has_pprof = f.boolean("pprof");
+  const bool has_recent = f.has("recent_pprof_bytes");
+  const uint64_t recent_len = has_recent ? f.u64("recent_pprof_bytes") : 0;
   if (!f.ok()) return std::nullopt;
   CaptureRecord record;
   if (!record_from_json(*rec, bounds, record, why)) return std::nullopt;
-  if (!has_pprof && blob_len != 0) {
+  if (recent_len > blob_len) {
+    why = "result: recent_pprof_bytes is larger than the blob";
+    return std::nullopt;
+  }
+  const uint64_t heap_len = blob_len - recent_len;
+  if (!has_pprof && heap_len != 0) {
     why = "result: a blob without pprof";
     return std::nullopt;
   }
-  if (has_pprof) record.result.pprof = std::string(frame.substr(kResultHeaderBytes + text_len));
+  if (has_pprof) record.result.pprof = std::string(frame.substr(kResultHeaderBytes + text_len, heap_len));
+  if (has_recent)
+    record.result.recent_pprof = std::string(frame.substr(kResultHeaderBytes + text_len + heap_len, recent_len));
   r.record = std::move(record);
   return r;
 }

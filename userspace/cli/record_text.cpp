@@ -23,6 +23,7 @@ constexpr size_t kMaxWordBytes = 256;    // comm, node, runtime version, type na
 constexpr size_t kMaxTextBytes = 1024;   // cgroup paths, reasons
 constexpr size_t kMaxNameBytes = 160;    // the name column of an entry table
 constexpr size_t kVictimEntries = 20;    // entries shown for the victim (the agent keeps 10 by default)
+constexpr size_t kRecentEntries = 5;     // the victim's allocations since the last GC (Go)
 constexpr size_t kOtherEntries = 3;      // ... for each other process
 constexpr size_t kMaxListed = 16;        // other processes, killed processes, trigger kinds
 constexpr size_t kLabelWidth = 12;       // "collection  "
@@ -306,6 +307,8 @@ std::string totals_text(const json& snap) {
 
 // The top entries as a table under the text column. Go's name is the leaf
 // frame of the allocation stack; its caller says which path allocated.
+void render_entry_table(Block& b, const json* entries, size_t max_rows);
+
 void render_entries(Block& b, const json& snap, size_t max_rows) {
   const json* entries = array_at(snap, "entries");
   if (!entries || entries->empty()) {
@@ -313,6 +316,23 @@ void render_entries(Block& b, const json& snap, size_t max_rows) {
     if (text_at(snap, "status") != "failed") b.more("(no entries)");
     return;
   }
+  render_entry_table(b, entries, max_rows);
+  if (bool_at(snap, "output_truncated").value_or(false)) b.more("(the target had more entries; the record keeps these)");
+}
+
+// Go: what was allocated since the last GC, which the in-use view above does
+// not have yet (snapshot.recent) — at OOM time often the part that kills.
+void render_recent(Block& b, const json& snap, size_t max_rows) {
+  const json* recent = object_at(snap, "recent");
+  if (!recent) return;
+  auto bytes = u64_at(*recent, "bytes"), objects = u64_at(*recent, "objects");
+  b.line("since GC", format("%s in %s objects allocated since the last GC, not in the view above (net of frees)",
+                            bytes ? human_bytes(*bytes).c_str() : "?", objects ? grouped(*objects).c_str() : "?"));
+  if (const json* entries = array_at(*recent, "entries"); entries && !entries->empty())
+    render_entry_table(b, entries, max_rows);
+}
+
+void render_entry_table(Block& b, const json* entries, size_t max_rows) {
   const bool sites = text_at(entries->front(), "kind").value_or("") == "allocation_site";
   b.more(format("%10s %11s  %s", "BYTES", "OBJECTS", sites ? "ALLOCATED IN (<- CALLER)" : "TYPE"));
   size_t shown = 0;
@@ -327,7 +347,6 @@ void render_entries(Block& b, const json& snap, size_t max_rows) {
            name);
   }
   if (entries->size() > shown) b.more(format("(%zu more entries in the record)", entries->size() - shown));
-  if (bool_at(snap, "output_truncated").value_or(false)) b.more("(the target had more entries; the record keeps these)");
 }
 
 // Reason of the snapshot unless the collection's says the same thing.
@@ -365,6 +384,7 @@ void render_victim(Block& b, const json& rec) {
   if (auto t = scope_text(*snap); !t.empty()) b.more(t);
   if (auto t = totals_text(*snap); !t.empty()) b.more(t);
   render_entries(b, *snap, kVictimEntries);
+  render_recent(b, *snap, kRecentEntries);
 }
 
 void render_other(Block& b, const json& p) {

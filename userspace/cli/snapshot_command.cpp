@@ -19,9 +19,11 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: oomsnap snapshot --pid PID [--format json|pprof] [-o FILE] [--max-entries N] [--budget-ms MS]\n"
-    "                        [--grace-ms MS] [--memory-max-mb N] [--in-process]\n"
+    "                        [--grace-ms MS] [--memory-max-mb N] [--in-process] [--recent-pprof FILE]\n"
     "  The capture runs in a sandboxed capture process, killed at budget + grace;\n"
-    "  --in-process skips the sandbox (benchmarks and debugging only).\n";
+    "  --in-process skips the sandbox (benchmarks and debugging only).\n"
+    "  --recent-pprof FILE (Go): also write the allocations since the last GC\n"
+    "  (snapshot.recent) as a profile.proto; the main output is unchanged.\n";
 
 template <typename T>
 bool parse_number(const std::string& s, T& out, T min, T max) {
@@ -73,7 +75,7 @@ bool write_output(const std::string& path, const std::string& data, std::string&
 
 int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::optional<pid_t> pid;
-  std::string format = "json", output;
+  std::string format = "json", output, recent_output;
   CaptureOptions opts;
   SandboxOptions sandbox;
   bool in_process = false;
@@ -134,6 +136,11 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
         return 2;
       }
       sandbox.memory_bytes = mb << 20;
+    } else if (a == "--recent-pprof") {
+      if (!value(recent_output) || recent_output.empty() || recent_output == "-") {
+        err << "oomsnap snapshot: --recent-pprof needs a file name\n" << kUsage;
+        return 2;
+      }
     } else if (a == "--in-process") {
       in_process = true;
     } else {
@@ -146,6 +153,7 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
     return 2;
   }
   opts.want_pprof = format == "pprof";
+  opts.want_recent_pprof = !recent_output.empty();
 
   std::string error;
   std::optional<CaptureRecord> rec;
@@ -173,13 +181,25 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
     // A comm or name from the target need not be UTF-8: replace, never abort.
     data = to_json(*rec).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
+  std::string why;
   if (output.empty() || output == "-") {
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
     out.flush();
-    return out ? 0 : 1;
+    if (!out) return 1;
+  } else if (!write_output(output, data, why)) {
+    err << "oomsnap snapshot: " << why << "\n";
+    return 1;
   }
-  std::string why;
-  if (!write_output(output, data, why)) {
+  if (recent_output.empty()) return 0;
+  // The main output is written either way: the recent profile is an extra.
+  if (!rec->result.recent_pprof) {
+    const Snapshot& s = rec->result.snapshot;
+    err << "oomsnap snapshot: no recent-allocations profile for pid " << *pid << " (language "
+        << rec->result.language << ", status " << to_string(s.status)
+        << (s.reason.empty() ? "" : ": " + printable(s.reason)) << ")\n";
+    return 1;
+  }
+  if (!write_output(recent_output, *rec->result.recent_pprof, why)) {
     err << "oomsnap snapshot: " << why << "\n";
     return 1;
   }

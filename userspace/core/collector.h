@@ -28,6 +28,7 @@ struct CaptureOptions {
   size_t max_entries = 10;
   std::chrono::milliseconds budget{2000};
   bool want_pprof = false;          // Go: also produce a gzipped profile.proto
+  bool want_recent_pprof = false;   // Go: and one of the allocations since the last GC
   // Hard bounds on remote data (each loop over target memory has a limit).
   size_t max_records = 2'000'000;   // Go: profile buckets
   // Heap walkers (Python, Java): objects visited. Their seen-marks and
@@ -121,6 +122,7 @@ struct CaptureResult {
   std::string language = "unknown";  // "go", "java", "python", "unknown"
   Snapshot snapshot;
   std::optional<std::string> pprof;  // gzipped profile.proto when asked for and possible
+  std::optional<std::string> recent_pprof;  // the same for snapshot.recent (Go)
 };
 
 // The result a collect() builds, with its meter and deadline: every

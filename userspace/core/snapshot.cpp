@@ -16,17 +16,39 @@ const char* to_string(SnapshotStatus s) {
   return "failed";
 }
 
-void Snapshot::sort_and_truncate(size_t max_entries) {
+bool Snapshot::sort_and_truncate(std::vector<SnapshotEntry>& entries, size_t max_entries) {
   std::sort(entries.begin(), entries.end(), [](const SnapshotEntry& a, const SnapshotEntry& b) {
     if (a.bytes != b.bytes) return a.bytes > b.bytes;
     if (a.objects != b.objects) return a.objects > b.objects;
     return a.name < b.name;
   });
-  if (entries.size() > max_entries) {
-    entries.resize(max_entries);
-    output_truncated = true;
-  }
+  if (entries.size() <= max_entries) return false;
+  entries.resize(max_entries);
+  return true;
 }
+
+void Snapshot::sort_and_truncate(size_t max_entries) {
+  if (sort_and_truncate(entries, max_entries)) output_truncated = true;
+}
+
+namespace {
+
+nlohmann::json entries_to_json(const std::vector<SnapshotEntry>& list) {
+  auto entries = nlohmann::json::array();
+  for (const auto& e : list) {
+    nlohmann::json je;
+    je["kind"] = e.kind;
+    je["name"] = e.name;
+    je["bytes"] = e.bytes;
+    je["objects"] = e.objects;
+    je["average_bytes"] = e.average_bytes ? *e.average_bytes : (e.objects ? e.bytes / e.objects : 0);
+    if (e.kind == "allocation_site") je["stack"] = e.stack;
+    entries.push_back(std::move(je));
+  }
+  return entries;
+}
+
+}  // namespace
 
 nlohmann::json to_json(const Snapshot& s) {
   nlohmann::json j;
@@ -45,18 +67,10 @@ nlohmann::json to_json(const Snapshot& s) {
   }
   j["read_syscalls"] = s.read_syscalls;
   j["bytes_read"] = s.bytes_read;
-  auto entries = nlohmann::json::array();
-  for (const auto& e : s.entries) {
-    nlohmann::json je;
-    je["kind"] = e.kind;
-    je["name"] = e.name;
-    je["bytes"] = e.bytes;
-    je["objects"] = e.objects;
-    je["average_bytes"] = e.average_bytes ? *e.average_bytes : (e.objects ? e.bytes / e.objects : 0);
-    if (e.kind == "allocation_site") je["stack"] = e.stack;
-    entries.push_back(std::move(je));
-  }
-  j["entries"] = std::move(entries);
+  j["entries"] = entries_to_json(s.entries);
+  if (s.recent)
+    j["recent"] = {{"bytes", s.recent->bytes}, {"objects", s.recent->objects},
+                   {"entries", entries_to_json(s.recent->entries)}};
   return j;
 }
 

@@ -23,6 +23,14 @@ struct SnapshotEntry {
   std::optional<uint64_t> average_bytes;  // when the collector knows better than bytes/objects
 };
 
+// Go: allocations since the last published GC cycle, which the in-use
+// entries do not include yet (the runtime's unpublished profile cycles), net
+// of the frees swept in those cycles; unsampled like the entries.
+struct SnapshotRecent {
+  std::vector<SnapshotEntry> entries;  // allocation_site, sorted by bytes, capped like entries
+  uint64_t bytes = 0, objects = 0;     // over every bucket, not only the printed entries
+};
+
 struct Snapshot {
   std::string runtime_version;  // e.g. "go1.26.10"; empty when unknown
   SnapshotStatus status = SnapshotStatus::kFailed;
@@ -31,6 +39,7 @@ struct Snapshot {
   std::optional<int64_t> sample_rate;
   bool output_truncated = false;
   std::vector<SnapshotEntry> entries;  // sorted by bytes descending, capped
+  std::optional<SnapshotRecent> recent;  // Go only
   // What the entries cover, for readers that walk a heap (Python, Java):
   // scope names the object population; coverage is the share of it read
   // (1 when complete); totals are counts over everything read, not only the
@@ -48,6 +57,8 @@ struct Snapshot {
   }
   // Sorts entries by bytes (then name, for stable output) and keeps max_entries.
   void sort_and_truncate(size_t max_entries);
+  // The same order, for any list of entries (recent's); true when it cut.
+  static bool sort_and_truncate(std::vector<SnapshotEntry>& entries, size_t max_entries);
 };
 
 nlohmann::json to_json(const Snapshot& s);

@@ -12,25 +12,20 @@
 #include "go/go_heap_reader.h"
 #include "go/go_pclntab.h"
 #include "go/go_pprof.h"
+#include "go/go_site_name.h"
 #include "go/go_stripped.h"
 
 namespace oomsnap {
 namespace {
 
-bool is_runtime_frame(const std::string& fn) {
-  return fn.rfind("runtime.", 0) == 0 || fn.rfind("internal/runtime/", 0) == 0;
-}
+using Summaries = std::vector<GoBucketSummary, HugePageAllocator<GoBucketSummary>>;
 
-
-// Aggregates the (already unsampled) buckets by raw PC stack (the stack hash),
-// ranks by bytes and symbolizes only the entries that are printed, re-reading
-// their PCs. Consumes rd.summaries.
-void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem, uint64_t bias,
-                   size_t max_entries, Snapshot& snap) {
-  auto& sums = rd.summaries;
-  // Group by stack hash in place with an open-addressing table of indices
-  // (linear, no sort): a stack's total goes into the first free slot of the
-  // same array, which is always at or before the bucket being read.
+// Groups the (already unsampled) rows by raw PC stack (the stack hash) in
+// place, summing their inuse_* and sampled_* fields, and drops empty rows.
+// An open-addressing table of indices (linear, no sort): a stack's total goes
+// into the first free slot of the same array, always at or before the row
+// being read.
+void group_by_stack(Summaries& sums) {
   size_t cap = 16;
   while (cap < sums.size() * 2) cap <<= 1;
   constexpr uint32_t kEmpty = ~uint32_t{0};
@@ -53,6 +48,14 @@ void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem
     }
   }
   sums.resize(n);
+}
+
+// Groups the rows by stack, ranks them by inuse bytes and symbolizes only the
+// max_entries that are printed, re-reading their PCs. Consumes the rows.
+// Sets `truncated` when groups were left out.
+std::vector<SnapshotEntry> top_sites(Summaries& sums, const GoPclntab& tab, RemoteMemory& mem, uint64_t bias,
+                                     size_t max_entries, bool& truncated, Snapshot& snap) {
+  group_by_stack(sums);
   auto by_bytes = [](const GoBucketSummary& x, const GoBucketSummary& y) {
     return x.inuse_bytes != y.inuse_bytes ? x.inuse_bytes > y.inuse_bytes : x.inuse_objects > y.inuse_objects;
   };
@@ -61,6 +64,7 @@ void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem
   std::vector<const GoBucketSummary*> top;
   for (size_t i = 0; i < keep; ++i) top.push_back(&sums[i]);
   auto stacks = read_bucket_stacks(mem, top);
+  std::vector<SnapshotEntry> out;
   for (size_t i = 0; i < keep; ++i) {
     SnapshotEntry e;
     e.kind = "allocation_site";
@@ -74,19 +78,58 @@ void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem
       snap.set_status(SnapshotStatus::kPartial, "target exited before the top stacks were read");
     } else {
       for (uint64_t& pc : stacks[i]) pc -= bias;
-      auto frames = tab.symbolize_stack(tab.expand_final_inline_frame(stacks[i]));
-      // Leading allocator frames are hidden as pprof hides them; a stack that
-      // is runtime all the way down is kept whole (pprof does the same).
-      size_t k = 0;
-      while (k < frames.size() && is_runtime_frame(frames[k].function)) ++k;
-      if (k == frames.size()) k = 0;
-      for (size_t j = k; j < frames.size(); ++j) e.stack.push_back(frames[j].function);
-      e.name = e.stack.empty() ? "?" : e.stack.front();
+      std::vector<std::string> names;
+      for (auto& f : tab.symbolize_stack(tab.expand_final_inline_frame(stacks[i])))
+        names.push_back(std::move(f.function));
+      GoSite site = name_go_site(std::move(names));
+      e.stack = std::move(site.stack);
+      e.name = std::move(site.name);
     }
-    snap.entries.push_back(std::move(e));
+    out.push_back(std::move(e));
   }
-  snap.sort_and_truncate(max_entries);
-  if (sums.size() > max_entries) snap.output_truncated = true;
+  truncated = Snapshot::sort_and_truncate(out, max_entries) || sums.size() > max_entries;
+  return out;
+}
+
+// The in-use entries. Consumes rd.summaries.
+void build_entries(GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem, uint64_t bias,
+                   size_t max_entries, Snapshot& snap) {
+  bool truncated = false;
+  snap.entries = top_sites(rd.summaries, tab, mem, bias, max_entries, truncated, snap);
+  if (truncated) snap.output_truncated = true;
+}
+
+// snapshot.recent from the rows' recent_* counters (still sampled): each
+// bucket unsampled by itself as runtime/pprof would, then grouped and ranked
+// like the in-use entries. Only buckets with recent allocations are copied.
+void build_recent(const GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory& mem, uint64_t bias,
+                  size_t max_entries, Snapshot& snap) {
+  const int64_t rate = rd.profile.mem_profile_rate;
+  const int minor = rd.profile.go_minor;
+  SnapshotRecent recent;
+  Summaries rows;
+  size_t n = 0;  // reserve once: every growth of a huge-page vector is an mmap and a copy
+  for (const GoBucketSummary& b : rd.summaries) n += (b.recent_objects || b.recent_bytes) ? 1 : 0;
+  rows.reserve(n);
+  for (const GoBucketSummary& b : rd.summaries) {
+    if (b.recent_objects == 0 && b.recent_bytes == 0) continue;
+    // 1.27 keeps counts only: its bytes are objects × size, so this is exact.
+    const uint64_t size = b.recent_objects ? b.recent_bytes / b.recent_objects : 0;
+    auto [o, by] = scale_heap_sample(static_cast<int64_t>(b.recent_objects), static_cast<int64_t>(b.recent_bytes),
+                                     rate, minor, size);
+    GoBucketSummary r = b;
+    r.inuse_objects = o > 0 ? static_cast<uint64_t>(o) : 0;
+    r.inuse_bytes = by > 0 ? static_cast<uint64_t>(by) : 0;
+    r.sampled_objects = b.recent_objects;
+    r.sampled_bytes = b.recent_bytes;
+    recent.objects += r.inuse_objects;
+    recent.bytes += r.inuse_bytes;
+    rows.push_back(r);
+  }
+  bool truncated = false;
+  recent.entries = top_sites(rows, tab, mem, bias, max_entries, truncated, snap);
+  if (truncated) snap.output_truncated = true;
+  snap.recent = std::move(recent);
 }
 
 }  // namespace
@@ -158,7 +201,8 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
     addrs.mbuckets = mb->value + *bias;
     addrs.mem_profile_rate = rate->value + *bias;
 
-    GoHeapReadResult rd = read_go_heap(mem, target.maps(), addrs, minor, opts, deadline, opts.want_pprof);
+    GoHeapReadResult rd =
+        read_go_heap(mem, target.maps(), addrs, minor, opts, deadline, opts.want_pprof || opts.want_recent_pprof);
     snap.sample_rate = rd.profile.mem_profile_rate;
     snap.set_status(rd.status, rd.reason);
     if (rd.status == SnapshotStatus::kUnavailable && rd.profile.mem_profile_rate == 0) {
@@ -176,8 +220,9 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
       snap.set_status(SnapshotStatus::kFailed, "target exited or was replaced during the capture");
       return finish();
     }
+    build_recent(rd, tab, mem, *bias, opts.max_entries, snap);  // before build_entries consumes the rows
     build_entries(rd, tab, mem, *bias, opts.max_entries, snap);
-    if (opts.want_pprof) {
+    if (opts.want_pprof || opts.want_recent_pprof) {
       GoPprofInput in;
       in.profile = &rd.profile;
       in.pclntab = &tab;
@@ -196,7 +241,8 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
       }
       in.time_nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::system_clock::now().time_since_epoch()).count();
-      run.out.pprof = encode_go_heap_pprof(in);
+      if (opts.want_pprof) run.out.pprof = encode_go_heap_pprof(in);
+      if (opts.want_recent_pprof) run.out.recent_pprof = encode_go_recent_pprof(in);
     }
   } catch (const std::exception& e) {
     snap.set_status(SnapshotStatus::kFailed, std::string("cannot decode the Go binary: ") + e.what());

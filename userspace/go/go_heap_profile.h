@@ -16,6 +16,7 @@ struct GoHeapBucket {
   uint64_t stack_begin = 0;      // its PCs: GoHeapProfile::pcs[stack_begin, +stack_len)
   uint32_t stack_len = 0;
   uint64_t allocs = 0, frees = 0, alloc_bytes = 0, free_bytes = 0;
+  uint64_t recent_objects = 0, recent_bytes = 0;  // sampled, net (go_recent_cycles)
   uint64_t inuse_objects() const { return allocs > frees ? allocs - frees : 0; }
   uint64_t inuse_bytes() const { return alloc_bytes > free_bytes ? alloc_bytes - free_bytes : 0; }
 };

@@ -177,6 +177,11 @@ void fold_go_cycles(const GoBucketView& b, std::optional<uint32_t> flush_index, 
   }
 }
 
+void go_recent_cycles(const uint64_t extra[4], uint64_t& objects, uint64_t& bytes) {
+  objects = extra[0] > extra[1] ? extra[0] - extra[1] : 0;
+  bytes = extra[2] > extra[3] ? extra[2] - extra[3] : 0;
+}
+
 namespace {
 
 // 64 bits: for 10^6 distinct stacks a collision is about 3·10^-8 likely.
@@ -334,6 +339,7 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
     uint64_t v[4], extra[4];
     fold_go_cycles(*b, flush_index, v, extra);
     set_inuse(s, v, b->size);
+    go_recent_cycles(extra, s.recent_objects, s.recent_bytes);
     if (!any_active) {
       if (v[0] != 0 || v[1] != 0) {
         any_active = true;
@@ -352,21 +358,26 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
       hb.frees = v[1];
       hb.alloc_bytes = v[2];
       hb.free_bytes = v[3];
+      hb.recent_objects = s.recent_objects;
+      hb.recent_bytes = s.recent_bytes;
     }
     addr = b->allnext;
   }
   if (!any_active) {
-    // No GC yet: MemProfile accumulates every future cycle.
+    // No GC yet: MemProfile accumulates every future cycle into the in-use
+    // view, so nothing is left to call recent (it would be counted twice).
     for (size_t i = 0; i < res.summaries.size() && i < pending.size(); ++i) {
       uint64_t v[4];
       for (int w = 0; w < 4; ++w) v[w] = pending[i].v[w] + pending[i].extra[w];
       set_inuse(res.summaries[i], v, pending[i].size);
+      res.summaries[i].recent_objects = res.summaries[i].recent_bytes = 0;
       if (keep_stacks) {
         auto& hb = res.profile.buckets[i];
         hb.allocs = v[0];
         hb.frees = v[1];
         hb.alloc_bytes = v[2];
         hb.free_bytes = v[3];
+        hb.recent_objects = hb.recent_bytes = 0;
       }
     }
   }

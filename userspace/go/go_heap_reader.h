@@ -31,9 +31,14 @@ struct GoBucketSummary {
   uint64_t where = 0;       // bucket address | nstk << 48
   uint64_t inuse_objects = 0, inuse_bytes = 0;  // folded, clamped at 0, unsampled like runtime/pprof
   uint64_t sampled_objects = 0, sampled_bytes = 0;  // the same before unsampling: exact averages
+  // Recent: the futures MemProfile does not fold in (go_recent_cycles), net
+  // of their frees and clamped at 0, still sampled: unsampled when ranked
+  // (each bucket by itself, as pprof does), so the summary stays 64 bytes.
+  uint64_t recent_objects = 0, recent_bytes = 0;
   uint64_t addr() const { return where & ((uint64_t{1} << 48) - 1); }
   uint32_t nstk() const { return static_cast<uint32_t>(where >> 48); }
 };
+static_assert(sizeof(GoBucketSummary) == 64, "one cache line per bucket: 2M buckets are 128 MiB");
 
 struct GoHeapReadResult {
   GoHeapProfile profile;  // rate and version always; buckets (with PCs) only when keep_stacks
@@ -64,6 +69,15 @@ std::optional<GoBucketView> decode_go_bucket(std::span<const uint8_t> bytes, int
 // count yet (no GC has happened).
 void fold_go_cycles(const GoBucketView& b, std::optional<uint32_t> flush_index, uint64_t out[4],
                     uint64_t extra[4]);
+
+// The recent part of a bucket, from fold_go_cycles' `extra`: what was
+// allocated since the last published GC cycle minus what the sweep in those
+// cycles freed ("net"), objects and bytes each clamped at 0 — a site that
+// shrank since the last GC shows nothing. Mallocs go to future[(C+2)%3];
+// future[(C+1)%3] holds the previous cycle's mallocs and this sweep's frees
+// until mProf_PostSweep publishes it. With no GC yet MemProfile shows every
+// future as in use, so the caller must zero recent then (never counted twice).
+void go_recent_cycles(const uint64_t extra[4], uint64_t& objects, uint64_t& bytes);
 
 GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& maps,
                               const GoHeapAddrs& addrs, int go_minor, const CaptureOptions& opts,

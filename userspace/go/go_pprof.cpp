@@ -262,8 +262,9 @@ class GzipProtoWriter {
 
 class Encoder {
  public:
-  explicit Encoder(const GoPprofInput& in)
+  Encoder(const GoPprofInput& in, bool recent)
       : in_(in),
+        recent_(recent),
         minor_(in.profile->go_minor),
         prof_(google::protobuf::Arena::CreateMessage<pb::Profile>(&arena_)) {
     intern("");
@@ -280,17 +281,20 @@ class Encoder {
     pt->set_type(intern("space"));
     pt->set_unit(intern("bytes"));
     prof_->set_period(rate);
-    for (auto [t, u] : {std::pair{"alloc_objects", "count"}, {"alloc_space", "bytes"},
-                        {"inuse_objects", "count"}, {"inuse_space", "bytes"}}) {
+    const size_t types = recent_ ? 2 : 4;  // recent: the two alloc_* types only
+    const std::pair<const char*, const char*> kTypes[] = {
+        {"alloc_objects", "count"}, {"alloc_space", "bytes"}, {"inuse_objects", "count"}, {"inuse_space", "bytes"}};
+    for (size_t i = 0; i < types; ++i) {
       auto* st = prof_->add_sample_type();
-      st->set_type(intern(t));
-      st->set_unit(intern(u));
+      st->set_type(intern(kTypes[i].first));
+      st->set_unit(intern(kTypes[i].second));
     }
     const int64_t bytes_key = intern("bytes");
 
     auto* locs = sample_.mutable_location_id();
     std::vector<uint32_t> stk;
     for (const auto& b : p.buckets) {
+      if (recent_ && b.recent_objects == 0 && b.recent_bytes == 0) continue;
       stk.clear();
       for (uint64_t pc : p.stack(b)) stk.push_back(slot_of(pc));
       sample_.Clear();
@@ -314,8 +318,9 @@ class Encoder {
 
       int64_t v[4];
       int64_t block_size = 0;
-      const auto alloc_objects = static_cast<int64_t>(b.allocs);
-      const auto alloc_bytes = static_cast<int64_t>(b.alloc_bytes);
+      // Recent: the net new objects stand where the allocations stand.
+      const auto alloc_objects = static_cast<int64_t>(recent_ ? b.recent_objects : b.allocs);
+      const auto alloc_bytes = static_cast<int64_t>(recent_ ? b.recent_bytes : b.alloc_bytes);
       // InUseObjects/InUseBytes are plain int64 differences in Go.
       const auto inuse_objects = static_cast<int64_t>(b.allocs - b.frees);
       const auto inuse_bytes = static_cast<int64_t>(b.alloc_bytes - b.free_bytes);
@@ -328,7 +333,7 @@ class Encoder {
       // may appear anywhere in a message), so 100k buckets cost no 100k
       // message allocations.
       auto* vals = sample_.mutable_value();
-      for (int64_t x : v) vals->Add(x);
+      for (size_t i = 0; i < types; ++i) vals->Add(v[i]);
       // Go <= 1.26 labels the average object size when there were allocations;
       // 1.27 always labels ObjectSize.
       if (minor_ >= 27 || block_size != 0) {
@@ -629,6 +634,7 @@ class Encoder {
   }
 
   const GoPprofInput& in_;
+  const bool recent_;
   const int minor_;
   google::protobuf::Arena arena_;
   pb::Profile* prof_;
@@ -665,7 +671,13 @@ class Encoder {
 
 std::string encode_go_heap_pprof(const GoPprofInput& in) {
   if (in.profile == nullptr) throw std::invalid_argument("encode_go_heap_pprof: no profile");
-  Encoder enc(in);
+  Encoder enc(in, /*recent=*/false);
+  return enc.run();
+}
+
+std::string encode_go_recent_pprof(const GoPprofInput& in) {
+  if (in.profile == nullptr) throw std::invalid_argument("encode_go_recent_pprof: no profile");
+  Encoder enc(in, /*recent=*/true);
   return enc.run();
 }
 

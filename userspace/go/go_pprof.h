@@ -28,4 +28,10 @@ struct GoPprofInput {
 // Returns the gzipped bytes. Throws std::runtime_error on encoder failure.
 std::string encode_go_heap_pprof(const GoPprofInput& in);
 
+// The allocations since the last published GC cycle (GoHeapBucket::recent_*)
+// as a profile of the same shape with two sample types, alloc_objects/count
+// and alloc_space/bytes (net of the frees in those cycles, unsampled like the
+// heap profile); only buckets with recent allocations.
+std::string encode_go_recent_pprof(const GoPprofInput& in);
+
 }  // namespace oomsnap
