@@ -12,7 +12,9 @@ namespace oomsnap::testutil {
 
 // Function names, leaf first; each Location's Lines contribute innermost-first.
 using Stack = std::vector<std::string>;
-using Values = std::array<int64_t, 4>;  // alloc_objects, alloc_space, inuse_objects, inuse_space
+// alloc_objects, alloc_space, inuse_objects, inuse_space; a count profile
+// (goroutine) uses [0] only.
+using Values = std::array<int64_t, 4>;
 using StackMap = std::map<Stack, Values>;
 
 struct PprofSummary {
@@ -28,7 +30,7 @@ struct PprofSummary {
 std::string maybe_gunzip(const std::string& data);
 
 // Throws std::runtime_error on malformed input (bad gzip, bad proto, dangling ids,
-// or a sample-type count other than 4).
+// or a sample-type count other than 4 or 1).
 PprofSummary summarize_pprof_bytes(const std::string& data);
 PprofSummary summarize_pprof_file(const std::string& path);
 

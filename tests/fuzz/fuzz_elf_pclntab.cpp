@@ -26,6 +26,7 @@
 
 #include "elf/elf_file.h"
 #include "go/go_buildinfo.h"
+#include "go/go_goroutines.h"
 #include "go/go_pclntab.h"
 
 using namespace oomsnap;
@@ -51,12 +52,21 @@ void exercise(const GoPclntab& t, const uint8_t* data, size_t size) {
   for (size_t i = 0; i < std::min<size_t>(n, 8); ++i) {
     (void)t.find_func(pcs[i]);
     (void)t.frames_for_pc(pcs[i]);
+    // The goroutine unwinder's view (pcsp delta, TOPFRAME): a found frame
+    // lies inside its function, a delta is never negative.
+    if (auto fi = t.frame_info(pcs[i]))
+      if (fi->sp_delta < 0 || pcs[i] < fi->entry || pcs[i] >= fi->end) __builtin_trap();
   }
   auto frames = t.symbolize_stack(pcs);
   if (frames.size() > 8193) __builtin_trap();  // the frame cap
   for (const auto& f : frames)
     if (f.function.size() > 4096 + 16 || f.file.size() > 4096 + 16) __builtin_trap();  // the name cap
   (void)t.expand_final_inline_frame(pcs);
+  // The goroutine unwinder over the input as stack memory: bounded by the
+  // depth cap and the bytes, whatever the return addresses say.
+  std::vector<uint8_t> stack(data, data + std::min<size_t>(size, 4096));
+  auto u = unwind_go_stack(t, 0, pcs[0], 0x10000, 0x10000, stack, 64);
+  if (u.pcs.size() > 64) __builtin_trap();
   (void)t.find_func_by_name("main.main");
 }
 

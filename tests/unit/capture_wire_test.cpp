@@ -228,3 +228,90 @@ TEST(CaptureWire, RecentRoundTripsAndIsBounded) {
   EXPECT_FALSE(decode_reply(with([](auto& j) { j["recent_pprof_bytes"] = "3"; }, "abc"), bounds(), why));
   EXPECT_TRUE(decode_reply(with([](auto& j) { j["recent_pprof_bytes"] = 3; }, "abc"), bounds(), why)) << why;
 }
+
+namespace {
+
+// A record with a goroutine census (snapshot.goroutines).
+CaptureRecord census_record(size_t groups) {
+  CaptureRecord r = sample_record();
+  GoroutineCensus c;
+  c.status = SnapshotStatus::kPartial;
+  c.reason = "3 parked goroutines changed state while being read";
+  c.total = 16003;
+  c.system = 5;
+  c.by_state = {{"runnable", 1}, {"running", 2}, {"waiting", 16000}};
+  for (size_t i = 0; i < groups; ++i)
+    c.groups.push_back({10000 - i, "waiting", "chan receive",
+                        {"runtime.gopark", "runtime.chanrecv", "main.parkChanRecv"}, "main.runGoroutines",
+                        "main.parkChanRecv"});
+  c.groups.push_back({2, "running", "", {}, "main.runGoroutines", "main.spin"});
+  c.groups_truncated = true;
+  r.result.snapshot.goroutines = std::move(c);
+  return r;
+}
+
+}  // namespace
+
+TEST(CaptureWire, GoroutineCensusRoundTrips) {
+  CaptureReply in;
+  in.record = census_record(3);
+  std::string why;
+  auto out = decode_reply(encode_reply(in), bounds(), why);
+  ASSERT_TRUE(out) << why;
+  ASSERT_TRUE(out->record->result.snapshot.goroutines);
+  const GoroutineCensus& c = *out->record->result.snapshot.goroutines;
+  EXPECT_EQ(c.total, 16003u);
+  EXPECT_EQ(c.system, 5u);
+  ASSERT_EQ(c.groups.size(), 4u);
+  EXPECT_EQ(c.groups[0].stack.back(), "main.parkChanRecv");
+  EXPECT_TRUE(c.groups[3].stack.empty());
+  EXPECT_EQ(c.groups[3].start, "main.spin");
+  EXPECT_EQ(to_json(*out->record), to_json(*in.record));
+}
+
+TEST(CaptureWire, GoroutineCensusIsBounded) {
+  std::string why;
+  // More groups than the agent asked for (its 5): refused, naming the field.
+  {
+    CaptureReply in;
+    in.record = census_record(6);
+    CaptureOptions b = bounds();
+    b.max_goroutine_groups = 5;
+    EXPECT_FALSE(decode_reply(encode_reply(in), b, why));
+    EXPECT_NE(why.find("groups"), std::string::npos) << why;
+  }
+  auto tamper = [&](auto edit) {
+    CaptureReply in;
+    in.record = census_record(1);
+    nlohmann::json j = to_json(*in.record);
+    edit(j["snapshot"]["goroutines"]);
+    nlohmann::json reply = {{"kind", "record"}, {"record", j}, {"pprof", false}};
+    return decode_reply(frame_with_json(reply.dump()), bounds(), why).has_value();
+  };
+  EXPECT_FALSE(tamper([](nlohmann::json& g) { g["total"] = -1; }));
+  EXPECT_FALSE(tamper([](nlohmann::json& g) { g["status"] = "fine"; }));
+  EXPECT_FALSE(tamper([](nlohmann::json& g) { g["groups"][0]["stack"] = nlohmann::json::array({1, 2}); }));
+  EXPECT_FALSE(tamper([](nlohmann::json& g) {
+    g["groups"][0]["stack"] = std::vector<std::string>(bounds().max_stack_depth * 8 + 1, "f");
+  }));
+  EXPECT_FALSE(tamper([](nlohmann::json& g) { g["groups"][0]["created_by"] = std::string(70000, 'x'); }));
+  EXPECT_FALSE(tamper([](nlohmann::json& g) {
+    for (int i = 0; i < 65; ++i) g["by_state"]["s" + std::to_string(i)] = 1;
+  }));
+  EXPECT_FALSE(tamper([](nlohmann::json& g) { g.erase("groups"); }));
+  EXPECT_TRUE(tamper([](nlohmann::json&) {}));
+}
+
+TEST(CaptureWire, RequestCarriesGoroutineOptions) {
+  CaptureRequest r;
+  r.pid = 77;
+  r.options.max_goroutine_groups = 5;
+  r.options.max_goroutines = 1234;
+  r.options.profile = CaptureOptions::Profile::kGoroutine;
+  std::string why;
+  auto out = decode_request(encode_request(r), why);
+  ASSERT_TRUE(out) << why;
+  EXPECT_EQ(out->options.max_goroutine_groups, 5u);
+  EXPECT_EQ(out->options.max_goroutines, 1234u);
+  EXPECT_EQ(out->options.profile, CaptureOptions::Profile::kGoroutine);
+}

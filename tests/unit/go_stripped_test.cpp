@@ -130,6 +130,49 @@ TEST_P(GoStrippedTest, UnstrippedRecoveryEqualsSymbols) {
   }
 }
 
+// The goroutine census's globals: equal to the symbols where there are
+// symbols; found, distinct and in .bss in the stripped builds.
+TEST_P(GoStrippedTest, AllgsRecoveryEqualsSymbols) {
+  const int minor = GetParam();
+  for (const std::string mode : {"default", "pie", "stripped", "pie-stripped"}) {
+    SCOPED_TRACE("go1." + std::to_string(minor) + " " + mode);
+    auto l = load_fixture(minor, mode);
+    if (!l) continue;
+    auto r = recover_go_allgs(*l->elf, *l->pcln, l->version);
+    ASSERT_TRUE(r.allglen && r.allgptr) << r.error;
+    EXPECT_NE(*r.allglen, *r.allgptr);
+    if (mode == "default" || mode == "pie") {
+      auto len = l->elf->symbol("runtime.allglen");
+      auto ptr = l->elf->symbol("runtime.allgptr");
+      ASSERT_TRUE(len && ptr);
+      EXPECT_EQ(*r.allglen, len->value);
+      EXPECT_EQ(*r.allgptr, ptr->value);
+    } else {
+      const auto* len_s = section_of(*l->elf, *r.allglen);
+      const auto* ptr_s = section_of(*l->elf, *r.allgptr);
+      ASSERT_TRUE(len_s && ptr_s);
+      EXPECT_EQ(len_s->name, ".noptrbss");  // a uintptr
+      EXPECT_EQ(ptr_s->name, ".bss");       // a pointer
+    }
+  }
+}
+
+// Code that loads something else first is refused, never guessed.
+TEST_P(GoStrippedTest, AllgsRecoveryRefusesRetargetedLoads) {
+  const int minor = GetParam();
+  auto l = load_fixture(minor, "default");
+  if (!l) return;
+  auto len = l->elf->symbol("runtime.allglen");
+  auto fb = func_bytes(*l, "runtime.forEachGRace");
+  ASSERT_TRUE(len && fb);
+  std::vector<uint8_t> img(l->elf->image().begin(), l->elf->image().end());
+  ASSERT_GE(retarget_rip_loads(img, *fb, len->value, 64), 1);
+  auto m = load_bytes(std::move(img), l->version);
+  auto r = recover_go_allgs(*m->elf, *m->pcln, m->version);
+  EXPECT_FALSE(r.allglen.has_value());
+  EXPECT_FALSE(r.error.empty());
+}
+
 TEST_P(GoStrippedTest, StrippedRecoveryLandsInTheRightSections) {
   const int minor = GetParam();
   for (const std::string mode : {"stripped", "pie-stripped"}) {

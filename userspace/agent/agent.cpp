@@ -125,6 +125,9 @@ CaptureOptions Agent::capture_options() const {
   CaptureOptions o;
   o.max_entries = options_.config.max_memory_object_entries;
   o.budget = options_.config.run_tracing_tool_timeout;
+  // The record carries the census total and its 5 largest groups (issue 15):
+  // enough to name a goroutine leak without bloating every incident.
+  o.max_goroutine_groups = 5;
   return o;
 }
 

@@ -92,6 +92,73 @@ std::optional<SnapshotStatus> status_from(const std::string& s) {
   return std::nullopt;
 }
 
+// A stack (or any list of names): an array of at most max strings, each at
+// most kMaxString bytes.
+bool strings_from_json(const json& j, size_t max, const char* what, std::vector<std::string>& out,
+                       std::string& why) {
+  if (!j.is_array() || j.size() > max) {
+    why = std::string(what) + " is not an array of at most " + std::to_string(max) + " frames";
+    return false;
+  }
+  for (const auto& fr : j) {
+    if (!fr.is_string() || fr.get_ref<const std::string&>().size() > kMaxString) {
+      why = std::string(what) + ": a frame is not a string of at most " + std::to_string(kMaxString) + " bytes";
+      return false;
+    }
+    out.push_back(fr.get<std::string>());
+  }
+  return true;
+}
+
+// snapshot.goroutines (the Go goroutine census), bounded like the entries:
+// at most max_goroutine_groups (else max_entries) groups, stacks as deep as
+// the entries' stacks, at most kMaxTotals states.
+bool census_from_json(const json& j, const CaptureOptions& bounds, GoroutineCensus& c, std::string& why) {
+  Fields f(j, "snapshot.goroutines", why);
+  auto status = status_from(f.str("status"));
+  if (f.ok() && !status) f.fail("unknown status");
+  if (status) c.status = *status;
+  c.reason = f.str("reason", false);
+  c.total = f.u64("total");
+  c.system = f.u64("system");
+  c.groups_truncated = f.boolean("groups_truncated");
+  const json* by_state = f.get("by_state", true);
+  const json* groups = f.get("groups", true);
+  if (!f.ok()) return false;
+  if (!by_state->is_object() || by_state->size() > kMaxTotals) {
+    why = "snapshot.goroutines: by_state is not an object of at most " + std::to_string(kMaxTotals) + " states";
+    return false;
+  }
+  for (const auto& [k, v] : by_state->items()) {
+    if (!v.is_number_unsigned() || k.size() > 128) {
+      why = "snapshot.goroutines: by_state." + k.substr(0, 64) + " is not a counter";
+      return false;
+    }
+    c.by_state.emplace_back(k, v.get<uint64_t>());
+  }
+  const size_t max_groups = bounds.max_goroutine_groups ? bounds.max_goroutine_groups : bounds.max_entries;
+  if (!groups->is_array() || groups->size() > max_groups) {
+    why = "snapshot.goroutines: groups is not an array of at most " + std::to_string(max_groups);
+    return false;
+  }
+  for (const auto& jg : *groups) {
+    Fields g(jg, "snapshot.goroutines group", why);
+    GoroutineGroup out;
+    out.count = g.u64("count");
+    out.state = g.str("state");
+    out.wait_reason = g.str("wait_reason");
+    out.created_by = g.str("created_by");
+    out.start = g.str("start");
+    const json* st = g.get("stack", true);
+    if (!g.ok()) return false;
+    if (!strings_from_json(*st, bounds.max_stack_depth * kMaxInlineFactor, "snapshot.goroutines group: stack",
+                           out.stack, why))
+      return false;
+    c.groups.push_back(std::move(out));
+  }
+  return true;
+}
+
 bool memory_from_json(const json& j, ProcessMemory& m, std::string& why) {
   Fields f(j, "process_memory", why);
   m.status = f.str("status");
@@ -133,6 +200,9 @@ std::string encode_request(const CaptureRequest& r) {
             {"max_objects", o.max_objects},
             {"max_stack_depth", o.max_stack_depth},
             {"max_read_bytes", o.max_read_bytes},
+            {"max_goroutine_groups", o.max_goroutine_groups},
+            {"max_goroutines", o.max_goroutines},
+            {"profile", o.profile == CaptureOptions::Profile::kGoroutine ? "goroutine" : "heap"},
             {"stall_ms", o.stall_after.count()}};
   json skip = json::array();
   for (const auto& r : o.skip_ranges) skip.push_back({r.start, r.end});
@@ -159,6 +229,15 @@ std::optional<CaptureRequest> decode_request(std::string_view line, std::string&
   r.options.max_stack_depth = f.u64("max_stack_depth");
   r.options.max_read_bytes = f.u64("max_read_bytes");
   r.options.stall_after = std::chrono::milliseconds(f.u64("stall_ms"));
+  if (f.has("max_goroutine_groups")) r.options.max_goroutine_groups = f.u64("max_goroutine_groups");
+  if (f.has("max_goroutines")) r.options.max_goroutines = f.u64("max_goroutines");
+  if (f.has("profile")) {
+    const std::string p = f.str("profile");
+    if (p == "goroutine")
+      r.options.profile = CaptureOptions::Profile::kGoroutine;
+    else if (p != "heap" && f.ok())
+      f.fail("unknown profile");
+  }
   if (const json* skip = f.get("skip", true)) {
     if (!skip->is_array() || skip->size() > kMaxSkipRanges) {
       f.fail("skip is not an array of at most " + std::to_string(kMaxSkipRanges) + " ranges");
@@ -232,6 +311,11 @@ bool snapshot_from_json(const json& j, const CaptureOptions& bounds, Snapshot& s
       }
     }
     s.recent = std::move(out);
+  }
+  if (const json* g = f.get("goroutines", false)) {
+    GoroutineCensus census;
+    if (!census_from_json(*g, bounds, census, why)) return false;
+    s.goroutines = std::move(census);
   }
   return true;
 }

@@ -18,8 +18,10 @@ namespace oomsnap {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: oomsnap snapshot --pid PID [--format json|pprof] [-o FILE] [--max-entries N] [--budget-ms MS]\n"
-    "                        [--grace-ms MS] [--memory-max-mb N] [--in-process] [--recent-pprof FILE]\n"
+    "usage: oomsnap snapshot --pid PID [--format json|pprof] [--profile heap|goroutine] [-o FILE]\n"
+    "                        [--max-entries N] [--budget-ms MS] [--grace-ms MS] [--memory-max-mb N] [--in-process]\n"
+    "                        [--recent-pprof FILE]\n"
+    "  --profile: which Go profile --format pprof writes (default heap).\n"
     "  The capture runs in a sandboxed capture process, killed at budget + grace;\n"
     "  --in-process skips the sandbox (benchmarks and debugging only).\n"
     "  --recent-pprof FILE (Go): also write the allocations since the last GC\n"
@@ -103,6 +105,12 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
         return 2;
       }
       format = v;
+    } else if (a == "--profile") {
+      if (!value(v) || (v != "heap" && v != "goroutine")) {
+        err << "oomsnap snapshot: --profile must be heap or goroutine, got '" << v << "'\n" << kUsage;
+        return 2;
+      }
+      opts.profile = v == "goroutine" ? CaptureOptions::Profile::kGoroutine : CaptureOptions::Profile::kHeap;
     } else if (a == "-o" || a == "--output") {
       if (!value(output) || output.empty()) {
         err << "oomsnap snapshot: " << a << " needs a file name\n" << kUsage;

@@ -35,6 +35,12 @@ struct CaptureOptions {
   // reference queues grow with it (~8 bytes per queued reference).
   size_t max_objects = 10'000'000;
   size_t max_stack_depth = 1024;    // Go caps stacks at 1024 (maxProfStackDepth)
+  // Go goroutine census: groups kept (0: max_entries); the agent keeps 5.
+  size_t max_goroutine_groups = 0;
+  size_t max_goroutines = 1'000'000;  // allglen above this is refused as implausible
+  // --format pprof: which profile (the heap unless asked for the goroutines).
+  enum class Profile { kHeap, kGoroutine };
+  Profile profile = Profile::kHeap;
   uint64_t max_read_bytes = 1ull << 30;
   CaptureProgress* progress = nullptr;  // published to while capturing; may be null
   // The capture process: address ranges not to read (where an earlier

@@ -71,6 +71,32 @@ nlohmann::json to_json(const Snapshot& s) {
   if (s.recent)
     j["recent"] = {{"bytes", s.recent->bytes}, {"objects", s.recent->objects},
                    {"entries", entries_to_json(s.recent->entries)}};
+  if (s.goroutines) j["goroutines"] = to_json(*s.goroutines);
+  return j;
+}
+
+nlohmann::json to_json(const GoroutineCensus& c) {
+  nlohmann::json j;
+  j["status"] = to_string(c.status);
+  if (c.status != SnapshotStatus::kComplete || !c.reason.empty()) j["reason"] = c.reason;
+  j["total"] = c.total;
+  j["system"] = c.system;
+  nlohmann::json by_state = nlohmann::json::object();
+  for (const auto& [k, v] : c.by_state) by_state[k] = v;
+  j["by_state"] = std::move(by_state);
+  auto groups = nlohmann::json::array();
+  for (const auto& g : c.groups) {
+    nlohmann::json jg;
+    jg["count"] = g.count;
+    jg["state"] = g.state;
+    jg["wait_reason"] = g.wait_reason;
+    jg["stack"] = g.stack;
+    jg["created_by"] = g.created_by;
+    jg["start"] = g.start;
+    groups.push_back(std::move(jg));
+  }
+  j["groups"] = std::move(groups);
+  j["groups_truncated"] = c.groups_truncated;
   return j;
 }
 

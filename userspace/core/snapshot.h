@@ -31,6 +31,32 @@ struct SnapshotRecent {
   uint64_t bytes = 0, objects = 0;     // over every bucket, not only the printed entries
 };
 
+// One group of the Go goroutine census: goroutines with the same stack (as
+// runtime/pprof's goroutine profile groups them), state, wait reason and
+// creation site.
+struct GoroutineGroup {
+  uint64_t count = 0;
+  std::string state;        // "waiting", "runnable", "syscall", "running", ...
+  std::string wait_reason;  // "chan receive", "sleep", ...; empty when none
+  // Leaf first, inlined frames expanded, runtime.goexit left out (as the
+  // goroutine profile shows it); empty when not read (running goroutines).
+  std::vector<std::string> stack;
+  std::string created_by;   // function holding the `go` statement (g.gopc)
+  std::string start;        // the goroutine's function (g.startpc)
+};
+
+// The census of a Go process's goroutines (Snapshot::goroutines). Its own
+// status: a census can be partial while the heap entries are complete.
+struct GoroutineCensus {
+  SnapshotStatus status = SnapshotStatus::kFailed;
+  std::string reason;
+  uint64_t total = 0;   // user goroutines: what runtime.NumGoroutine and the profile count
+  uint64_t system = 0;  // runtime-internal goroutines, left out of total and groups as pprof does
+  std::vector<std::pair<std::string, uint64_t>> by_state;  // of the total, by state name
+  std::vector<GoroutineGroup> groups;  // sorted by count descending, capped
+  bool groups_truncated = false;
+};
+
 struct Snapshot {
   std::string runtime_version;  // e.g. "go1.26.10"; empty when unknown
   SnapshotStatus status = SnapshotStatus::kFailed;
@@ -47,6 +73,7 @@ struct Snapshot {
   std::string scope;
   std::optional<double> coverage;
   std::vector<std::pair<std::string, uint64_t>> totals;
+  std::optional<GoroutineCensus> goroutines;  // Go only
   // Cost of the capture, for benchmarks and the record.
   uint64_t read_syscalls = 0;
   uint64_t bytes_read = 0;
@@ -62,5 +89,6 @@ struct Snapshot {
 };
 
 nlohmann::json to_json(const Snapshot& s);
+nlohmann::json to_json(const GoroutineCensus& c);
 
 }  // namespace oomsnap

@@ -9,6 +9,9 @@
 #include <unordered_map>
 
 #include "core/module_map.h"
+#include "go/go_g_layout.h"
+#include "go/go_goroutine_census.h"
+#include "go/go_goroutines.h"
 #include "go/go_heap_reader.h"
 #include "go/go_pclntab.h"
 #include "go/go_pprof.h"
@@ -132,6 +135,70 @@ void build_recent(const GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory
   snap.recent = std::move(recent);
 }
 
+// The main executable's text mapping as runtime/pprof writes it.
+std::vector<GoMapping> exe_mappings(Target& target, const ElfFile& elf) {
+  std::vector<GoMapping> out;
+  struct stat st {};
+  if (fstat(target.exe_fd(), &st) != 0) return out;
+  for (const auto& m : target.maps()) {
+    if (m.inode == st.st_ino && m.perms.find('x') != std::string::npos) {
+      // The GNU build id as runtime/pprof writes it; Go-linked binaries usually
+      // have none, and then the Go build id identifies the file.
+      out.push_back({m.start, m.end, m.offset, m.path, elf.gnu_build_id().value_or(elf.go_build_id().value_or(""))});
+      break;
+    }
+  }
+  return out;
+}
+
+int64_t now_nanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The goroutine census (snapshot.goroutines) and, for --profile goroutine,
+// its pprof. Never fails the heap snapshot: its trouble is its own status.
+void collect_goroutines(Target& target, const ElfFile& elf, const GoPclntab& tab, const GoVersion& ver,
+                        uint64_t bias, const CaptureOptions& opts, const Deadline& deadline, CaptureResult& out) {
+  GoroutineCensus failed;
+  auto layout = go_g_layout_for(ver.minor);
+  if (ver.major != 1 || !layout) {
+    failed.status = SnapshotStatus::kUnavailable;
+    failed.reason = "no runtime.g layout for " + ver.text;
+    out.snapshot.goroutines = std::move(failed);
+    return;
+  }
+  GoGoroutineAddrs addrs;
+  auto len = elf.symbol("runtime.allglen");
+  auto ptr = elf.symbol("runtime.allgptr");
+  if (len && ptr) {
+    addrs = {len->value + bias, ptr->value + bias};
+  } else {
+    GoAllgsRecovery rec = recover_go_allgs(elf, tab, ver);
+    if (!rec.allglen || !rec.allgptr) {
+      failed.status = SnapshotStatus::kUnavailable;
+      failed.reason = "stripped binary: cannot locate runtime.allglen/allgptr: " + rec.error;
+      out.snapshot.goroutines = std::move(failed);
+      return;
+    }
+    addrs = {*rec.allglen + bias, *rec.allgptr + bias};
+  }
+  GoGoroutineRead rd = read_go_goroutines(target.memory(), addrs, *layout, tab, bias, opts, deadline);
+  const size_t max_groups = opts.max_goroutine_groups ? opts.max_goroutine_groups : opts.max_entries;
+  out.snapshot.goroutines = build_goroutine_census(rd, tab, bias, ver.minor, max_groups);
+  if (opts.want_pprof && opts.profile == CaptureOptions::Profile::kGoroutine && !rd.goroutines.empty()) {
+    auto samples = goroutine_profile_samples(rd, tab, bias);
+    GoPprofInput in;
+    in.pclntab = &tab;
+    in.load_bias = bias;
+    in.mappings = exe_mappings(target, elf);
+    in.time_nanos = now_nanos();
+    in.counts = &samples;
+    in.count_name = "goroutine";
+    out.pprof = encode_go_count_pprof(in);
+  }
+}
+
 }  // namespace
 
 std::optional<uint64_t> exe_load_bias(const ElfFile& elf, const std::vector<Mapping>& maps, int exe_fd) {
@@ -182,6 +249,13 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
     // Text start and go:func.* come from the file (symbols, or the moduledata
     // image and its relocations in stripped binaries).
     GoPclntab tab = GoPclntab::from_elf(*elf_);
+    {
+      // The census runs first on half the budget, so a huge goroutine count
+      // cannot starve the heap read, the snapshot's main result.
+      const Deadline census_deadline(opts.budget / 2);
+      collect_goroutines(target, *elf_, tab, ver, *bias, opts, census_deadline, run.out);
+    }
+    const bool heap_pprof = opts.want_pprof && opts.profile == CaptureOptions::Profile::kHeap;
 
     GoHeapAddrs addrs;
     auto mb = elf_->symbol("runtime.mbuckets");
@@ -202,7 +276,7 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
     addrs.mem_profile_rate = rate->value + *bias;
 
     GoHeapReadResult rd =
-        read_go_heap(mem, target.maps(), addrs, minor, opts, deadline, opts.want_pprof || opts.want_recent_pprof);
+        read_go_heap(mem, target.maps(), addrs, minor, opts, deadline, heap_pprof || opts.want_recent_pprof);
     snap.sample_rate = rd.profile.mem_profile_rate;
     snap.set_status(rd.status, rd.reason);
     if (rd.status == SnapshotStatus::kUnavailable && rd.profile.mem_profile_rate == 0) {
@@ -222,26 +296,14 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
     }
     build_recent(rd, tab, mem, *bias, opts.max_entries, snap);  // before build_entries consumes the rows
     build_entries(rd, tab, mem, *bias, opts.max_entries, snap);
-    if (opts.want_pprof || opts.want_recent_pprof) {
+    if (heap_pprof || opts.want_recent_pprof) {
       GoPprofInput in;
       in.profile = &rd.profile;
       in.pclntab = &tab;
       in.load_bias = *bias;
-      struct stat st {};
-      fstat(target.exe_fd(), &st);
-      for (const auto& m : target.maps()) {
-        if (m.inode == st.st_ino && m.perms.find('x') != std::string::npos) {
-          // The GNU build id as runtime/pprof writes it; Go-linked binaries usually
-          // have none, and then the Go build id identifies the file.
-          GoMapping gm{m.start, m.end, m.offset, m.path,
-                       elf_->gnu_build_id().value_or(elf_->go_build_id().value_or(""))};
-          in.mappings.push_back(gm);
-          break;
-        }
-      }
-      in.time_nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
-      if (opts.want_pprof) run.out.pprof = encode_go_heap_pprof(in);
+      in.mappings = exe_mappings(target, *elf_);
+      in.time_nanos = now_nanos();
+      if (heap_pprof) run.out.pprof = encode_go_heap_pprof(in);
       if (opts.want_recent_pprof) run.out.recent_pprof = encode_go_recent_pprof(in);
     }
   } catch (const std::exception& e) {

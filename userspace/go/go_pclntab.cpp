@@ -645,6 +645,22 @@ std::optional<GoPclntab::Func> GoPclntab::find_func_by_name(std::string_view nam
   return std::nullopt;
 }
 
+std::optional<GoPclntab::FrameInfo> GoPclntab::frame_info(uint64_t pc) const {
+  auto lf = A::lookup(*this, pc);
+  if (!lf) return std::nullopt;
+  const auto& f = lf->first;
+  // _func: pcsp at 16 in both layouts; flag at 37 (1.18/1.19) or 41 (1.20+,
+  // after startLine and funcID).
+  int32_t delta = A::pcvalue(*this, f, A::field(*this, f, 16), pc);
+  if (delta < 0) return std::nullopt;
+  FrameInfo out;
+  out.entry = f.entry;
+  out.end = f.end;
+  out.sp_delta = delta;
+  out.top_frame = (u8_at(f.fn, go120_plus() ? 41 : 37) & 1) != 0;  // FuncFlag_TOPFRAME = 1 << 0
+  return out;
+}
+
 std::vector<GoFrame> GoPclntab::frames_for_pc(uint64_t pc) const {
   std::vector<GoFrame> out;
   A::expand(*this, pc, std::nullopt, out);

@@ -77,6 +77,18 @@ class GoPclntab {
   // Linear search by exact name (used for stripped-binary recovery).
   std::optional<Func> find_func_by_name(std::string_view name) const;
 
+  // What an unwinder needs at one PC (runtime.funcspdelta and the _func
+  // flags): the physical function, the SP delta from the pcsp table (bytes
+  // the function has pushed below its caller's SP, return address excluded)
+  // and whether unwinding stops there (FuncFlag_TOPFRAME: runtime.goexit,
+  // mstart, ...). nullopt when pc is in no function or pcsp has no value.
+  struct FrameInfo {
+    uint64_t entry = 0, end = 0;
+    int32_t sp_delta = 0;
+    bool top_frame = false;
+  };
+  std::optional<FrameInfo> frame_info(uint64_t pc) const;
+
   // The frames of ONE stored (return) PC, expanded through the inline tree the way
   // runtime.CallersFrames expands a single-PC slice: innermost first, then each
   // inlined-into caller, ending with the physical function. Empty if unknown.

@@ -265,12 +265,38 @@ class Encoder {
   Encoder(const GoPprofInput& in, bool recent)
       : in_(in),
         recent_(recent),
-        minor_(in.profile->go_minor),
+        minor_(in.profile ? in.profile->go_minor : 0),
         prof_(google::protobuf::Arena::CreateMessage<pb::Profile>(&arena_)) {
     intern("");
     mem_.reserve(in.mappings.size() + 1);
     for (const auto& m : in.mappings) mem_.push_back({m, 0, false});
     if (mem_.empty()) mem_.push_back({GoMapping{}, 0, true});  // pprof wants a mapping
+  }
+
+  // A count profile (runtime/pprof printCountProfile, debug=0): one sample
+  // type `<name>/count`, period 1, every stack as the runtime stored it, no
+  // frames hidden.
+  std::string run_counts() {
+    const int64_t name = intern(in_.count_name);
+    const int64_t count = intern("count");
+    auto* pt = prof_->mutable_period_type();
+    pt->set_type(name);
+    pt->set_unit(count);
+    prof_->set_period(1);
+    auto* st = prof_->add_sample_type();
+    st->set_type(name);
+    st->set_unit(count);
+    auto* locs = sample_.mutable_location_id();
+    std::vector<uint32_t> stk;
+    for (const auto& [pcs, n] : *in_.counts) {
+      stk.clear();
+      for (uint64_t pc : pcs) stk.push_back(slot_of(pc));
+      sample_.Clear();
+      append_locs_for_stack(*locs, stk);
+      sample_.mutable_value()->Add(n);
+      gz_.write_message(pb::Profile::kSampleFieldNumber, sample_);
+    }
+    return finish_profile();
   }
 
   std::string run() {
@@ -343,7 +369,11 @@ class Encoder {
       }
       gz_.write_message(pb::Profile::kSampleFieldNumber, sample_);
     }
+    return finish_profile();
+  }
 
+  // Mappings, time and the string table, then the gzip trailer.
+  std::string finish_profile() {
     for (size_t i = 0; i < mem_.size(); i++) {
       const auto& m = mem_[i];
       pb::Mapping* mp = prof_->add_mapping();
@@ -668,6 +698,12 @@ class Encoder {
 };
 
 }  // namespace
+
+std::string encode_go_count_pprof(const GoPprofInput& in) {
+  if (in.counts == nullptr) throw std::invalid_argument("encode_go_count_pprof: no samples");
+  Encoder enc(in, /*recent=*/false);
+  return enc.run_counts();
+}
 
 std::string encode_go_heap_pprof(const GoPprofInput& in) {
   if (in.profile == nullptr) throw std::invalid_argument("encode_go_heap_pprof: no profile");

@@ -49,7 +49,7 @@ constexpr int64_t kDefaultMemProfileRate = 512 * 1024;
 constexpr uint64_t kMaxFuncSize = 1 << 20;
 
 struct Insn {
-  enum Kind { kLoad64, kCall, kOther };
+  enum Kind { kLoad64, kLea, kCall, kOther };
   uint64_t addr = 0;
   Kind kind = kOther;
   uint64_t target = 0;  // RIP-relative load target, or direct call target
@@ -111,6 +111,10 @@ class Disassembler {
         x.operands[1].mem.base == X86_REG_RIP && x.operands[1].mem.index == X86_REG_INVALID &&
         x.operands[1].mem.segment == X86_REG_INVALID) {
       r.kind = Insn::kLoad64;
+      r.target = in.address + in.size + static_cast<uint64_t>(x.operands[1].mem.disp);
+    } else if (in.id == X86_INS_LEA && x.op_count == 2 && x.operands[1].type == X86_OP_MEM &&
+               x.operands[1].mem.base == X86_REG_RIP && x.operands[1].mem.index == X86_REG_INVALID) {
+      r.kind = Insn::kLea;
       r.target = in.address + in.size + static_cast<uint64_t>(x.operands[1].mem.disp);
     } else if (in.id == X86_INS_CALL && x.op_count == 1 && x.operands[0].type == X86_OP_IMM) {
       r.kind = Insn::kCall;
@@ -317,6 +321,52 @@ class Recoverer {
     return addr;
   }
 
+  // runtime.allglen and runtime.allgptr (the goroutine census). forEachGRace
+  // (atomicAllG inlined) loads allglen, then allgptr: its first two qword
+  // RIP-relative loads from .bss/.noptrbss, in that order, in every version
+  // 1.19–1.27.
+  // allgadd must take the address of both (atomic stores of the new length
+  // and of &allgs[0]): a second, independent witness.
+  bool allgs(uint64_t& allglen, uint64_t& allgptr, std::string& err) const {
+    std::string why;
+    auto each = code_of("runtime.forEachGRace", &why);
+    if (!each) {
+      err = "allglen/allgptr: " + why;
+      return false;
+    }
+    std::vector<uint64_t> loads;
+    for (const auto& in : each->insns) {
+      if (in.kind != Insn::kLoad64) continue;
+      const Region* r = region_of(in.target);
+      // allglen is pointer-free (.noptrbss), allgptr a pointer (.bss).
+      if (r && (r->name == ".bss" || r->name == ".noptrbss")) loads.push_back(in.target);
+      if (loads.size() == 2) break;
+    }
+    if (loads.size() != 2 || loads[0] == loads[1] || loads[0] % 8 || loads[1] % 8) {
+      err = "allglen/allgptr: runtime.forEachGRace does not load two distinct zero-initialized words";
+      return false;
+    }
+    auto add = code_of("runtime.allgadd", &why);
+    if (!add) {
+      err = "allglen/allgptr: " + why;
+      return false;
+    }
+    bool len_seen = false, ptr_seen = false;
+    for (const auto& in : add->insns) {
+      if (in.kind != Insn::kLea) continue;
+      len_seen |= in.target == loads[0];
+      ptr_seen |= in.target == loads[1];
+    }
+    if (!len_seen || !ptr_seen) {
+      err = "allglen/allgptr: runtime.allgadd does not store to forEachGRace's " + hex(loads[0]) + "/" +
+            hex(loads[1]);
+      return false;
+    }
+    allglen = loads[0];
+    allgptr = loads[1];
+    return true;
+  }
+
   static std::string hex(uint64_t v) {
     std::ostringstream o;
     o << "0x" << std::hex << v;
@@ -375,6 +425,25 @@ GoGlobalsRecovery recover_go_globals(const ElfFile& elf, const GoPclntab& pclnta
   } catch (const std::exception& e) {
     out.mbuckets.reset();
     out.mem_profile_rate.reset();
+    out.error = std::string("stripped-binary recovery failed: ") + e.what();
+  }
+  return out;
+}
+
+GoAllgsRecovery recover_go_allgs(const ElfFile& elf, const GoPclntab& pclntab, const GoVersion& version) {
+  GoAllgsRecovery out;
+  try {
+    Recoverer rec(elf, pclntab, version);
+    if (!rec.disassembler_ok()) {
+      out.error = "capstone: cannot open x86-64 disassembler";
+      return out;
+    }
+    uint64_t len = 0, ptr = 0;
+    if (rec.allgs(len, ptr, out.error)) {
+      out.allglen = len;
+      out.allgptr = ptr;
+    }
+  } catch (const std::exception& e) {
     out.error = std::string("stripped-binary recovery failed: ") + e.what();
   }
   return out;

@@ -18,6 +18,14 @@ struct GoGlobalsRecovery {
   std::string error;                          // why one is missing (ambiguous, not found)
 };
 
+// &runtime.allglen and &runtime.allgptr for the goroutine census, from
+// runtime.forEachGRace, confirmed by runtime.allgadd.
+struct GoAllgsRecovery {
+  std::optional<uint64_t> allglen, allgptr;  // link-time addresses
+  std::string error;
+};
+GoAllgsRecovery recover_go_allgs(const ElfFile& elf, const GoPclntab& pclntab, const GoVersion& version);
+
 GoGlobalsRecovery recover_go_globals(const ElfFile& elf, const GoPclntab& pclntab,
                                      const GoVersion& version);
 

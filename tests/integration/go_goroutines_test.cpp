@@ -1,0 +1,220 @@
+// The goroutine census against live Go targets, every toolchain × build mode:
+// the fixture's -goroutines mode parks 16,000 goroutines at known sites and
+// writes its own goroutine profile (runtime/pprof, debug=0) as the oracle;
+// the census and our --profile goroutine pprof must agree with it by stack.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "capture/capture.h"
+#include "pprof_summary.h"
+#include "snapshot_checks.h"
+#include "test_process.h"
+
+using namespace oomsnap;
+namespace fs = std::filesystem;
+using oomsnap_test::Process;
+
+namespace {
+
+const char* kVersions[] = {"1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27"};
+const char* kModes[] = {"default", "pie", "stripped", "pie-stripped"};
+
+std::string fixture_path(const std::string& ver, const std::string& mode) {
+  return std::string(OOMSNAP_FIXTURES) + "/go/" + ver + "/" + mode + "/heapfixture";
+}
+
+std::string scratch_dir() {
+  std::string d = "/tmp/oomsnap-gor-" + std::to_string(getpid());
+  fs::create_directories(d);
+  return d;
+}
+
+std::unique_ptr<Process> start(const std::string& bin, std::vector<std::string> args, nlohmann::json& ready) {
+  if (!fs::exists(bin)) {
+    ADD_FAILURE() << "fixture " << bin << " is missing: run tools/build-go-fixtures.sh";
+    return nullptr;
+  }
+  args.insert(args.begin(), bin);
+  auto p = std::make_unique<Process>(args);
+  std::string line = p->read_line(std::chrono::seconds(60));
+  if (line.empty()) {
+    ADD_FAILURE() << bin << " did not print its ready line";
+    return nullptr;
+  }
+  ready = nlohmann::json::parse(line);
+  return p;
+}
+
+bool contains(const std::vector<std::string>& stack, const std::string& fn) {
+  return std::find(stack.begin(), stack.end(), fn) != stack.end();
+}
+
+// The comparable part of a goroutine profile: stack -> count, without the
+// main goroutine (it wrote the oracle, then went to sleep) and the spinners
+// (caught wherever they were), which are checked apart.
+std::map<std::vector<std::string>, int64_t> parked(const testutil::StackMap& stacks) {
+  std::map<std::vector<std::string>, int64_t> out;
+  for (const auto& [stk, v] : stacks)
+    if (!contains(stk, "main.main") && !contains(stk, "main.spin")) out[stk] += v[0];
+  return out;
+}
+
+int64_t count_with(const testutil::StackMap& stacks, const std::string& fn) {
+  int64_t n = 0;
+  for (const auto& [stk, v] : stacks)
+    if (contains(stk, fn)) n += v[0];
+  return n;
+}
+
+CaptureOptions census_options() {
+  CaptureOptions o;
+  o.max_entries = 1000;
+  o.max_goroutine_groups = 1000;
+  o.budget = std::chrono::milliseconds(20000);
+  return o;
+}
+
+int run_status(const std::string& cmd, std::string* out) {
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.append(buf, n);
+  int st = pclose(p);
+  *out = o;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+}  // namespace
+
+class GoGoroutines : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
+
+TEST_P(GoGoroutines, CensusEqualsOwnGoroutineProfile) {
+  auto [ver, mode] = GetParam();
+  const std::string dir = scratch_dir();
+  const std::string own = dir + "/own-" + ver + "-" + mode + ".pb.gz";
+  nlohmann::json ready;
+  auto fx = start(fixture_path(ver, mode), {"-goroutines", "-profile", own}, ready);
+  if (!fx) return;
+
+  CaptureOptions opts = census_options();
+  opts.want_pprof = true;
+  opts.profile = CaptureOptions::Profile::kGoroutine;
+  std::string err;
+  auto rec = oomsnap_test::capture_sandboxed(fx->pid(), opts, err);
+  ASSERT_TRUE(rec) << err;
+  const Snapshot& s = rec->result.snapshot;
+  ASSERT_TRUE(s.goroutines) << "no census";
+  const GoroutineCensus& c = *s.goroutines;
+  ASSERT_EQ(c.status, SnapshotStatus::kComplete) << c.reason;
+  EXPECT_FALSE(c.groups_truncated);
+
+  const auto want = testutil::summarize_pprof_file(own);
+  ASSERT_EQ(want.sample_types, std::vector<std::string>{"goroutine"});
+  int64_t want_total = 0;
+  for (const auto& [stk, v] : want.stacks) want_total += v[0];
+  EXPECT_EQ(c.total, static_cast<uint64_t>(want_total));
+  EXPECT_EQ(c.total, ready["goroutines"].get<uint64_t>());
+
+  // The census by stack: exactly the oracle's parked stacks.
+  testutil::StackMap ours;
+  uint64_t spinners = 0, mains = 0;
+  for (const auto& g : c.groups) {
+    if (g.start == "main.spin") spinners += g.count;
+    if (contains(g.stack, "main.main") || g.start == "runtime.main") mains += g.count;
+    if (!g.stack.empty()) ours[g.stack][0] += static_cast<int64_t>(g.count);
+  }
+  EXPECT_EQ(parked(ours), parked(want.stacks));
+  EXPECT_EQ(spinners, static_cast<uint64_t>(count_with(want.stacks, "main.spin")));
+  EXPECT_EQ(spinners, ready["spinners"].get<uint64_t>());
+  EXPECT_EQ(mains, 1u);
+
+  // States, wait reasons and creation sites of the parked groups.
+  const std::string mutex_reason = std::string(ver) == "1.19" ? "semacquire" : "sync.Mutex.Lock";
+  const std::map<std::string, std::pair<uint64_t, std::string>> sites = {
+      {"main.parkChanRecv", {10000, "chan receive"}},
+      {"main.parkSleep", {5000, "sleep"}},
+      {"main.parkMutex", {1000, mutex_reason}}};
+  for (const auto& [site, expect] : sites) {
+    uint64_t n = 0;
+    for (const auto& g : c.groups) {
+      if (!contains(g.stack, site)) continue;
+      n += g.count;
+      EXPECT_EQ(g.state, "waiting") << site;
+      EXPECT_EQ(g.wait_reason, expect.second) << site;
+      EXPECT_EQ(g.created_by, "main.runGoroutines") << site;
+      EXPECT_EQ(g.start, site) << site;
+      EXPECT_EQ(g.stack.front(), "runtime.gopark") << site;
+      EXPECT_EQ(g.stack.back(), site) << site;
+    }
+    EXPECT_EQ(n, expect.first) << site;
+  }
+  uint64_t by_state_sum = 0;
+  for (const auto& [k, v] : c.by_state) by_state_sum += v;
+  EXPECT_EQ(by_state_sum, c.total);
+
+  // --profile goroutine: the same stacks in a profile.proto go tool pprof reads.
+  ASSERT_TRUE(rec->result.pprof);
+  const std::string path = dir + "/ours-" + ver + "-" + mode + ".pb.gz";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << *rec->result.pprof;
+  }
+  const auto have = testutil::summarize_pprof_file(path);
+  EXPECT_EQ(have.sample_types, want.sample_types);
+  EXPECT_EQ(have.period_type, want.period_type);
+  EXPECT_EQ(have.period, want.period);
+  EXPECT_EQ(parked(have.stacks), parked(want.stacks));
+  EXPECT_EQ(count_with(have.stacks, "main.spin"), count_with(want.stacks, "main.spin"));
+  std::string out;
+  const std::string go = std::string(OOMSNAP_GO_CACHE) + "/1.26/bin/go";
+  int rc = run_status("GOTOOLCHAIN=local GOCACHE=" + std::string(OOMSNAP_GO_CACHE) + "/../gocache-1.26 " + go +
+                          " tool pprof -traces " + path + " 2>&1",
+                      &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("main.parkChanRecv"), std::string::npos) << out;
+  fs::remove(own);
+  fs::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllToolchains, GoGoroutines,
+                         ::testing::Combine(::testing::ValuesIn(kVersions), ::testing::ValuesIn(kModes)),
+                         [](const auto& info) {
+                           std::string n = std::string("go") + std::get<0>(info.param) + "_" +
+                                           std::get<1>(info.param);
+                           for (auto& c : n)
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+// Goroutines created and ended while we read: every capture finishes, the
+// parked sites stay exact, and a census that saw the set change says partial.
+TEST(GoGoroutinesChurn, NeverCrashesAndSaysPartial) {
+  nlohmann::json ready;
+  auto fx = start(fixture_path("1.26", "default"), {"-goroutines", "-spinners", "0", "-churn", "4"}, ready);
+  if (!fx) return;
+  int partial = 0;
+  for (int i = 0; i < 12; ++i) {
+    std::string err;
+    auto rec = oomsnap_test::capture_sandboxed(fx->pid(), census_options(), err);
+    ASSERT_TRUE(rec) << err;
+    ASSERT_TRUE(rec->result.snapshot.goroutines);
+    const GoroutineCensus& c = *rec->result.snapshot.goroutines;
+    ASSERT_TRUE(c.status == SnapshotStatus::kComplete || c.status == SnapshotStatus::kPartial) << c.reason;
+    if (c.status == SnapshotStatus::kPartial) {
+      ++partial;
+      EXPECT_FALSE(c.reason.empty());
+    }
+    uint64_t chanrecv = 0;
+    for (const auto& g : c.groups)
+      if (contains(g.stack, "main.parkChanRecv")) chanrecv += g.count;
+    EXPECT_EQ(chanrecv, 10000u) << c.reason;
+    EXPECT_GE(c.total, 16000u);
+  }
+  EXPECT_GT(partial, 0) << "4 churning goroutines never made a census inconsistent";
+}
