@@ -43,7 +43,11 @@ std::unique_ptr<Descriptor> wrap(asio::io_context& io, int fd) {
   return std::make_unique<Descriptor>(io, copy);
 }
 
-constexpr int kRechecks = 50;  // 10 ms apart: half a second after a notification
+// Re-reads after a notification that read below the threshold: 50 at 10 ms
+// (the first half second), then 100 at 100 ms (ten more seconds), for a usage
+// that wavers around the threshold while a runtime frees and grows.
+constexpr int kRechecks = 150;
+constexpr int kSlowRechecks = 100;  // the last ones, 100 ms apart
 
 // v2 usage poll interval: the time the headroom to the threshold would last
 // at kFastestLeak, kept between 10 ms and 1 s. A cgroup far from its
@@ -230,13 +234,16 @@ void CgroupTriggers::arm_threshold(const std::string& memcg) {
 // notification reads as "below" and the next kernel check, already above
 // again, stays silent: the crossing would be lost. So after a notification
 // that reads below, usage is re-read every 10 ms for a while and reported
-// once it is at or above the threshold.
+// once it is at or above the threshold. CI once saw a container read below
+// at its notification and climb back above later, after the
+// half second of fast re-reads: it was never a candidate. So the re-reads go
+// on, slower, for ten seconds more (one small file read per 100 ms).
 void CgroupTriggers::recheck_threshold(const std::string& memcg, int left) {
   auto it = nodes_.find(memcg);
   if (it == nodes_.end() || !it->second->threshold || left <= 0) return;
   Node& n = *it->second;
   if (!n.recheck) n.recheck = std::make_unique<asio::steady_timer>(io_);
-  n.recheck->expires_after(std::chrono::milliseconds(10));
+  n.recheck->expires_after(std::chrono::milliseconds(left > kSlowRechecks ? 10 : 100));
   n.recheck->async_wait([this, memcg, left](const boost::system::error_code& ec) {
     if (ec) return;
     auto it = nodes_.find(memcg);
