@@ -56,10 +56,10 @@ PprofSummary summarize_pprof_bytes(const std::string& data) {
     s.sample_types.push_back(str(vt.type()));
     s.sample_units.push_back(str(vt.unit()));
   }
-  // Heap profiles have 4 sample types, count profiles (goroutine) 1.
+  // Heap profiles have 4 sample types, block/mutex profiles 2, count profiles (goroutine) 1.
   const int nvalues = static_cast<int>(s.sample_types.size());
-  if (nvalues != 4 && nvalues != 1)
-    throw std::runtime_error("expected 4 or 1 sample types, got " + std::to_string(nvalues));
+  if (nvalues != 4 && nvalues != 2 && nvalues != 1)
+    throw std::runtime_error("expected 4, 2 or 1 sample types, got " + std::to_string(nvalues));
   s.num_samples = p.sample_size();
   s.num_locations = p.location_size();
   s.num_functions = p.function_size();
@@ -81,7 +81,8 @@ PprofSummary summarize_pprof_bytes(const std::string& data) {
     }
   }
   for (const auto& smp : p.sample()) {
-    if (smp.value_size() != nvalues) throw std::runtime_error("sample with " + std::to_string(smp.value_size()) + " values");
+    if (smp.value_size() != nvalues)
+      throw std::runtime_error("sample with " + std::to_string(smp.value_size()) + " values");
     Stack stk;
     for (uint64_t id : smp.location_id()) {
       auto it = locs.find(id);

@@ -12,8 +12,8 @@ namespace oomsnap::testutil {
 
 // Function names, leaf first; each Location's Lines contribute innermost-first.
 using Stack = std::vector<std::string>;
-// alloc_objects, alloc_space, inuse_objects, inuse_space; a count profile
-// (goroutine) uses [0] only.
+// Heap: alloc_objects, alloc_space, inuse_objects, inuse_space; block/mutex:
+// contentions, delay (the last two 0); a count profile (goroutine) uses [0] only.
 using Values = std::array<int64_t, 4>;
 using StackMap = std::map<Stack, Values>;
 
@@ -30,7 +30,7 @@ struct PprofSummary {
 std::string maybe_gunzip(const std::string& data);
 
 // Throws std::runtime_error on malformed input (bad gzip, bad proto, dangling ids,
-// or a sample-type count other than 4 or 1).
+// or a sample-type count other than 4 (heap), 2 (block/mutex) or 1 (goroutine)).
 PprofSummary summarize_pprof_bytes(const std::string& data);
 PprofSummary summarize_pprof_file(const std::string& path);
 

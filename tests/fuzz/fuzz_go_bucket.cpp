@@ -1,13 +1,16 @@
-// libFuzzer: hostile bytes as one heap-profile bucket image. Nothing is held
-// to plausible values: the Go version byte and the stack-depth cap come
+// libFuzzer: hostile bytes as one profile bucket image, decoded both as a heap
+// bucket (memRecord) and as a block/mutex bucket (blockRecord). Nothing is
+// held to plausible values: the Go version byte and the stack-depth cap come
 // straight from the input too (a cap near 2^64 once let nstk * 8 wrap).
 //
-// Input: [0] Go minor version (any byte), [1..8] depth cap (u64 LE), rest: the bucket.
+// Input: [0] Go minor version (any byte; its low bit also picks block or
+// mutex), [1..8] depth cap (u64 LE), rest: the bucket.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "go/go_contention_reader.h"
 #include "go/go_heap_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -29,6 +32,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     oomsnap::go_recent_cycles(extra, objects, bytes);
     if (objects > extra[0] || bytes > extra[2]) __builtin_trap();
     if (oomsnap::go_bucket_size(minor, b->nstk) > img.size()) __builtin_trap();
+  }
+  const auto kind = (minor & 1) ? oomsnap::GoContentionKind::kMutex : oomsnap::GoContentionKind::kBlock;
+  auto c = oomsnap::decode_go_block_bucket(img, kind, static_cast<size_t>(depth_cap), err);
+  if (c) {
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < c->nstk; ++i) sum += c->pc(i);
+    if (c->nstk > (img.size() - 48) / 8 || 48 + c->nstk * 8 + oomsnap::kGoBlockRecordBytes > img.size())
+      __builtin_trap();
+    static volatile uint64_t sink;
+    sink = sum + static_cast<uint64_t>(c->cycles);  // keep the loads
   }
   return 0;
 }

@@ -104,7 +104,7 @@ TEST_P(GoGoroutines, CensusEqualsOwnGoroutineProfile) {
 
   CaptureOptions opts = census_options();
   opts.want_pprof = true;
-  opts.profile = CaptureOptions::Profile::kGoroutine;
+  opts.profile = ProfileKind::kGoroutine;
   std::string err;
   auto rec = oomsnap_test::capture_sandboxed(fx->pid(), opts, err);
   ASSERT_TRUE(rec) << err;

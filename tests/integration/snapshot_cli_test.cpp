@@ -43,7 +43,8 @@ TEST(SnapshotCli, BadArgumentsExit2WithMessage) {
   for (const char* args : {"snapshot", "snapshot --pid", "snapshot --pid abc", "snapshot --pid 1 --format xml",
                            "snapshot --pid 1 --max-entries 0", "snapshot --pid 1 --budget-ms -5",
                            "snapshot --pid 1 --bogus", "snapshot --pid 1 --recent-pprof",
-                           "snapshot --pid 1 --recent-pprof -", "frobnicate"}) {
+                           "snapshot --pid 1 --recent-pprof -", "snapshot --pid 1 --profile cpu",
+                           "snapshot --pid 1 --profile", "frobnicate"}) {
     CliRun r = run_oomsnap(args);
     EXPECT_EQ(r.status, 2) << args;
     EXPECT_FALSE(r.err.empty()) << args;

@@ -307,11 +307,84 @@ TEST(CaptureWire, RequestCarriesGoroutineOptions) {
   r.pid = 77;
   r.options.max_goroutine_groups = 5;
   r.options.max_goroutines = 1234;
-  r.options.profile = CaptureOptions::Profile::kGoroutine;
+  r.options.profile = ProfileKind::kGoroutine;
   std::string why;
   auto out = decode_request(encode_request(r), why);
   ASSERT_TRUE(out) << why;
   EXPECT_EQ(out->options.max_goroutine_groups, 5u);
   EXPECT_EQ(out->options.max_goroutines, 1234u);
-  EXPECT_EQ(out->options.profile, CaptureOptions::Profile::kGoroutine);
+  EXPECT_EQ(out->options.profile, ProfileKind::kGoroutine);
+}
+
+// snapshot.block / snapshot.mutex (oomsnap snapshot --profile block|mutex)
+// round-trip, and are held to the same bounds as the heap entries.
+TEST(CaptureWire, ContentionProfilesRoundTripBounded) {
+  CaptureRecord rec = sample_record();
+  ContentionProfile block;
+  block.status = SnapshotStatus::kComplete;
+  block.rate = 3;
+  block.cycles_per_second = 2'096'034'721;
+  block.total_contentions = 15;
+  block.total_delay_ns = 308'000'000;
+  block.records = 4;
+  block.entries.push_back({"runtime.chanrecv1", {"runtime.chanrecv1", "main.blockOnChan"}, 8, 176'227'157});
+  block.entries.push_back({"sync.(*Mutex).Lock", {"sync.(*Mutex).Lock", "main.contendMutex"}, 6, 131'874'038});
+  block.entries.push_back({"sync.(*WaitGroup).Wait", {"sync.(*WaitGroup).Wait", "main.main"}, 1, 409'034});
+  ContentionProfile mutex;
+  mutex.status = SnapshotStatus::kUnavailable;
+  mutex.reason = "runtime.mutexprofilerate is 0 and there are no mutex profile buckets";
+  mutex.rate = 0;
+  rec.result.snapshot.block = block;
+  rec.result.snapshot.mutex = mutex;
+  CaptureReply in;
+  in.record = rec;
+  std::string why;
+  auto out = decode_reply(encode_reply(in), bounds(), why);
+  ASSERT_TRUE(out) << why;
+  EXPECT_EQ(to_json(*out->record), to_json(*in.record));
+  ASSERT_TRUE(out->record->result.snapshot.block);
+  EXPECT_EQ(out->record->result.snapshot.block->entries[0].stack[1], "main.blockOnChan");
+  EXPECT_EQ(out->record->result.snapshot.block->cycles_per_second, 2'096'034'721);
+  EXPECT_EQ(out->record->result.snapshot.mutex->status, SnapshotStatus::kUnavailable);
+  // The default heap snapshot has neither.
+  EXPECT_FALSE(to_json(sample_record().result.snapshot).contains("block"));
+
+  auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = {{"kind", "record"}, {"record", to_json(rec)}, {"pprof", false}};
+    edit(j);
+    return frame_with_json(j.dump());
+  };
+  EXPECT_TRUE(decode_reply(with([](auto&) {}), bounds(), why)) << why;
+  EXPECT_FALSE(decode_reply(with([](auto&) {}), bounds(2), why));  // two heap entries fit, three block ones do not
+  EXPECT_NE(why.find("snapshot.block"), std::string::npos) << why;
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["block"]["status"] = "fine"; }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["block"]["entries"][0]["delay_ns"] = "x"; }),
+                            bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["mutex"]["entries"] = 3; }), bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) {
+                              j["record"]["snapshot"]["block"]["entries"][0]["stack"] =
+                                  std::vector<std::string>(9000, "f");
+                            }),
+                            bounds(), why));
+  EXPECT_FALSE(decode_reply(
+      with([](auto& j) { j["record"]["snapshot"]["block"]["entries"][0]["name"] = std::string(100000, 'n'); }),
+      bounds(), why));
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["block"].erase("entries"); }), bounds(), why));
+}
+
+TEST(CaptureWire, RequestCarriesTheProfileKind) {
+  CaptureRequest r;
+  r.pid = 9;
+  for (ProfileKind k : {ProfileKind::kHeap, ProfileKind::kBlock, ProfileKind::kMutex}) {
+    r.options.profile = k;
+    std::string why;
+    auto back = decode_request(encode_request(r), why);
+    ASSERT_TRUE(back) << why;
+    EXPECT_EQ(back->options.profile, k);
+  }
+  auto j = nlohmann::json::parse(encode_request(r));
+  j["profile"] = "cpu";
+  std::string why;
+  EXPECT_FALSE(decode_request(j.dump(), why));
+  EXPECT_NE(why.find("unknown profile"), std::string::npos) << why;
 }

@@ -334,6 +334,47 @@ TEST(GoStrippedCgo, ExternalLinkRecoveryEqualsSymbols) {
   EXPECT_EQ(r.mem_profile_rate, std::optional<uint64_t>(rate->value));
 }
 
+// The block/mutex profile globals: on unstripped builds the code-derived
+// addresses equal the symbols (runtime.ticks: the struct, its val at the
+// per-version offset); on stripped builds they are found and land in the
+// zero-initialized sections, the two lists apart.
+TEST_P(GoStrippedTest, ContentionGlobalsEqualSymbols) {
+  const int minor = GetParam();
+  for (const std::string mode : {"default", "pie"}) {
+    SCOPED_TRACE("go1." + std::to_string(minor) + " " + mode);
+    auto l = load_fixture(minor, mode);
+    if (!l) continue;
+    auto r = recover_go_contention_globals(*l->elf, *l->pcln, l->version);
+    EXPECT_EQ(r.error, "");
+    auto expect_sym = [&](const std::optional<uint64_t>& got, const char* name) {
+      auto sym = l->elf->symbol(name);
+      ASSERT_TRUE(sym) << name << " missing from the unstripped fixture";
+      ASSERT_TRUE(got) << name << ": " << r.error;
+      EXPECT_EQ(*got, sym->value) << name << std::hex << " got 0x" << *got << " want 0x" << sym->value;
+    };
+    expect_sym(r.bbuckets, "runtime.bbuckets");
+    expect_sym(r.xbuckets, "runtime.xbuckets");
+    expect_sym(r.block_rate, "runtime.blockprofilerate");
+    expect_sym(r.mutex_rate, "runtime.mutexprofilerate");
+    expect_sym(r.ticks, "runtime.ticks");
+  }
+  for (const std::string mode : {"stripped", "pie-stripped"}) {
+    SCOPED_TRACE("go1." + std::to_string(minor) + " " + mode);
+    auto l = load_fixture(minor, mode);
+    if (!l) continue;
+    auto r = recover_go_contention_globals(*l->elf, *l->pcln, l->version);
+    EXPECT_EQ(r.error, "");
+    for (const auto* a : {&r.bbuckets, &r.xbuckets, &r.block_rate, &r.mutex_rate, &r.ticks}) {
+      ASSERT_TRUE(a->has_value()) << r.error;
+      const auto* sec = section_of(*l->elf, **a);
+      ASSERT_NE(sec, nullptr);
+      EXPECT_TRUE(sec->name == ".bss" || sec->name == ".noptrbss") << sec->name;
+    }
+    EXPECT_EQ(section_of(*l->elf, *r.bbuckets)->name, ".bss");
+    EXPECT_NE(*r.bbuckets, *r.xbuckets);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllGo, GoStrippedTest, ::testing::ValuesIn(kVersions),
                          [](const ::testing::TestParamInfo<int>& i) { return "go1_" + std::to_string(i.param); });
 

@@ -159,6 +159,42 @@ bool census_from_json(const json& j, const CaptureOptions& bounds, GoroutineCens
   return true;
 }
 
+// snapshot.block / snapshot.mutex: same bounds as the entries (count, frames, strings).
+bool contention_from_json(const json& j, const char* where, const CaptureOptions& bounds, ContentionProfile& p,
+                          std::string& why) {
+  Fields f(j, where, why);
+  auto status = status_from(f.str("status"));
+  if (f.ok() && !status) f.fail("unknown status");
+  if (status) p.status = *status;
+  p.reason = f.str("reason", false);
+  if (f.has("rate")) p.rate = f.i64("rate");
+  p.cycles_per_second = f.i64("cycles_per_second");
+  p.total_contentions = f.i64("total_contentions");
+  p.total_delay_ns = f.i64("total_delay_ns");
+  p.records = f.u64("records");
+  p.output_truncated = f.boolean("output_truncated");
+  const json* entries = f.get("entries", true);
+  if (!f.ok()) return false;
+  if (!entries->is_array() || entries->size() > bounds.max_entries) {
+    why = std::string(where) + ": entries is not an array of at most " + std::to_string(bounds.max_entries);
+    return false;
+  }
+  const size_t max_frames = bounds.max_stack_depth * kMaxInlineFactor;
+  for (const auto& je : *entries) {
+    Fields e(je, where, why);
+    ContentionEntry out;
+    out.name = e.str("name");
+    out.contentions = e.i64("contentions");
+    out.delay_ns = e.i64("delay_ns");
+    const json* st = e.get("stack", true);
+    if (!e.ok()) return false;
+    if (!strings_from_json(*st, max_frames, (std::string(where) + " entry: stack").c_str(), out.stack, why))
+      return false;
+    p.entries.push_back(std::move(out));
+  }
+  return true;
+}
+
 bool memory_from_json(const json& j, ProcessMemory& m, std::string& why) {
   Fields f(j, "process_memory", why);
   m.status = f.str("status");
@@ -196,13 +232,13 @@ std::string encode_request(const CaptureRequest& r) {
             {"budget_ms", o.budget.count()},
             {"want_pprof", o.want_pprof},
             {"want_recent_pprof", o.want_recent_pprof},
+            {"profile", profile_kind_name(o.profile)},
             {"max_records", o.max_records},
             {"max_objects", o.max_objects},
             {"max_stack_depth", o.max_stack_depth},
             {"max_read_bytes", o.max_read_bytes},
             {"max_goroutine_groups", o.max_goroutine_groups},
             {"max_goroutines", o.max_goroutines},
-            {"profile", o.profile == CaptureOptions::Profile::kGoroutine ? "goroutine" : "heap"},
             {"stall_ms", o.stall_after.count()}};
   json skip = json::array();
   for (const auto& r : o.skip_ranges) skip.push_back({r.start, r.end});
@@ -224,6 +260,12 @@ std::optional<CaptureRequest> decode_request(std::string_view line, std::string&
   r.options.budget = std::chrono::milliseconds(f.u64("budget_ms"));
   r.options.want_pprof = f.boolean("want_pprof");
   r.options.want_recent_pprof = f.boolean("want_recent_pprof");
+  {
+    const std::string kind = f.str("profile");
+    auto k = profile_kind_from_name(kind);
+    if (f.ok() && !k) f.fail("unknown profile '" + kind.substr(0, 32) + "'");
+    if (k) r.options.profile = *k;
+  }
   r.options.max_records = f.u64("max_records");
   r.options.max_objects = f.u64("max_objects");
   r.options.max_stack_depth = f.u64("max_stack_depth");
@@ -231,13 +273,6 @@ std::optional<CaptureRequest> decode_request(std::string_view line, std::string&
   r.options.stall_after = std::chrono::milliseconds(f.u64("stall_ms"));
   if (f.has("max_goroutine_groups")) r.options.max_goroutine_groups = f.u64("max_goroutine_groups");
   if (f.has("max_goroutines")) r.options.max_goroutines = f.u64("max_goroutines");
-  if (f.has("profile")) {
-    const std::string p = f.str("profile");
-    if (p == "goroutine")
-      r.options.profile = CaptureOptions::Profile::kGoroutine;
-    else if (p != "heap" && f.ok())
-      f.fail("unknown profile");
-  }
   if (const json* skip = f.get("skip", true)) {
     if (!skip->is_array() || skip->size() > kMaxSkipRanges) {
       f.fail("skip is not an array of at most " + std::to_string(kMaxSkipRanges) + " ranges");
@@ -317,6 +352,13 @@ bool snapshot_from_json(const json& j, const CaptureOptions& bounds, Snapshot& s
     if (!census_from_json(*g, bounds, census, why)) return false;
     s.goroutines = std::move(census);
   }
+  for (auto [key, member] : {std::pair{"block", &Snapshot::block}, std::pair{"mutex", &Snapshot::mutex}}) {
+    auto it = j.find(key);
+    if (it == j.end()) continue;
+    ContentionProfile p;
+    if (!contention_from_json(*it, (std::string("snapshot.") + key).c_str(), bounds, p, why)) return false;
+    s.*member = std::move(p);
+  }
   return true;
 }
 
@@ -342,17 +384,7 @@ bool entries_from_json(const json& entries, const CaptureOptions& bounds, const 
       return false;
     }
     if (const json* st = e.get("stack", false)) {
-      if (!st->is_array() || st->size() > max_frames) {
-        why = "snapshot entry: stack is not an array of at most " + std::to_string(max_frames) + " frames";
-        return false;
-      }
-      for (const auto& fr : *st) {
-        if (!fr.is_string() || fr.get_ref<const std::string&>().size() > kMaxString) {
-          why = "snapshot entry: a stack frame is not a string of at most " + std::to_string(kMaxString) + " bytes";
-          return false;
-        }
-        out.stack.push_back(fr.get<std::string>());
-      }
+      if (!strings_from_json(*st, max_frames, "snapshot entry: stack", out.stack, why)) return false;
     }
     list.push_back(std::move(out));
   }

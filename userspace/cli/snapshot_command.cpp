@@ -18,10 +18,11 @@ namespace oomsnap {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: oomsnap snapshot --pid PID [--format json|pprof] [--profile heap|goroutine] [-o FILE]\n"
+    "usage: oomsnap snapshot --pid PID [--format json|pprof] [--profile heap|goroutine|block|mutex] [-o FILE]\n"
     "                        [--max-entries N] [--budget-ms MS] [--grace-ms MS] [--memory-max-mb N] [--in-process]\n"
     "                        [--recent-pprof FILE]\n"
-    "  --profile: which Go profile --format pprof writes (default heap).\n"
+    "  --profile (Go): which profile --format pprof writes: heap (default), goroutine, or the\n"
+    "  block/mutex contention profile (then also snapshot.block / snapshot.mutex in JSON).\n"
     "  The capture runs in a sandboxed capture process, killed at budget + grace;\n"
     "  --in-process skips the sandbox (benchmarks and debugging only).\n"
     "  --recent-pprof FILE (Go): also write the allocations since the last GC\n"
@@ -106,11 +107,14 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
       }
       format = v;
     } else if (a == "--profile") {
-      if (!value(v) || (v != "heap" && v != "goroutine")) {
-        err << "oomsnap snapshot: --profile must be heap or goroutine, got '" << v << "'\n" << kUsage;
+      auto kind = value(v) ? profile_kind_from_name(v) : std::nullopt;
+      if (!kind) {
+        std::string names;
+        for (const auto& [k, name] : kProfileKinds) names += (names.empty() ? "" : "|") + std::string(name);
+        err << "oomsnap snapshot: --profile must be one of " << names << ", got '" << v << "'\n" << kUsage;
         return 2;
       }
-      opts.profile = v == "goroutine" ? CaptureOptions::Profile::kGoroutine : CaptureOptions::Profile::kHeap;
+      opts.profile = *kind;
     } else if (a == "-o" || a == "--output") {
       if (!value(output) || output.empty()) {
         err << "oomsnap snapshot: " << a << " needs a file name\n" << kUsage;
@@ -180,8 +184,21 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
   if (format == "pprof") {
     if (!rec->result.pprof) {
       const Snapshot& s = rec->result.snapshot;
-      err << "oomsnap snapshot: no pprof profile for pid " << *pid << " (language " << rec->result.language
-          << ", status " << to_string(s.status) << (s.reason.empty() ? "" : ": " + printable(s.reason)) << ")\n";
+      // The status of the profile asked for: the heap's, the census's, or block/mutex's.
+      SnapshotStatus status = s.status;
+      std::string reason = s.reason;
+      auto take = [&](const auto& part) {
+        if (part) {
+          status = part->status;
+          reason = part->reason;
+        }
+      };
+      if (opts.profile == ProfileKind::kGoroutine) take(s.goroutines);
+      if (opts.profile == ProfileKind::kBlock) take(s.block);
+      if (opts.profile == ProfileKind::kMutex) take(s.mutex);
+      err << "oomsnap snapshot: no " << profile_kind_name(opts.profile) << " pprof profile for pid " << *pid
+          << " (language " << rec->result.language << ", status " << to_string(status)
+          << (reason.empty() ? "" : ": " + printable(reason)) << ")\n";
       return 1;
     }
     data = std::move(*rec->result.pprof);

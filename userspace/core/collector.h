@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/proc_info.h"
@@ -24,11 +26,28 @@ struct CaptureProgress {
   ReadInFlight read;
 };
 
+// Which profile a capture produces besides the heap snapshot (`oomsnap snapshot
+// --profile`): one table of kinds and names, so a new kind is one entry.
+enum class ProfileKind { kHeap, kGoroutine, kBlock, kMutex };
+inline constexpr std::pair<ProfileKind, const char*> kProfileKinds[] = {
+    {ProfileKind::kHeap, "heap"}, {ProfileKind::kGoroutine, "goroutine"}, {ProfileKind::kBlock, "block"}, {ProfileKind::kMutex, "mutex"}};
+inline const char* profile_kind_name(ProfileKind k) {
+  for (const auto& [kind, name] : kProfileKinds)
+    if (kind == k) return name;
+  return "heap";
+}
+inline std::optional<ProfileKind> profile_kind_from_name(std::string_view s) {
+  for (const auto& [kind, name] : kProfileKinds)
+    if (s == name) return kind;
+  return std::nullopt;
+}
+
 struct CaptureOptions {
   size_t max_entries = 10;
   std::chrono::milliseconds budget{2000};
   bool want_pprof = false;          // Go: also produce a gzipped profile.proto
   bool want_recent_pprof = false;   // Go: and one of the allocations since the last GC
+  ProfileKind profile = ProfileKind::kHeap;  // Go: which profile the pprof (and JSON extra) is
   // Hard bounds on remote data (each loop over target memory has a limit).
   size_t max_records = 2'000'000;   // Go: profile buckets
   // Heap walkers (Python, Java): objects visited. Their seen-marks and
@@ -38,9 +57,6 @@ struct CaptureOptions {
   // Go goroutine census: groups kept (0: max_entries); the agent keeps 5.
   size_t max_goroutine_groups = 0;
   size_t max_goroutines = 1'000'000;  // allglen above this is refused as implausible
-  // --format pprof: which profile (the heap unless asked for the goroutines).
-  enum class Profile { kHeap, kGoroutine };
-  Profile profile = Profile::kHeap;
   uint64_t max_read_bytes = 1ull << 30;
   CaptureProgress* progress = nullptr;  // published to while capturing; may be null
   // The capture process: address ranges not to read (where an earlier

@@ -72,6 +72,8 @@ nlohmann::json to_json(const Snapshot& s) {
     j["recent"] = {{"bytes", s.recent->bytes}, {"objects", s.recent->objects},
                    {"entries", entries_to_json(s.recent->entries)}};
   if (s.goroutines) j["goroutines"] = to_json(*s.goroutines);
+  if (s.block) j["block"] = to_json(*s.block);
+  if (s.mutex) j["mutex"] = to_json(*s.mutex);
   return j;
 }
 
@@ -97,6 +99,23 @@ nlohmann::json to_json(const GoroutineCensus& c) {
   }
   j["groups"] = std::move(groups);
   j["groups_truncated"] = c.groups_truncated;
+  return j;
+}
+
+nlohmann::json to_json(const ContentionProfile& p) {
+  nlohmann::json j;
+  j["status"] = to_string(p.status);
+  if (p.status != SnapshotStatus::kComplete || !p.reason.empty()) j["reason"] = p.reason;
+  if (p.rate) j["rate"] = *p.rate;
+  j["cycles_per_second"] = p.cycles_per_second;
+  j["total_contentions"] = p.total_contentions;
+  j["total_delay_ns"] = p.total_delay_ns;
+  j["records"] = p.records;
+  j["output_truncated"] = p.output_truncated;
+  auto entries = nlohmann::json::array();
+  for (const auto& e : p.entries)
+    entries.push_back({{"name", e.name}, {"stack", e.stack}, {"contentions", e.contentions}, {"delay_ns", e.delay_ns}});
+  j["entries"] = std::move(entries);
   return j;
 }
 

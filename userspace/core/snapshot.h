@@ -57,6 +57,25 @@ struct GoroutineCensus {
   bool groups_truncated = false;
 };
 
+// A contention profile (Go block or mutex), as the runtime's own pprof
+// profile would report it: snapshot.block / snapshot.mutex.
+struct ContentionEntry {
+  std::string name;                 // leaf frame
+  std::vector<std::string> stack;   // leaf first, inlined frames expanded
+  int64_t contentions = 0;
+  int64_t delay_ns = 0;
+};
+struct ContentionProfile {
+  SnapshotStatus status = SnapshotStatus::kFailed;
+  std::string reason;               // set whenever status != kComplete
+  std::optional<int64_t> rate;      // block: runtime.blockprofilerate (CPU ticks); mutex: the fraction
+  int64_t cycles_per_second = 0;    // the conversion applied to the delays
+  int64_t total_contentions = 0, total_delay_ns = 0;  // over every record, not only the entries
+  uint64_t records = 0;             // buckets read
+  bool output_truncated = false;
+  std::vector<ContentionEntry> entries;  // by delay, descending, capped by max_entries
+};
+
 struct Snapshot {
   std::string runtime_version;  // e.g. "go1.26.10"; empty when unknown
   SnapshotStatus status = SnapshotStatus::kFailed;
@@ -74,6 +93,8 @@ struct Snapshot {
   std::optional<double> coverage;
   std::vector<std::pair<std::string, uint64_t>> totals;
   std::optional<GoroutineCensus> goroutines;  // Go only
+  // Go, with --profile block|mutex only.
+  std::optional<ContentionProfile> block, mutex;
   // Cost of the capture, for benchmarks and the record.
   uint64_t read_syscalls = 0;
   uint64_t bytes_read = 0;
@@ -90,5 +111,6 @@ struct Snapshot {
 
 nlohmann::json to_json(const Snapshot& s);
 nlohmann::json to_json(const GoroutineCensus& c);
+nlohmann::json to_json(const ContentionProfile& p);
 
 }  // namespace oomsnap

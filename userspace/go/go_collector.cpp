@@ -12,6 +12,7 @@
 #include "go/go_g_layout.h"
 #include "go/go_goroutine_census.h"
 #include "go/go_goroutines.h"
+#include "go/go_contention_collector.h"
 #include "go/go_heap_reader.h"
 #include "go/go_pclntab.h"
 #include "go/go_pprof.h"
@@ -186,7 +187,7 @@ void collect_goroutines(Target& target, const ElfFile& elf, const GoPclntab& tab
   GoGoroutineRead rd = read_go_goroutines(target.memory(), addrs, *layout, tab, bias, opts, deadline);
   const size_t max_groups = opts.max_goroutine_groups ? opts.max_goroutine_groups : opts.max_entries;
   out.snapshot.goroutines = build_goroutine_census(rd, tab, bias, ver.minor, max_groups);
-  if (opts.want_pprof && opts.profile == CaptureOptions::Profile::kGoroutine && !rd.goroutines.empty()) {
+  if (opts.want_pprof && opts.profile == ProfileKind::kGoroutine && !rd.goroutines.empty()) {
     auto samples = goroutine_profile_samples(rd, tab, bias);
     GoPprofInput in;
     in.pclntab = &tab;
@@ -220,11 +221,63 @@ bool GoCollector::detect(Target& target) {
   return buildinfo_.has_value();
 }
 
+void GoCollector::collect_heap(Target& target, const CaptureOptions& opts, CaptureRun& run, const GoPclntab& tab,
+                               uint64_t bias, bool want_pprof) {
+  Snapshot& snap = run.out.snapshot;
+  RemoteMemory& mem = target.memory();
+  const GoVersion& ver = buildinfo_->version;
+
+  GoHeapAddrs addrs;
+  auto mb = elf_->symbol("runtime.mbuckets");
+  auto rate = elf_->symbol("runtime.MemProfileRate");
+  if (auto cyc = elf_->symbol("runtime.mProfCycle")) addrs.mprof_cycle = cyc->value + bias;
+  if (!mb || !rate) {
+    GoGlobalsRecovery rec = recover_go_globals(*elf_, tab, ver);
+    if (!mb && rec.mbuckets) mb = ElfFile::Symbol{"runtime.mbuckets", *rec.mbuckets, 8, 0};
+    if (!rate && rec.mem_profile_rate) rate = ElfFile::Symbol{"runtime.MemProfileRate", *rec.mem_profile_rate, 8, 0};
+    if (!mb || !rate) {
+      snap.set_status(SnapshotStatus::kUnavailable, "stripped binary: cannot locate heap profile globals: " + rec.error);
+      return;
+    }
+  }
+  addrs.mbuckets = mb->value + bias;
+  addrs.mem_profile_rate = rate->value + bias;
+
+  GoHeapReadResult rd =
+      read_go_heap(mem, target.maps(), addrs, ver.minor, opts, run.deadline, want_pprof || opts.want_recent_pprof);
+  snap.sample_rate = rd.profile.mem_profile_rate;
+  snap.set_status(rd.status, rd.reason);
+  if (rd.status == SnapshotStatus::kUnavailable && rd.profile.mem_profile_rate == 0) {
+    // The linker turns profiling off in programs that never reference
+    // runtime.MemProfile (no runtime/pprof): say so, it is the usual cause.
+    uint8_t disabled = 0;
+    auto sym = elf_->symbol("runtime.disableMemoryProfiling");
+    if (sym && mem.read(sym->value + bias, &disabled, 1) && disabled)
+      snap.reason += "; the binary does not use runtime/pprof, so the Go linker disabled memory profiling";
+  }
+  if (rd.status == SnapshotStatus::kUnavailable || (rd.status == SnapshotStatus::kFailed && rd.summaries.empty()))
+    return;
+  if (!target.still_same()) {
+    snap.set_status(SnapshotStatus::kFailed, "target exited or was replaced during the capture");
+    return;
+  }
+  build_recent(rd, tab, mem, bias, opts.max_entries, snap);  // before build_entries consumes the rows
+  build_entries(rd, tab, mem, bias, opts.max_entries, snap);
+  if (want_pprof || opts.want_recent_pprof) {
+    GoPprofInput in;
+    in.profile = &rd.profile;
+    in.pclntab = &tab;
+    in.load_bias = bias;
+    in.mappings = exe_mappings(target, *elf_);
+    in.time_nanos = now_nanos();
+    if (want_pprof) run.out.pprof = encode_go_heap_pprof(in);
+    if (opts.want_recent_pprof) run.out.recent_pprof = encode_go_recent_pprof(in);
+  }
+}
+
 CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
   CaptureRun run(target, "go", opts);
   Snapshot& snap = run.out.snapshot;
-  const Deadline& deadline = run.deadline;
-  RemoteMemory& mem = target.memory();
   auto finish = [&run] { return run.finish(); };
 
   if (!elf_ || !buildinfo_) {
@@ -239,7 +292,6 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
     snap.set_status(SnapshotStatus::kUnavailable, "unsupported Go version " + ver.text + " (need 1.19+)");
     return finish();
   }
-  const int minor = ver.minor;
   try {
     auto bias = exe_load_bias(*elf_, target.maps(), target.exe_fd());
     if (!bias) {
@@ -255,56 +307,16 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
       const Deadline census_deadline(opts.budget / 2);
       collect_goroutines(target, *elf_, tab, ver, *bias, opts, census_deadline, run.out);
     }
-    const bool heap_pprof = opts.want_pprof && opts.profile == CaptureOptions::Profile::kHeap;
-
-    GoHeapAddrs addrs;
-    auto mb = elf_->symbol("runtime.mbuckets");
-    auto rate = elf_->symbol("runtime.MemProfileRate");
-    if (auto cyc = elf_->symbol("runtime.mProfCycle")) addrs.mprof_cycle = cyc->value + *bias;
-    if (!mb || !rate) {
-      GoGlobalsRecovery rec = recover_go_globals(*elf_, tab, ver);
-      if (!mb && rec.mbuckets) mb = ElfFile::Symbol{"runtime.mbuckets", *rec.mbuckets, 8, 0};
-      if (!rate && rec.mem_profile_rate)
-        rate = ElfFile::Symbol{"runtime.MemProfileRate", *rec.mem_profile_rate, 8, 0};
-      if (!mb || !rate) {
-        snap.set_status(SnapshotStatus::kUnavailable,
-                        "stripped binary: cannot locate heap profile globals: " + rec.error);
-        return finish();
-      }
-    }
-    addrs.mbuckets = mb->value + *bias;
-    addrs.mem_profile_rate = rate->value + *bias;
-
-    GoHeapReadResult rd =
-        read_go_heap(mem, target.maps(), addrs, minor, opts, deadline, heap_pprof || opts.want_recent_pprof);
-    snap.sample_rate = rd.profile.mem_profile_rate;
-    snap.set_status(rd.status, rd.reason);
-    if (rd.status == SnapshotStatus::kUnavailable && rd.profile.mem_profile_rate == 0) {
-      // The linker turns profiling off in programs that never reference
-      // runtime.MemProfile (no runtime/pprof): say so, it is the usual cause.
-      uint8_t disabled = 0;
-      auto sym = elf_->symbol("runtime.disableMemoryProfiling");
-      if (sym && mem.read(sym->value + *bias, &disabled, 1) && disabled)
-        snap.reason += "; the binary does not use runtime/pprof, so the Go linker disabled memory profiling";
-    }
-    if (rd.status == SnapshotStatus::kUnavailable ||
-        (rd.status == SnapshotStatus::kFailed && rd.summaries.empty()))
-      return finish();
-    if (!target.still_same()) {
-      snap.set_status(SnapshotStatus::kFailed, "target exited or was replaced during the capture");
-      return finish();
-    }
-    build_recent(rd, tab, mem, *bias, opts.max_entries, snap);  // before build_entries consumes the rows
-    build_entries(rd, tab, mem, *bias, opts.max_entries, snap);
-    if (heap_pprof || opts.want_recent_pprof) {
-      GoPprofInput in;
-      in.profile = &rd.profile;
-      in.pclntab = &tab;
-      in.load_bias = *bias;
-      in.mappings = exe_mappings(target, *elf_);
-      in.time_nanos = now_nanos();
-      if (heap_pprof) run.out.pprof = encode_go_heap_pprof(in);
-      if (opts.want_recent_pprof) run.out.recent_pprof = encode_go_recent_pprof(in);
+    // The heap snapshot always; a block/mutex profile besides it on request
+    // (the pprof output is then that profile's).
+    collect_heap(target, opts, run, tab, *bias, opts.want_pprof && opts.profile == ProfileKind::kHeap);
+    if (opts.profile == ProfileKind::kBlock || opts.profile == ProfileKind::kMutex) {
+      const auto kind = opts.profile == ProfileKind::kBlock ? GoContentionKind::kBlock : GoContentionKind::kMutex;
+      GoContentionTarget in{elf_, &tab, &ver, *bias, {}};
+      if (opts.want_pprof) in.mappings = exe_mappings(target, *elf_);
+      ContentionProfile p =
+          collect_go_contention(target, in, kind, opts, run.deadline, opts.want_pprof ? &run.out.pprof : nullptr);
+      (kind == GoContentionKind::kBlock ? snap.block : snap.mutex) = std::move(p);
     }
   } catch (const std::exception& e) {
     snap.set_status(SnapshotStatus::kFailed, std::string("cannot decode the Go binary: ") + e.what());

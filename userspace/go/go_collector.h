@@ -10,6 +10,7 @@
 #include "go/go_buildinfo.h"
 
 namespace oomsnap {
+class GoPclntab;
 
 class GoCollector : public Collector {
  public:
@@ -18,6 +19,9 @@ class GoCollector : public Collector {
   CaptureResult collect(Target& target, const CaptureOptions& options) override;
 
  private:
+  // The heap snapshot (entries, and the heap pprof when want_pprof) into run.
+  void collect_heap(Target& target, const CaptureOptions& opts, CaptureRun& run, const GoPclntab& tab,
+                    uint64_t bias, bool want_pprof);
   const ElfFile* elf_ = nullptr;  // the target's, parsed once (Target::exe_elf)
   std::optional<GoBuildInfo> buildinfo_;
 };

@@ -4,17 +4,11 @@
 #include <limits>
 
 namespace oomsnap {
-namespace {
-
-// Go's int64(float64) on amd64 (CVTTSD2SQ): out-of-range and NaN give the
-// "integer indefinite" value 0x8000000000000000. Plain C++ casts are UB there.
 int64_t go_f64_to_i64(double v) {
   constexpr double kLimit = 9223372036854775808.0;  // 2^63
   if (!(v >= -kLimit && v < kLimit)) return std::numeric_limits<int64_t>::min();
   return static_cast<int64_t>(v);
 }
-
-}  // namespace
 
 std::pair<int64_t, int64_t> scale_heap_sample(int64_t count, int64_t size, int64_t rate,
                                               int go_minor, uint64_t object_size) {

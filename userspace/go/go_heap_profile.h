@@ -42,6 +42,10 @@ struct GoHeapProfile {
   }
 };
 
+// Go's int64(float64) on amd64 (CVTTSD2SQ): out-of-range and NaN give the
+// "integer indefinite" value 0x8000000000000000. Plain C++ casts are UB there.
+int64_t go_f64_to_i64(double v);
+
 // runtime/pprof's scaleHeapSample: the unsampling of one bucket's (count, size).
 // go_minor >= 27 uses the integer object size as the average, as 1.27 does.
 std::pair<int64_t, int64_t> scale_heap_sample(int64_t count, int64_t size, int64_t rate,

@@ -3,15 +3,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <array>
-#include <unordered_map>
 
 #include "core/checked_bytes.h"
+#include "go/go_bucket_walk.h"
 
 namespace oomsnap {
 namespace {
 
-constexpr size_t kHeaderSize = 48;  // next, allnext, typ, hash, size, nstk
+constexpr size_t kHeaderSize = kGoBucketHeaderSize;
 constexpr uint64_t kMemProfileType = 1;
 
 uint64_t load_u64(const uint8_t* p) {
@@ -21,103 +20,6 @@ uint64_t load_u64(const uint8_t* p) {
 }
 
 size_t record_words(int go_minor) { return go_minor >= 27 ? 2 : 4; }
-
-// A small read-through cache of windows of remote memory. A miss reads a window
-// that reaches back kWindow bytes below the address (allnext links run from
-// newer to older buckets, i.e. usually downwards in a persistentalloc chunk)
-// clamped to the mapping that holds the address, in one syscall. The window
-// buffers are allocated once and recycled: fresh pages cost a page fault each,
-// which dominated the read time before.
-class WindowCache {
- public:
-  WindowCache(RemoteMemory& mem, const std::vector<Mapping>& maps, uint64_t max_bytes)
-      : mem_(mem), maps_(maps), max_bytes_(max_bytes),
-        arena_(static_cast<uint8_t*>(huge_page_alloc(kSlot * kSlots, arena_mapped_))) {}
-  ~WindowCache() { huge_page_free(arena_, kSlot * kSlots); }
-  WindowCache(const WindowCache&) = delete;
-  WindowCache& operator=(const WindowCache&) = delete;
-
-  // Pointer to len readable bytes at addr, or nullptr (errno in mem_.last_errno()).
-  // Valid until the next call.
-  const uint8_t* get(uint64_t addr, size_t len) {
-    for (auto& w : slots_)
-      if (w.len && addr >= w.start && addr + len <= w.start + w.len) return w.buf + (addr - w.start);
-    uint64_t lo = addr > kWindow - 4096 ? addr - (kWindow - 4096) : 0;
-    lo &= ~uint64_t{4095};
-    uint64_t hi = std::max<uint64_t>(lo + kWindow, addr + len);
-    if (const Mapping* m = mapping_of(addr)) {
-      lo = std::max(lo, m->start);
-      hi = std::min(hi, m->end);
-    } else {
-      lo = addr;  // unknown mapping: read exactly what is asked
-      hi = addr + len;
-    }
-    if (hi < addr + len) hi = addr + len;  // straddles the mapping end: let the read fail
-    Window& w = slots_[next_++ % slots_.size()];
-    w.len = 0;
-    w.buf = arena_ + (&w - slots_.data()) * kSlot;
-    if (hi - lo > kSlot) hi = lo + kSlot;  // cannot happen: buckets are < 9 KiB
-    if (hi < addr + len) return nullptr;
-    if (!mem_.read(lo, w.buf, hi - lo)) {
-      // The window may cross an unreadable page: fall back to the exact range.
-      if (mem_.last_errno() == ESRCH) return nullptr;
-      lo = addr;
-      hi = addr + len;
-      if (!mem_.read(lo, w.buf, len)) return nullptr;
-    }
-    w.start = lo;
-    w.len = hi - lo;
-    total_ += w.len;
-    if (total_ > max_bytes_) over_budget_ = true;
-    return w.buf + (addr - lo);
-  }
-  bool over_budget() const { return over_budget_; }
-
- private:
-  static constexpr uint64_t kWindow = 256 * 1024;  // persistentChunkSize
-  static constexpr uint64_t kSlot = kWindow + 16 * 1024;  // a window plus the largest bucket
-  static constexpr size_t kSlots = 4;
-  struct Window {
-    uint64_t start = 0, len = 0;
-    uint8_t* buf = nullptr;
-  };
-
-  const Mapping* mapping_of(uint64_t addr) {
-    if (last_map_ && addr >= last_map_->start && addr < last_map_->end) return last_map_;
-    for (const auto& m : maps_)
-      if (addr >= m.start && addr < m.end) return last_map_ = &m;
-    return nullptr;
-  }
-
-  RemoteMemory& mem_;
-  const std::vector<Mapping>& maps_;
-  const Mapping* last_map_ = nullptr;
-  uint64_t max_bytes_;
-  uint64_t total_ = 0;
-  bool over_budget_ = false;
-  size_t arena_mapped_ = 0;
-  uint8_t* arena_;  // kSlots windows in one huge-page mapping
-  std::array<Window, kSlots> slots_;
-  size_t next_ = 0;
-};
-
-// Brent's cycle detection: O(1) memory (a visited set cost more fresh pages
-// than the reads themselves). It reports a repeat within two laps of the
-// cycle; the caller then trims the duplicated laps off exactly.
-class CycleDetector {
- public:
-  bool repeats(uint64_t addr) {
-    if (addr == saved_) return true;
-    if (++steps_ == power_) {
-      saved_ = addr;
-      power_ *= 2;
-      steps_ = 0;
-    }
-    return false;
-  }
- private:
-  uint64_t saved_ = 0, power_ = 1, steps_ = 0;
-};
 
 }  // namespace
 
@@ -194,12 +96,6 @@ uint64_t stack_hash(const GoBucketView& b) {
   return h;
 }
 
-std::string hex(uint64_t v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 }  // namespace
 
 GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& maps,
@@ -240,8 +136,6 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
   std::optional<uint32_t> flush_index;
   if (addrs.mprof_cycle && reqs.size() > 2 && reqs[2].ok) flush_index = (cycle >> 1) % 3;
 
-  WindowCache cache(mem, maps, opts.max_read_bytes);
-  CycleDetector cycle_check;
   // Untouched capacity costs no page faults; growing by copies would.
   res.summaries.reserve(std::min<size_t>(opts.max_records, 1u << 21));
   if (keep_stacks) {
@@ -264,77 +158,16 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
     s.inuse_objects = o > 0 ? static_cast<uint64_t>(o) : 0;
     s.inuse_bytes = b > 0 ? static_cast<uint64_t>(b) : 0;
   };
-  const size_t max_depth = opts.max_stack_depth + 2;  // 1.26+ stores two allocator frames extra
-  auto stop = [&](SnapshotStatus s, std::string why) {
-    res.status = s;
-    res.reason = std::move(why) + " after " + std::to_string(res.summaries.size()) + " buckets";
-  };
-  auto stop_broken = [&](std::string why) {
-    stop(res.summaries.empty() ? SnapshotStatus::kFailed : SnapshotStatus::kPartial, std::move(why));
-  };
-  auto unreadable = [&] {
-    return mem.last_errno() == ESRCH ? std::string("target exited during the read")
-                                     : std::string("unreadable bucket");
-  };
-  for (uint64_t addr = head; addr != 0;) {
-    const size_t n = res.summaries.size();
-    if (n >= opts.max_records) {
-      stop(SnapshotStatus::kPartial, "bucket cap reached");
-      break;
-    }
-    if ((n & 255) == 0 && deadline.expired()) {
-      stop(SnapshotStatus::kPartial, "budget exhausted");
-      break;
-    }
-    if (cache.over_budget()) {
-      stop(SnapshotStatus::kPartial, "read byte cap reached");
-      break;
-    }
-    if (cycle_check.repeats(addr)) {
-      // Trim the laps walked twice: keep up to the first bucket seen again.
-      std::unordered_map<uint64_t, size_t> first_seen;
-      size_t keep = res.summaries.size();
-      for (size_t i = 0; i < res.summaries.size(); ++i) {
-        if (!first_seen.emplace(res.summaries[i].addr(), i).second) {
-          keep = i;
-          break;
-        }
-      }
-      res.summaries.resize(keep);
-      if (keep_stacks) res.profile.buckets.resize(keep);
-      if (pending.size() > keep) pending.resize(keep);
-      stop(SnapshotStatus::kPartial, "cycle in bucket list at " + hex(addr));
-      break;
-    }
-    if (addr >> 48) {  // not a user-space pointer
-      stop_broken("implausible bucket pointer " + hex(addr));
-      break;
-    }
-    const uint8_t* hdr = cache.get(addr, kHeaderSize);
-    if (!hdr) {
-      stop_broken(unreadable());
-      break;
-    }
-    uint64_t nstk = load_u64(hdr + 40);
-    if (nstk == 0 || nstk > max_depth) {
-      stop_broken("implausible bucket stack depth " + std::to_string(nstk) +
-                  " (target changed or memory corrupt)");
-      break;
-    }
-    size_t full = go_bucket_size(go_minor, nstk);
-    const uint8_t* whole = cache.get(addr, full);
-    if (!whole) {
-      stop_broken(unreadable());
-      break;
-    }
-    std::string err;
-    auto b = decode_go_bucket({whole, full}, go_minor, max_depth, err);
-    if (!b) {
-      stop_broken(err);
-      break;
-    }
+  GoBucketWalkLimits limits;
+  limits.max_buckets = opts.max_records;
+  limits.max_depth = opts.max_stack_depth + 2;  // 1.26+ stores two allocator frames extra
+  limits.max_read_bytes = opts.max_read_bytes;
+  limits.record_bytes = go_bucket_size(go_minor, 0) - kHeaderSize;
+  auto visit = [&](uint64_t addr, std::span<const uint8_t> bytes, std::string& why) -> std::optional<uint64_t> {
+    auto b = decode_go_bucket(bytes, go_minor, limits.max_depth, why);
+    if (!b) return std::nullopt;
     GoBucketSummary s;
-    s.where = addr | (nstk << 48);
+    s.where = addr | (b->nstk << 48);
     s.stack_hash = stack_hash(*b);
     uint64_t v[4], extra[4];
     fold_go_cycles(*b, flush_index, v, extra);
@@ -353,7 +186,7 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
     if (keep_stacks) {
       // The PCs are little-endian u64 in the window, as the pool wants them.
       GoHeapBucket& hb = res.profile.add_bucket(
-          b->size, std::span<const uint64_t>(reinterpret_cast<const uint64_t*>(b->pcs), nstk));
+          b->size, std::span<const uint64_t>(reinterpret_cast<const uint64_t*>(b->pcs), b->nstk));
       hb.allocs = v[0];
       hb.frees = v[1];
       hb.alloc_bytes = v[2];
@@ -361,8 +194,19 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
       hb.recent_objects = s.recent_objects;
       hb.recent_bytes = s.recent_bytes;
     }
-    addr = b->allnext;
-  }
+    return b->allnext;
+  };
+  auto trim = [&]() -> size_t {
+    // Keep up to the first bucket seen again.
+    size_t keep = first_repeated_bucket(res.summaries.size(), [&](size_t i) { return res.summaries[i].addr(); });
+    res.summaries.resize(keep);
+    if (keep_stacks) res.profile.buckets.resize(keep);
+    if (pending.size() > keep) pending.resize(keep);
+    return keep;
+  };
+  GoBucketWalkEnd end = walk_go_buckets(mem, maps, head, limits, deadline, visit, trim);
+  res.status = end.status;
+  res.reason = end.reason;
   if (!any_active) {
     // No GC yet: MemProfile accumulates every future cycle into the in-use
     // view, so nothing is left to call recent (it would be counted twice).

@@ -39,6 +39,7 @@
 
 #include "elf/elf_file.h"
 #include "go/go_buildinfo.h"
+#include "go/go_contention_reader.h"
 #include "go/go_pclntab.h"
 
 namespace oomsnap {
@@ -367,6 +368,39 @@ class Recoverer {
     return true;
   }
 
+  // The first qword RIP-relative load in the first of fns that exists whose
+  // target lies in one of the zero-initialized data sections.
+  std::optional<uint64_t> first_bss_load(std::initializer_list<const char*> fns, const char* what,
+                                         std::string& err) const {
+    std::string notes;
+    for (const char* fn : fns) {
+      if (!pcln_.find_func_by_name(fn)) {
+        notes += std::string(notes.empty() ? "" : ", ") + fn + " not in pclntab";
+        continue;
+      }
+      std::string why;
+      auto code = code_of(fn, &why);
+      if (!code) {
+        err = std::string(what) + ": " + why;
+        return std::nullopt;
+      }
+      for (const auto& in : code->insns) {
+        if (in.kind != Insn::kLoad64) continue;
+        const Region* r = region_of(in.target);
+        if (!r || (r->name != ".bss" && r->name != ".noptrbss")) continue;
+        if (in.target % 8 != 0) {
+          err = std::string(what) + ": " + fn + " loads misaligned " + hex(in.target);
+          return std::nullopt;
+        }
+        return in.target;
+      }
+      err = std::string(what) + ": " + fn + " has no qword RIP-relative load from .bss/.noptrbss";
+      return std::nullopt;
+    }
+    err = std::string(what) + ": no reader function (" + notes + ")";
+    return std::nullopt;
+  }
+
   static std::string hex(uint64_t v) {
     std::ostringstream o;
     o << "0x" << std::hex << v;
@@ -445,6 +479,43 @@ GoAllgsRecovery recover_go_allgs(const ElfFile& elf, const GoPclntab& pclntab, c
     }
   } catch (const std::exception& e) {
     out.error = std::string("stripped-binary recovery failed: ") + e.what();
+  }
+  return out;
+}
+
+GoContentionGlobals recover_go_contention_globals(const ElfFile& elf, const GoPclntab& pclntab,
+                                                  const GoVersion& version) {
+  GoContentionGlobals out;
+  auto note = [&](const std::string& e) {
+    if (!e.empty()) out.error += (out.error.empty() ? "" : "; ") + e;
+  };
+  try {
+    Recoverer rec(elf, pclntab, version);
+    if (!rec.disassembler_ok()) {
+      out.error = "capstone: cannot open x86-64 disassembler";
+      return out;
+    }
+    std::string e;
+    out.bbuckets = rec.first_bss_load({"runtime.blockProfileInternal", "runtime.BlockProfile"}, "bbuckets", e);
+    note(e), e.clear();
+    out.xbuckets = rec.first_bss_load({"runtime.mutexProfileInternal", "runtime.MutexProfile"}, "xbuckets", e);
+    note(e), e.clear();
+    if (out.bbuckets && out.xbuckets && *out.bbuckets == *out.xbuckets) {
+      note("bbuckets and xbuckets recovered as the same address " + Recoverer::hex(*out.bbuckets));
+      out.bbuckets.reset();
+      out.xbuckets.reset();
+    }
+    out.block_rate = rec.first_bss_load({"runtime.blockevent"}, "blockprofilerate", e);
+    note(e), e.clear();
+    out.mutex_rate = rec.first_bss_load({"runtime.mutexevent", "sync.event"}, "mutexprofilerate", e);
+    note(e), e.clear();
+    auto val = rec.first_bss_load({"runtime.ticksPerSecond", "runtime.tickspersecond"}, "ticks", e);
+    note(e);
+    const uint64_t val_off = go_ticks_layout(version.minor).val;
+    if (val && *val >= val_off) out.ticks = *val - val_off;
+  } catch (const std::exception& ex) {
+    out = {};
+    out.error = std::string("stripped-binary recovery failed: ") + ex.what();
   }
   return out;
 }

@@ -29,4 +29,20 @@ GoAllgsRecovery recover_go_allgs(const ElfFile& elf, const GoPclntab& pclntab, c
 GoGlobalsRecovery recover_go_globals(const ElfFile& elf, const GoPclntab& pclntab,
                                      const GoVersion& version);
 
+// The block/mutex profile globals (link-time addresses), each from the first
+// qword RIP-relative load into .bss/.noptrbss of the runtime function that
+// reads it: bbuckets/xbuckets from blockProfileInternal/mutexProfileInternal
+// (1.23+; else BlockProfile/MutexProfile), blockprofilerate from blockevent,
+// mutexprofilerate from mutexevent (named sync.event through its linkname in
+// <= 1.26), and runtime.ticks from ticksPerSecond (tickspersecond <= 1.21),
+// whose first load is ticks.val. A global that cannot be found is unset and
+// `error` says why.
+struct GoContentionGlobals {
+  std::optional<uint64_t> bbuckets, xbuckets, block_rate, mutex_rate;
+  std::optional<uint64_t> ticks;  // &runtime.ticks (the struct, not val)
+  std::string error;
+};
+GoContentionGlobals recover_go_contention_globals(const ElfFile& elf, const GoPclntab& pclntab,
+                                                  const GoVersion& version);
+
 }  // namespace oomsnap
