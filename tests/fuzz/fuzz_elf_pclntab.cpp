@@ -65,7 +65,9 @@ void exercise(const GoPclntab& t, const uint8_t* data, size_t size) {
   // The goroutine unwinder over the input as stack memory: bounded by the
   // depth cap and the bytes, whatever the return addresses say.
   std::vector<uint8_t> stack(data, data + std::min<size_t>(size, 4096));
-  auto u = unwind_go_stack(t, 0, pcs[0], 0x10000, 0x10000, stack, 64);
+  // The frame-pointer cross-check reads saved BPs from it too.
+  const uint64_t bp = size ? 0x10000 - 64 + 8 * uint64_t{data[0]} : 0;
+  auto u = unwind_go_stack(t, 0, pcs[0], 0x10000, bp, 0x10000, stack, 64);
   if (u.pcs.size() > 64) __builtin_trap();
   (void)t.find_func_by_name("main.main");
 }

@@ -46,13 +46,13 @@ std::string creator(const GoPclntab& tab, uint64_t bias, uint64_t gopc) {
 }
 
 struct Key {
-  const std::vector<uint64_t>* pcs;
+  const std::vector<uint64_t>* pcs;  // interned: equal stacks, equal pointers
   uint32_t status;
   uint8_t wait_reason;
   uint64_t gopc_func;  // entry of the creating function (gopc within it may differ per go statement)
   uint64_t startpc;    // only for goroutines without a stack
   bool operator<(const Key& o) const {
-    if (*pcs != *o.pcs) return *pcs < *o.pcs;
+    if (pcs != o.pcs && *pcs != *o.pcs) return *pcs < *o.pcs;
     if (status != o.status) return status < o.status;
     if (wait_reason != o.wait_reason) return wait_reason < o.wait_reason;
     if (gopc_func != o.gopc_func) return gopc_func < o.gopc_func;
@@ -74,7 +74,7 @@ GoroutineCensus build_goroutine_census(const GoGoroutineRead& read, const GoPcln
     uint64_t gopc = 0, startpc = 0;
   };
   std::map<Key, Acc> groups;
-  static const std::vector<uint64_t> kNoStack;
+  static const std::vector<uint64_t> kNoPcs;  // sorts before every stack
   std::unordered_map<uint64_t, uint64_t> func_of_gopc;
   uint64_t moved = 0;
   for (const auto& g : read.goroutines) {
@@ -88,8 +88,8 @@ GoroutineCensus build_goroutine_census(const GoGoroutineRead& read, const GoPcln
     auto [it, fresh] = func_of_gopc.try_emplace(g.gopc, 0);
     if (fresh && g.gopc > bias)
       if (auto f = tab.find_func(g.gopc - 1 - bias)) it->second = f->entry;
-    const bool stacked = g.stack_read && !g.pcs.empty();
-    Key k{stacked ? &g.pcs : &kNoStack, g.status,
+    const bool stacked = g.stack < read.stacks.size();
+    Key k{stacked ? &read.stacks[g.stack] : &kNoPcs, g.status,
           g.status == static_cast<uint32_t>(GoGStatus::kWaiting) ? g.wait_reason : uint8_t{0}, it->second,
           stacked ? 0 : g.startpc};
     Acc& a = groups[k];
@@ -140,8 +140,8 @@ std::vector<std::pair<std::vector<uint64_t>, int64_t>> goroutine_profile_samples
   std::map<std::vector<uint64_t>, int64_t> counts;
   for (const auto& g : read.goroutines) {
     if (starts.system(g.startpc)) continue;
-    if (g.stack_read && !g.pcs.empty())
-      ++counts[g.pcs];
+    if (g.stack < read.stacks.size())
+      ++counts[read.stacks[g.stack]];
     else
       ++counts[std::vector<uint64_t>{g.startpc + 1}];
   }

@@ -24,6 +24,13 @@ constexpr uint64_t kMaxStackSize = 1ull << 30;     // runtime maxstacksize on 64
 constexpr uint64_t kStackWindow = 64 * 1024;       // first read per stack: most parked stacks are smaller
 constexpr uint64_t kStackWindowRetry = 1ull << 20;  // a deeper stack gets one more read of this much
 constexpr uint64_t kGWindowMax = 1ull << 20;       // one iovec of g structs at most this long
+// The census's read buffers, each larger than any single read. The stack
+// buffer is the smaller one so that one buffer of g structs (~9,000
+// goroutines) needs two or more of stacks: the live tests' 16,000 parked
+// goroutines cross both kinds of batch boundary.
+constexpr uint64_t kGScratchBytes = 4ull << 20;
+constexpr uint64_t kStackScratchBytes = 2ull << 20;
+static_assert(kStackScratchBytes >= kStackWindow && kGScratchBytes >= kGWindowMax);
 constexpr uint64_t kMaxFrameSize = 1ull << 30;
 
 uint64_t u64_at(const uint8_t* p) {
@@ -37,99 +44,123 @@ uint32_t u32_at(const uint8_t* p) {
   return v;
 }
 
+// Where a goroutine is: what the re-check compares.
+struct GPlace {
+  uint64_t sched_sp = 0, sched_pc = 0, syscallsp = 0, syscallpc = 0, goid = 0;
+  uint32_t status = 0;
+  bool operator==(const GPlace&) const = default;
+  // Where the runtime's unwinder starts for a goroutine that is not running
+  // (unwinder.initAt with pc = sp = ^0): the syscall pair when syscallsp is
+  // set, else the saved scheduler state.
+  bool in_syscall() const { return syscallsp != 0; }
+  uint64_t pc() const { return in_syscall() ? syscallpc : sched_pc; }
+  uint64_t sp() const { return in_syscall() ? syscallsp : sched_sp; }
+};
+
 // The fields of one g the census uses, decoded from its bytes.
 struct GFields {
-  uint64_t stack_lo = 0, stack_hi = 0, sched_sp = 0, sched_pc = 0, syscallsp = 0, syscallpc = 0;
-  uint64_t goid = 0, gopc = 0, startpc = 0;
-  uint32_t status = 0;
+  GPlace place;
+  uint64_t stack_lo = 0, stack_hi = 0, sched_bp = 0;
+  uint64_t syscallbp = 0;  // 0 before 1.23 (no such field)
+  uint64_t gopc = 0, startpc = 0;
   uint8_t wait_reason = 0;
-  bool same_place(const GFields& o) const {
-    return status == o.status && goid == o.goid && sched_sp == o.sched_sp && sched_pc == o.sched_pc &&
-           syscallsp == o.syscallsp && syscallpc == o.syscallpc;
-  }
+  // The frame pointer saved with pc/sp (0: none, the unwind is not
+  // cross-checked).
+  uint64_t bp() const { return place.in_syscall() ? syscallbp : sched_bp; }
 };
 
 GFields decode_g(const uint8_t* g, const GoGLayout& l) {
   GFields f;
   f.stack_lo = u64_at(g + l.stack_lo);
   f.stack_hi = u64_at(g + l.stack_hi);
-  f.sched_sp = u64_at(g + l.sched_sp);
-  f.sched_pc = u64_at(g + l.sched_pc);
-  f.syscallsp = u64_at(g + l.syscallsp);
-  f.syscallpc = u64_at(g + l.syscallpc);
-  f.goid = u64_at(g + l.goid);
+  f.place.sched_sp = u64_at(g + l.sched_sp);
+  f.place.sched_pc = u64_at(g + l.sched_pc);
+  f.sched_bp = u64_at(g + l.sched_bp);
+  if (l.syscallbp) f.syscallbp = u64_at(g + *l.syscallbp);
+  f.place.syscallsp = u64_at(g + l.syscallsp);
+  f.place.syscallpc = u64_at(g + l.syscallpc);
+  f.place.goid = u64_at(g + l.goid);
   f.gopc = u64_at(g + l.gopc);
   f.startpc = u64_at(g + l.startpc);
-  f.status = u32_at(g + l.atomicstatus);
+  f.place.status = u32_at(g + l.atomicstatus) & ~kGoGScanBit;
   f.wait_reason = g[l.waitreason];
   return f;
 }
 
 // g structs sorted by address, grouped into windows read with one iovec each
-// (they come from the same spans, so neighbours share a window). All windows
-// live in one huge-page buffer: fresh memory costs a page fault per 4 KiB,
-// which dominated 100k-goroutine reads on this kind of VM.
+// (they come from the same spans, so neighbours share a window).
 struct GWindow {
-  uint64_t start = 0, len = 0, off = 0;  // off: into GWindows::buf
-};
-struct GWindows {
-  std::vector<GWindow> list;
-  std::vector<uint8_t, HugePageAllocator<uint8_t>> buf;
+  uint64_t start = 0, len = 0;
 };
 
-GWindows plan_windows(const std::vector<uint64_t>& sorted, uint64_t gsize) {
-  GWindows out;
-  uint64_t total = 0;
+std::vector<GWindow> plan_windows(const std::vector<uint64_t>& sorted, uint64_t gsize) {
+  std::vector<GWindow> out;
   for (uint64_t a : sorted) {
-    if (!out.list.empty()) {
-      GWindow& w = out.list.back();
+    if (!out.empty()) {
+      GWindow& w = out.back();
       const uint64_t end = w.start + w.len;
       if (a >= end && a - end <= 2 * gsize && a + gsize - w.start <= kGWindowMax) {
-        total += a + gsize - end;
         w.len = a + gsize - w.start;
         continue;
       }
     }
-    out.list.push_back({a, gsize, total});
-    total += gsize;
+    out.push_back({a, gsize});
   }
-  out.buf.resize(total);
   return out;
 }
 
-// Reads every window; false when any could not be read (the target exited or
-// unmapped a span: g memory is never unmapped while the process lives).
-bool read_windows(RemoteMemory& mem, GWindows& windows) {
-  std::vector<RemoteMemory::Request> reqs;
-  reqs.reserve(windows.list.size());
-  for (auto& w : windows.list) reqs.push_back({w.start, windows.buf.data() + w.off, w.len, false});
-  return mem.read_batch(reqs) == reqs.size();
-}
+// All reads of the census go through one scratch buffer, reused batch after
+// batch: fresh memory costs a page fault and the kernel's zeroing per page,
+// and on this kind of VM that, not the copy, dominated a 100k-goroutine
+// census (~85 MB of g structs and stacks, read once each).
+using Scratch = std::vector<uint8_t, HugePageAllocator<uint8_t>>;
 
-// The bytes of the g at addr inside the windows (binary search).
-const uint8_t* g_bytes(const GWindows& windows, uint64_t addr, uint64_t gsize) {
-  const auto& l = windows.list;
-  auto it = std::upper_bound(l.begin(), l.end(), addr, [](uint64_t a, const GWindow& w) { return a < w.start; });
-  if (it == l.begin()) return nullptr;
-  --it;
-  if (addr - it->start + gsize > it->len) return nullptr;
-  return windows.buf.data() + it->off + (addr - it->start);
-}
-
-// Where the runtime's unwinder starts for a goroutine that is not running
-// (unwinder.initAt with pc = sp = ^0): the syscall pair when syscallsp is
-// set, else the saved scheduler state.
-bool stack_start(const GFields& f, uint64_t& pc, uint64_t& sp) {
-  if (f.syscallsp != 0) {
-    pc = f.syscallpc;
-    sp = f.syscallsp;
-  } else {
-    pc = f.sched_pc;
-    sp = f.sched_sp;
+struct PcsHash {
+  size_t operator()(const std::vector<uint64_t>& pcs) const {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint64_t pc : pcs) h = (h ^ pc) * 0x100000001b3ull;
+    return static_cast<size_t>(h ^ (h >> 29));
   }
-  // Validated before any read: sp inside a plausible [lo, hi).
-  return pc != 0 && f.stack_lo < f.stack_hi && f.stack_hi - f.stack_lo <= kMaxStackSize && sp >= f.stack_lo &&
-         sp < f.stack_hi && sp % 8 == 0;
+};
+
+// Reads count items (item(i) -> {addr, len}, len at most the scratch size)
+// in batches that fit the scratch, in order; use(i, bytes, ok) sees each one
+// while its batch is in the scratch and returns false to stop.
+// done() runs after each batch's uses and returns false to stop.
+template <class Item, class Use, class Done>
+void read_in_batches(RemoteMemory& mem, Scratch& scratch, size_t count, Item item, Use use, Done done) {
+  std::vector<RemoteMemory::Request> reqs;
+  for (size_t i = 0; i < count;) {
+    reqs.clear();
+    uint64_t used = 0;
+    size_t first = i;
+    for (; i < count; ++i) {
+      const auto [addr, len] = item(i);
+      if (len > scratch.size() && reqs.empty()) {  // never read: larger than any batch
+        if (!use(i, nullptr, false)) return;
+        first = i + 1;
+        continue;
+      }
+      if (used + len > scratch.size()) break;
+      reqs.push_back({addr, scratch.data() + used, len, false});
+      used += len;
+    }
+    mem.read_batch(reqs);
+    for (size_t k = 0; k < reqs.size(); ++k)
+      if (!use(first + k, static_cast<const uint8_t*>(reqs[k].buf), reqs[k].ok)) return;
+    if (!done()) return;
+  }
+}
+template <class Item, class Use>
+void read_in_batches(RemoteMemory& mem, Scratch& scratch, size_t count, Item item, Use use) {
+  read_in_batches(mem, scratch, count, item, use, [] { return true; });
+}
+
+// A saved sp inside a plausible [lo, hi), validated before any read.
+bool plausible_stack(const GFields& f) {
+  const uint64_t sp = f.place.sp();
+  return f.place.pc() != 0 && f.stack_lo < f.stack_hi && f.stack_hi - f.stack_lo <= kMaxStackSize &&
+         sp >= f.stack_lo && sp < f.stack_hi && sp % 8 == 0;
 }
 
 // A stack is worth reading unless the goroutine is on a CPU (its saved
@@ -161,11 +192,23 @@ bool is_gone(uint32_t status) {
 
 }  // namespace
 
-GoUnwindResult unwind_go_stack(const GoPclntab& tab, uint64_t load_bias, uint64_t pc, uint64_t sp,
+GoUnwindResult unwind_go_stack(const GoPclntab& tab, uint64_t load_bias, uint64_t pc, uint64_t sp, uint64_t bp,
                                uint64_t stack_base, std::span<const uint8_t> stack, size_t max_depth,
                                GoFrameCache* frames) {
   GoUnwindResult r;
+  unwind_go_stack(tab, load_bias, pc, sp, bp, stack_base, stack, max_depth, frames, r);
+  return r;
+}
+
+void unwind_go_stack(const GoPclntab& tab, uint64_t load_bias, uint64_t pc, uint64_t sp, uint64_t bp,
+                     uint64_t stack_base, std::span<const uint8_t> stack, size_t max_depth, GoFrameCache* frames,
+                     GoUnwindResult& r) {
+  r.pcs.clear();
+  r.ok = true;
+  r.truncated = r.fp_mismatch = false;
+  r.fp_checked = 0;
   const uint64_t stack_end = stack_base + stack.size();
+  bool check_fp = bp != 0;
   for (size_t depth = 0;; ++depth) {
     if (depth >= max_depth) {
       r.truncated = true;
@@ -205,12 +248,24 @@ GoUnwindResult unwind_go_stack(const GoPclntab& tab, uint64_t load_bias, uint64_
       r.truncated = true;  // beyond the bytes we have
       break;
     }
+    if (check_fp && fi->assembly) {
+      check_fp = false;
+    } else if (check_fp && fi->sp_delta > 0) {
+      // The runtime's varp: this frame's BP slot, just below the return address.
+      const uint64_t slot = fp - 16;
+      if (slot < sp || slot < stack_base || bp != slot) {
+        r.ok = false;
+        r.fp_mismatch = true;
+        break;
+      }
+      ++r.fp_checked;
+      bp = u64_at(stack.data() + (slot - stack_base));  // the caller's BP, saved by the prologue
+    }
     const uint64_t lr = u64_at(stack.data() + (fp - 8 - stack_base));
     if (lr == 0) break;
     pc = lr;
     sp = fp;
   }
-  return r;
 }
 
 GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& addrs, const GoGLayout& l,
@@ -255,128 +310,146 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
     partial(std::to_string(len - sorted.size()) + " allgs entries are null, misaligned or duplicated (" +
             std::to_string(before - sorted.size()) + " duplicates)");
   }
-  GWindows windows = plan_windows(sorted, l.size);
-  if (!read_windows(mem, windows)) return fail(SnapshotStatus::kFailed, "cannot read the g structs (target exited?)");
-  if (deadline.expired()) return fail(SnapshotStatus::kPartial, "budget exhausted after reading the g structs");
+  const std::vector<GWindow> windows = plan_windows(sorted, l.size);
 
-  // 3. Which goroutines get a stack, and where it starts.
+  // 3.-5. A pipeline, one scratch-full of g structs at a time: decode them,
+  // read and unwind the stacks of those not running, then re-read where each
+  // of them is. Memory stays two scratch buffers whatever the goroutine
+  // count, and a goroutine's re-check follows its first read by milliseconds.
   struct Pending {
-    size_t index;     // into out.goroutines
-    uint64_t g;       // address
-    GFields first;
-    uint64_t pc, sp;
-    uint64_t off, len;  // the stack window in stack_buf
+    GPlace first;  // as first read
+    uint64_t g;    // address
+    uint64_t bp, stack_hi;
+    uint32_t index;  // into out.goroutines (allglen is capped far below 2^32)
+    uint32_t len;    // the first stack window (at most kStackWindow)
+    bool unwound = false, fp_mismatch = false;
   };
-  std::vector<Pending> pending;
-  pending.reserve(sorted.size());
+  std::vector<Pending> pending;  // this batch's goroutines with a stack
+  Scratch g_scratch(kGScratchBytes), stack_scratch(kStackScratchBytes);
   out.goroutines.reserve(sorted.size());
   uint64_t stack_bytes = 0;
+  bool g_unreadable = false, exited = false, out_of_time = false;
+  size_t next_g = 0;  // into sorted: windows cover it in order
+  size_t unreadable = 0, bad_stacks = 0, fp_mismatches = 0;
   const size_t depth = std::min<size_t>(l.profile_depth, opts.max_stack_depth);
-  for (uint64_t a : sorted) {
-    const uint8_t* gb = g_bytes(windows, a, l.size);
-    if (!gb) continue;
-    GFields f = decode_g(gb, l);
-    f.status &= ~kGoGScanBit;
-    if (is_gone(f.status)) continue;
-    GoGoroutine g;
-    g.goid = f.goid;
-    g.status = f.status;
-    g.wait_reason = f.wait_reason;
-    g.gopc = f.gopc;
-    g.startpc = f.startpc;
-    out.goroutines.push_back(std::move(g));
-    uint64_t pc = 0, sp = 0;
-    if (!has_saved_stack(f.status) || !stack_start(f, pc, sp)) continue;
-    const uint64_t n = std::min(f.stack_hi - sp, kStackWindow);
-    if (stack_bytes + n > opts.max_read_bytes) {
-      partial("stack bytes cap reached: some goroutines have no stack");
-      continue;
-    }
-    stack_bytes += n;
-    pending.push_back({out.goroutines.size() - 1, a, f, pc, sp, stack_bytes - n, n});
-  }
-  std::vector<uint8_t, HugePageAllocator<uint8_t>> stack_buf(stack_bytes);
+  GoFrameCache frames;
+  std::vector<uint8_t> deeper;
+  GoUnwindResult u;
+  std::unordered_map<std::vector<uint64_t>, uint32_t, PcsHash> interned;
 
-  // 4. Every stack window in one scatter-gather batch, then the unwinds.
-  {
-    std::vector<RemoteMemory::Request> reqs;
-    reqs.reserve(pending.size());
-    for (auto& p : pending) reqs.push_back({p.sp, stack_buf.data() + p.off, p.len, false});
-    mem.read_batch(reqs);
-    size_t unreadable = 0, bad = 0;
-    GoFrameCache frames;
-    for (size_t i = 0; i < pending.size(); ++i) {
-      auto& p = pending[i];
-      if (!reqs[i].ok) {
-        ++unreadable;
+  // 3. Which goroutines get a stack, and where it starts.
+  auto decode_window = [&](size_t i, const uint8_t* bytes, bool ok) {
+    if (!ok) return !(g_unreadable = true);
+    const GWindow& w = windows[i];
+    for (; next_g < sorted.size() && sorted[next_g] + l.size <= w.start + w.len; ++next_g) {
+      const uint64_t a = sorted[next_g];
+      if (a < w.start) continue;
+      const GFields f = decode_g(bytes + (a - w.start), l);
+      if (is_gone(f.place.status)) continue;
+      GoGoroutine g;
+      g.goid = f.place.goid;
+      g.status = f.place.status;
+      g.wait_reason = f.wait_reason;
+      g.gopc = f.gopc;
+      g.startpc = f.startpc;
+      out.goroutines.push_back(std::move(g));
+      if (out_of_time || !has_saved_stack(f.place.status) || !plausible_stack(f)) continue;
+      const uint64_t n = std::min(f.stack_hi - f.place.sp(), kStackWindow);
+      if (stack_bytes + n > opts.max_read_bytes) {
+        partial("stack bytes cap reached: some goroutines have no stack");
         continue;
       }
-      if (deadline.expired()) {
-        partial("budget exhausted while unwinding stacks");
-        break;
-      }
-      if (frames.size() > (1u << 16)) frames.clear();  // bounded: a hostile target has many PCs
-      GoUnwindResult u = unwind_go_stack(tab, load_bias, p.pc, p.sp, p.sp, {stack_buf.data() + p.off, p.len},
-                                         depth, &frames);
-      if (u.truncated && u.pcs.size() < depth && p.first.stack_hi - p.sp > p.len) {
-        // Deeper than the first window: one more read of this stack.
-        const uint64_t n = std::min(p.first.stack_hi - p.sp, kStackWindowRetry);
-        if (stack_bytes + n <= opts.max_read_bytes) {
-          stack_bytes += n;
-          std::vector<uint8_t> deeper(n);
-          if (mem.read(p.sp, deeper.data(), n))
-            u = unwind_go_stack(tab, load_bias, p.pc, p.sp, p.sp, deeper, depth, &frames);
-        }
-      }
-      if (!u.ok) {
-        // A goroutine that moved under us fails here too; the re-check
-        // below decides whether that was expected.
-        ++bad;
-      }
-      GoGoroutine& g = out.goroutines[p.index];
-      g.pcs = std::move(u.pcs);
-      g.stack_read = u.ok;
+      stack_bytes += n;
+      pending.push_back({f.place, a, f.bp(), f.stack_hi, static_cast<uint32_t>(out.goroutines.size() - 1),
+                         static_cast<uint32_t>(n)});
     }
-    if (unreadable) partial(std::to_string(unreadable) + " goroutine stacks could not be read");
-    (void)bad;
-  }
+    return true;
+  };
+
+  // 4. Their stacks, each unwound while in the scratch.
+  auto unwind_stack = [&](size_t i, const uint8_t* bytes, bool ok) {
+    Pending& p = pending[i];
+    if (!ok) {
+      ++unreadable;
+      return true;
+    }
+    if (frames.size() > (1u << 16)) frames.clear();  // bounded: a hostile target has many PCs
+    const uint64_t pc = p.first.pc(), sp = p.first.sp();
+    unwind_go_stack(tab, load_bias, pc, sp, p.bp, sp, {bytes, p.len}, depth, &frames, u);
+    if (u.truncated && u.pcs.size() < depth && p.stack_hi - sp > p.len) {
+      // Deeper than the first window: one more read of this stack.
+      const uint64_t n = std::min(p.stack_hi - sp, kStackWindowRetry);
+      if (stack_bytes + n <= opts.max_read_bytes) {
+        stack_bytes += n;
+        deeper.resize(n);
+        if (mem.read(sp, deeper.data(), n))
+          unwind_go_stack(tab, load_bias, pc, sp, p.bp, sp, deeper, depth, &frames, u);
+      }
+    }
+    // A goroutine that moved under us fails here too (!u.ok); the re-check
+    // decides whether that was expected.
+    p.unwound = u.ok;
+    p.fp_mismatch = u.fp_mismatch;
+    if (u.ok && !u.pcs.empty()) {
+      auto [it, fresh] = interned.try_emplace(u.pcs, static_cast<uint32_t>(out.stacks.size()));
+      if (fresh) out.stacks.push_back(u.pcs);
+      out.goroutines[p.index].stack = it->second;
+    }
+    return true;
+  };
 
   // 5. The re-check: the fields that say where a goroutine is (saved sp/pc,
-  // syscall sp/pc, status, goid: one span of each g) read again, and allglen.
-  if (!pending.empty() && !deadline.expired()) {
-    const uint32_t lo = std::min({l.sched_sp, l.sched_pc, l.syscallsp, l.syscallpc, l.atomicstatus, l.goid});
-    const uint32_t hi = std::max({l.sched_sp, l.sched_pc, l.syscallsp, l.syscallpc, l.atomicstatus, l.goid}) + 8;
-    std::vector<uint8_t, HugePageAllocator<uint8_t>> again(pending.size() * (hi - lo));
-    std::vector<RemoteMemory::Request> reqs;
-    reqs.reserve(pending.size());
-    for (size_t i = 0; i < pending.size(); ++i)
-      reqs.push_back({pending[i].g + lo, again.data() + i * (hi - lo), hi - lo, false});
-    if (mem.read_batch(reqs) != reqs.size()) return fail(SnapshotStatus::kFailed, "target exited during the census");
-    size_t bad_stacks = 0;
-    for (size_t i = 0; i < pending.size(); ++i) {
-      const Pending& p = pending[i];
-      // Only the span's fields are compared; the rest stay as first read.
-      GFields now = p.first;
-      const uint8_t* span = again.data() + i * (hi - lo);
-      auto at = [&](uint32_t field) { return span + (field - lo); };
-      now.sched_sp = u64_at(at(l.sched_sp));
-      now.sched_pc = u64_at(at(l.sched_pc));
-      now.syscallsp = u64_at(at(l.syscallsp));
-      now.syscallpc = u64_at(at(l.syscallpc));
-      now.goid = u64_at(at(l.goid));
-      now.status = u32_at(at(l.atomicstatus)) & ~kGoGScanBit;
-      GoGoroutine& g = out.goroutines[p.index];
-      if (!now.same_place(p.first)) {
-        g.pcs.clear();
-        g.stack_read = false;
-        g.moved = !expected_to_move(p.first.status);
-      } else if (!g.stack_read) {
-        ++bad_stacks;  // still where it was, yet not unwindable: say so
-      }
+  // syscall sp/pc, status, goid: one span of each g) read again.
+  const uint32_t lo = std::min({l.sched_sp, l.sched_pc, l.syscallsp, l.syscallpc, l.atomicstatus, l.goid});
+  const uint32_t hi = std::max({l.sched_sp, l.sched_pc, l.syscallsp, l.syscallpc, l.atomicstatus, l.goid}) + 8;
+  auto recheck = [&](size_t i, const uint8_t* span, bool ok) {
+    if (!ok) return !(exited = true);
+    const Pending& p = pending[i];
+    auto at = [&](uint32_t field) { return span + (field - lo); };
+    GPlace now;
+    now.sched_sp = u64_at(at(l.sched_sp));
+    now.sched_pc = u64_at(at(l.sched_pc));
+    now.syscallsp = u64_at(at(l.syscallsp));
+    now.syscallpc = u64_at(at(l.syscallpc));
+    now.goid = u64_at(at(l.goid));
+    now.status = u32_at(at(l.atomicstatus)) & ~kGoGScanBit;
+    GoGoroutine& g = out.goroutines[p.index];
+    if (now != p.first) {
+      g.stack = kNoStack;
+      g.moved = !expected_to_move(p.first.status);
+    } else if (!p.unwound) {
+      ++(p.fp_mismatch ? fp_mismatches : bad_stacks);  // still where it was, yet not unwindable: say so
     }
-    if (bad_stacks)
-      partial(std::to_string(bad_stacks) + " goroutine stacks could not be unwound (unknown pc or sp out of range)");
-  }
+    return true;
+  };
+
+  auto stacks_of_batch = [&] {
+    if (!out_of_time && deadline.expired()) {
+      out_of_time = true;  // the g structs are still counted; no more stacks
+      partial("budget exhausted while unwinding stacks: later goroutines have no stack");
+    }
+    if (!out_of_time && !pending.empty()) {
+      read_in_batches(
+          mem, stack_scratch, pending.size(),
+          [&](size_t i) { return std::pair{pending[i].first.sp(), uint64_t{pending[i].len}}; }, unwind_stack);
+      read_in_batches(
+          mem, stack_scratch, pending.size(),
+          [&](size_t i) { return std::pair{pending[i].g + lo, uint64_t{hi - lo}}; }, recheck);
+    }
+    pending.clear();
+    return !exited;
+  };
+  read_in_batches(
+      mem, g_scratch, windows.size(), [&](size_t i) { return std::pair{windows[i].start, windows[i].len}; },
+      decode_window, stacks_of_batch);
+  if (g_unreadable) return fail(SnapshotStatus::kFailed, "cannot read the g structs (target exited?)");
+  if (exited) return fail(SnapshotStatus::kFailed, "target exited during the census");
+  if (unreadable) partial(std::to_string(unreadable) + " goroutine stacks could not be read");
+  if (bad_stacks)
+    partial(std::to_string(bad_stacks) + " goroutine stacks could not be unwound (unknown pc or sp out of range)");
+  if (fp_mismatches)
+    partial(std::to_string(fp_mismatches) +
+            " goroutine stacks disagree with their frame pointers (counted without a stack)");
   uint64_t len2 = 0;
   if (!mem.read_value(addrs.allglen, len2)) return fail(SnapshotStatus::kFailed, "target exited during the census");
   if (len2 != len)

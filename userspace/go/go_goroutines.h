@@ -3,8 +3,10 @@
 // lock-free readers, see forEachGRace in proc.go), every g's status, wait
 // reason and creation site, and the stack of every goroutine that is not
 // running, unwound from its saved sched (or syscall) pc/sp with the pclntab's
-// SP deltas. g structs are read in address windows and stacks in one
-// scatter-gather batch, so read syscalls grow with memory, not goroutines.
+// SP deltas, cross-checked against the frame-pointer chain. g structs are
+// read in address windows and stacks in scatter-gather batches through two
+// fixed buffers (a few MiB whatever the goroutine count), so read syscalls
+// grow with bytes, not goroutines.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -24,16 +26,16 @@ struct GoGoroutineAddrs {  // RUNTIME addresses in the target
   uint64_t allgptr = 0;    // &runtime.allgptr (**g, &allgs[0])
 };
 
-// One goroutine as read. pcs are runtime return PCs, leaf first, in the
-// convention of the runtime's tracebackPCs (a frame at its function's entry
-// is stored as entry + 1), not inline-expanded; empty when no stack was read.
+// One goroutine as read. Its stack is an index into GoGoroutineRead::stacks
+// (thousands of parked goroutines share a handful of stacks, each stored
+// once), kNoStack when none was read.
+constexpr uint32_t kNoStack = UINT32_MAX;
 struct GoGoroutine {
   uint64_t goid = 0;
-  uint32_t status = 0;      // atomicstatus with the scan bit cleared
-  uint8_t wait_reason = 0;
   uint64_t gopc = 0, startpc = 0;
-  std::vector<uint64_t> pcs;
-  bool stack_read = false;  // pcs is the goroutine's stack (as consistent as the re-check could tell)
+  uint32_t status = 0;         // atomicstatus with the scan bit cleared
+  uint32_t stack = kNoStack;   // as consistent as the re-check could tell
+  uint8_t wait_reason = 0;
   // Parked when first read, changed (status, goid or saved pc/sp) by the
   // re-check: its stack was dropped and the census cannot be consistent.
   bool moved = false;
@@ -41,6 +43,10 @@ struct GoGoroutine {
 
 struct GoGoroutineRead {
   std::vector<GoGoroutine> goroutines;  // every g that is not dead or idle
+  // The distinct stacks: runtime return PCs, leaf first, in the convention
+  // of the runtime's tracebackPCs (a frame at its function's entry is stored
+  // as entry + 1), not inline-expanded, never empty.
+  std::vector<std::vector<uint64_t>> stacks;
   uint64_t allglen = 0;
   SnapshotStatus status = SnapshotStatus::kComplete;
   std::string reason;
@@ -54,17 +60,31 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
 // Unwinds one stack from (pc, sp) inside stack memory `stack` that starts at
 // runtime address stack_base (a window of [lo, hi)); frames whose return
 // address lies outside the window end the unwind with truncated = true.
+// bp: the frame pointer saved with pc/sp (gobuf.bp, g.syscallbp), 0 when
+// there is none. The pclntab's SP deltas drive the unwind; the frame-pointer
+// chain cross-checks it: on amd64 every Go frame with a frame saves the
+// caller's BP just below its return address, and BP points at that slot. A
+// chain that disagrees (a torn or crafted stack, a wrong SP delta) makes the
+// stack not ok. Checking stops, without judging, after an assembly frame
+// (asyncPreempt interrupts its caller anywhere, even mid-prologue) and where
+// the chain leaves the window.
 // Exposed for unit tests that feed byte images.
 struct GoUnwindResult {
   std::vector<uint64_t> pcs;
-  bool ok = true;          // false: an unknown PC or an SP outside the stack
-  bool truncated = false;  // ran past the window or the depth cap
+  bool ok = true;            // false: an unknown PC, an SP outside the stack, or fp_mismatch
+  bool truncated = false;    // ran past the window or the depth cap
+  bool fp_mismatch = false;  // the frame-pointer chain disagrees with the SP deltas
+  size_t fp_checked = 0;     // frames whose frame pointer agreed
 };
 // frames: optional cache of frame_info by link-time PC (thousands of parked
 // goroutines share a handful of PCs; a pcsp lookup decodes a table each time).
 using GoFrameCache = std::unordered_map<uint64_t, std::optional<GoPclntab::FrameInfo>>;
-GoUnwindResult unwind_go_stack(const GoPclntab& tab, uint64_t load_bias, uint64_t pc, uint64_t sp,
+GoUnwindResult unwind_go_stack(const GoPclntab& tab, uint64_t load_bias, uint64_t pc, uint64_t sp, uint64_t bp,
                                uint64_t stack_base, std::span<const uint8_t> stack, size_t max_depth,
                                GoFrameCache* frames = nullptr);
+// The same into r (its pcs vector reused: no allocation per stack).
+void unwind_go_stack(const GoPclntab& tab, uint64_t load_bias, uint64_t pc, uint64_t sp, uint64_t bp,
+                     uint64_t stack_base, std::span<const uint8_t> stack, size_t max_depth, GoFrameCache* frames,
+                     GoUnwindResult& r);
 
 }  // namespace oomsnap

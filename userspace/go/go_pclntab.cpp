@@ -657,7 +657,9 @@ std::optional<GoPclntab::FrameInfo> GoPclntab::frame_info(uint64_t pc) const {
   out.entry = f.entry;
   out.end = f.end;
   out.sp_delta = delta;
-  out.top_frame = (u8_at(f.fn, go120_plus() ? 41 : 37) & 1) != 0;  // FuncFlag_TOPFRAME = 1 << 0
+  const uint8_t flag = u8_at(f.fn, go120_plus() ? 41 : 37);
+  out.top_frame = (flag & 1) != 0;  // FuncFlag_TOPFRAME = 1 << 0
+  out.assembly = (flag & 4) != 0;   // FuncFlag_ASM = 1 << 2 (1.19 and later)
   return out;
 }
 

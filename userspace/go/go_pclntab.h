@@ -86,6 +86,7 @@ class GoPclntab {
     uint64_t entry = 0, end = 0;
     int32_t sp_delta = 0;
     bool top_frame = false;
+    bool assembly = false;  // FuncFlag_ASM: may keep its frame pointer its own way
   };
   std::optional<FrameInfo> frame_info(uint64_t pc) const;
 
