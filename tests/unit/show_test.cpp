@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -32,7 +33,7 @@ const std::string kGolden = std::string(OOMSNAP_SOURCE_DIR) + "/tests/golden/sho
 const std::vector<std::string> kGoldenNames = {
     "go_collected",   "python_collected", "java_collected",           "java_partial",
     "failed_capture", "group_kill",       "oom_kill_without_snapshot", "process_exit",
-    "go_recent"};
+    "go_recent",      "go_goroutines"};
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -223,6 +224,38 @@ TEST(ShowHostile, RecordTextFromTheTargetCannotDriveTheTerminal) {
   EXPECT_NE(text.find(std::string(160, 'x') + "...(+99840 bytes)\n"), std::string::npos);
   std::istringstream lines(text);
   for (std::string l; std::getline(lines, l);) EXPECT_LT(l.size(), 400u) << l.substr(0, 80);
+}
+
+// The goroutine census comes from the target too: function names, states
+// and wait reasons are its bytes. Neutralised, cut, and a census of the wrong
+// shape renders what it can.
+TEST(ShowHostile, GoroutineCensusFromTheTargetCannotDriveTheTerminal) {
+  json rec = json::parse(slurp(kGolden + "go_goroutines.jsonl"));
+  auto& census = rec["tracer_data"]["snapshot"]["goroutines"];
+  const std::string osc = "\x1b]0;owned\x07";
+  census["reason"] = osc + "\n== incident 99";
+  for (int i = 0; i < 40; ++i) census["by_state"]["s\x1b[" + std::to_string(i)] = i;
+  auto& g0 = census["groups"][0];
+  g0["state"] = std::string(10000, 's');
+  g0["wait_reason"] = "\x1b[2J" + std::string(10000, 'w');
+  g0["stack"] = {"runtime.gopark", osc + "main.evil", std::string(100000, 'x')};
+  g0["created_by"] = "main.\xe2\x80\xaeretsiger" + std::string(100000, 'c');
+  census["groups"][1]["stack"] = {1, 2, 3};
+  census["groups"][2]["stack"] = "not a list";
+  census["groups"][3]["count"] = -4;
+  census["groups"][4] = "not a group";
+  const std::string text = render_record(rec);
+  expect_terminal_safe(text);
+  const std::string r = std::string(kReplacementChar);
+  EXPECT_NE(text.find(r + "]0;owned" + r + "main.evil <- xxx"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\n=="), std::string::npos) << text;
+  std::istringstream lines(text);
+  size_t states = 0;
+  for (std::string l; std::getline(lines, l);) {
+    EXPECT_LT(l.size(), 460u) << l.substr(0, 80);
+    if (l.rfind("goroutines  ", 0) == 0) states = static_cast<size_t>(std::count(l.begin(), l.end(), ','));
+  }
+  EXPECT_LE(states, 20u);  // at most 16 states listed
 }
 
 // JSON escapes (\u001b) and raw bytes that are not UTF-8 in a line, through

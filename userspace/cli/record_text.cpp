@@ -25,6 +25,7 @@ constexpr size_t kMaxNameBytes = 160;    // the name column of an entry table
 constexpr size_t kVictimEntries = 20;    // entries shown for the victim (the agent keeps 10 by default)
 constexpr size_t kRecentEntries = 5;     // the victim's allocations since the last GC (Go)
 constexpr size_t kOtherEntries = 3;      // ... for each other process
+constexpr size_t kGoroutineGroups = 5;   // the census's groups (the agent keeps 5)
 constexpr size_t kMaxListed = 16;        // other processes, killed processes, trigger kinds
 constexpr size_t kLabelWidth = 12;       // "collection  "
 
@@ -332,6 +333,66 @@ void render_recent(Block& b, const json& snap, size_t max_rows) {
     render_entry_table(b, entries, max_rows);
 }
 
+// Go: the goroutine census (snapshot.goroutines) — a goroutine leak shows as
+// one large group parked at the same place. Each group is named by its first
+// frame outside package runtime (the leaf is nearly always runtime.gopark;
+// the wait reason already says what it waits for) and its caller.
+void render_goroutines(Block& b, const json& snap, size_t max_rows) {
+  // A group's line stays a line whatever the target named its functions.
+  constexpr size_t kState = 40, kFrame = 120, kCaller = 80, kCreator = 80;
+  const json* g = object_at(snap, "goroutines");
+  if (!g) return;
+  std::string head = u64_at(*g, "total") ? grouped(*u64_at(*g, "total")) : "?";
+  std::vector<std::string> states;
+  if (const json* by = object_at(*g, "by_state")) {
+    std::vector<std::pair<uint64_t, std::string>> sorted;
+    for (const auto& [k, v] : by->items())
+      if (v.is_number_unsigned() && sorted.size() < kMaxListed)
+        sorted.emplace_back(v.get<uint64_t>(), terminal_safe(k, kState));
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    for (const auto& [n, k] : sorted) states.push_back(k + " " + grouped(n));
+  }
+  if (!states.empty()) head += " (" + join(states) + ")";
+  if (auto sys = u64_at(*g, "system"); sys && *sys) head += ", " + count_of(*sys, "runtime goroutine", "runtime goroutines") + " apart";
+  b.line("goroutines", head);
+  if (auto status = text_at(*g, "status"); status && *status != "complete") {
+    std::string t = "census " + *status;
+    if (auto r = text_at(*g, "reason", kMaxTextBytes); r && !r->empty()) t += ": " + *r;
+    b.more(t);
+  }
+  const json* groups = array_at(*g, "groups");
+  if (!groups || groups->empty()) return;
+  b.more(format("%10s  %-24s %s", "COUNT", "STATE", "PARKED IN (<- CALLER), CREATED BY"));
+  size_t shown = 0;
+  for (const auto& grp : *groups) {
+    if (shown == max_rows) break;
+    ++shown;
+    auto count = u64_at(grp, "count");
+    std::string state = text_at(grp, "state", kState).value_or("?");
+    if (auto w = text_at(grp, "wait_reason", kState); w && !w->empty()) state += ": " + *w;
+    std::string where;
+    if (const json* stack = array_at(grp, "stack"); stack && !stack->empty()) {
+      size_t at = 0;
+      for (size_t i = 0; i < stack->size(); ++i) {
+        const json& f = (*stack)[i];
+        if (f.is_string() && f.get_ref<const std::string&>().rfind("runtime.", 0) != 0) {
+          at = i;
+          break;
+        }
+      }
+      if ((*stack)[at].is_string()) where = terminal_safe((*stack)[at].get_ref<const std::string&>(), kFrame);
+      if (at + 1 < stack->size() && (*stack)[at + 1].is_string())
+        where += " <- " + terminal_safe((*stack)[at + 1].get_ref<const std::string&>(), kCaller);
+    } else {
+      where = text_at(grp, "start", kFrame).value_or("?") + " (started there; no stack: on a CPU, or moved while read)";
+    }
+    if (auto c = text_at(grp, "created_by", kCreator); c && !c->empty()) where += ", by " + *c;
+    b.more(format("%10s  %-24s ", count ? grouped(*count).c_str() : "?", state.c_str()) + where);
+  }
+  if (groups->size() > shown || bool_at(*g, "groups_truncated").value_or(false))
+    b.more("(more groups in the record or with oomsnap snapshot --profile goroutine)");
+}
+
 void render_entry_table(Block& b, const json* entries, size_t max_rows) {
   const bool sites = text_at(entries->front(), "kind").value_or("") == "allocation_site";
   b.more(format("%10s %11s  %s", "BYTES", "OBJECTS", sites ? "ALLOCATED IN (<- CALLER)" : "TYPE"));
@@ -385,6 +446,7 @@ void render_victim(Block& b, const json& rec) {
   if (auto t = totals_text(*snap); !t.empty()) b.more(t);
   render_entries(b, *snap, kVictimEntries);
   render_recent(b, *snap, kRecentEntries);
+  render_goroutines(b, *snap, kGoroutineGroups);
 }
 
 void render_other(Block& b, const json& p) {
