@@ -15,6 +15,7 @@
 #include "capture/capture.h"
 #include "pprof_summary.h"
 #include "snapshot_checks.h"
+#include "go_matrix.h"
 #include "test_process.h"
 
 using namespace oomsnap;
@@ -23,12 +24,9 @@ using oomsnap_test::Process;
 
 namespace {
 
-const char* kVersions[] = {"1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27"};
-const char* kModes[] = {"default", "pie", "stripped", "pie-stripped"};
-
-std::string fixture_path(const std::string& ver, const std::string& mode) {
-  return std::string(OOMSNAP_FIXTURES) + "/go/" + ver + "/" + mode + "/heapfixture";
-}
+using oomsnap_test::go_fixture_path;
+using oomsnap_test::kGoModes;
+using oomsnap_test::kGoVersions;
 
 struct Started {
   std::unique_ptr<Process> proc;
@@ -86,7 +84,7 @@ TEST_P(GoContention, BlockAndMutexMatchOwnProfiles) {
   auto [ver, mode] = GetParam();
   std::string dir = "/tmp/oomsnap-it-contention-" + std::to_string(getpid());
   fs::create_directories(dir);
-  auto fx = start_fixture(fixture_path(ver, mode), {"-contention", "-profile-dir", dir});
+  auto fx = start_fixture(go_fixture_path(ver, mode), {"-contention", "-profile-dir", dir});
   if (!fx.proc) return;
   ASSERT_EQ(fx.census["mode"], "contention");
   std::vector<testutil::PprofSummary> ours_by_kind;  // block, mutex
@@ -196,7 +194,7 @@ TEST_P(GoContention, BlockAndMutexMatchOwnProfiles) {
 // snapshot beside it is unchanged.
 TEST_P(GoContention, NeverEnabledIsUnavailable) {
   auto [ver, mode] = GetParam();
-  auto fx = start_fixture(fixture_path(ver, mode), {"-rate", "1"});
+  auto fx = start_fixture(go_fixture_path(ver, mode), {"-rate", "1"});
   if (!fx.proc) return;
   for (ProfileKind kind : {ProfileKind::kBlock, ProfileKind::kMutex}) {
     SCOPED_TRACE(profile_kind_name(kind));
@@ -219,7 +217,7 @@ TEST_P(GoContention, NeverEnabledIsUnavailable) {
 TEST(GoContentionCli, PprofOutputReadByGoToolPprof) {
   std::string dir = "/tmp/oomsnap-it-contention-cli-" + std::to_string(getpid());
   fs::create_directories(dir);
-  auto fx = start_fixture(fixture_path("1.27", "pie-stripped"), {"-contention", "-profile-dir", dir});
+  auto fx = start_fixture(go_fixture_path("1.27", "pie-stripped"), {"-contention", "-profile-dir", dir});
   if (!fx.proc) return;
   const std::string go = std::string(OOMSNAP_GO_CACHE) + "/1.26/bin/go";
   for (const char* kind : {"block", "mutex"}) {
@@ -245,7 +243,7 @@ TEST(GoContentionCli, PprofOutputReadByGoToolPprof) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllToolchains, GoContention,
-                         ::testing::Combine(::testing::ValuesIn(kVersions), ::testing::ValuesIn(kModes)),
+                         ::testing::Combine(::testing::ValuesIn(kGoVersions), ::testing::ValuesIn(kGoModes)),
                          [](const auto& info) {
                            std::string n = std::string("go") + std::get<0>(info.param) + "_" +
                                            std::get<1>(info.param);

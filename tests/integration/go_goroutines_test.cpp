@@ -13,6 +13,7 @@
 #include "capture/capture.h"
 #include "pprof_summary.h"
 #include "snapshot_checks.h"
+#include "go_matrix.h"
 #include "test_process.h"
 
 using namespace oomsnap;
@@ -21,12 +22,9 @@ using oomsnap_test::Process;
 
 namespace {
 
-const char* kVersions[] = {"1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27"};
-const char* kModes[] = {"default", "pie", "stripped", "pie-stripped"};
-
-std::string fixture_path(const std::string& ver, const std::string& mode) {
-  return std::string(OOMSNAP_FIXTURES) + "/go/" + ver + "/" + mode + "/heapfixture";
-}
+using oomsnap_test::go_fixture_path;
+using oomsnap_test::kGoModes;
+using oomsnap_test::kGoVersions;
 
 std::string scratch_dir() {
   std::string d = "/tmp/oomsnap-gor-" + std::to_string(getpid());
@@ -99,7 +97,7 @@ TEST_P(GoGoroutines, CensusEqualsOwnGoroutineProfile) {
   const std::string dir = scratch_dir();
   const std::string own = dir + "/own-" + ver + "-" + mode + ".pb.gz";
   nlohmann::json ready;
-  auto fx = start(fixture_path(ver, mode), {"-goroutines", "-profile", own}, ready);
+  auto fx = start(go_fixture_path(ver, mode), {"-goroutines", "-profile", own}, ready);
   if (!fx) return;
 
   CaptureOptions opts = census_options();
@@ -183,7 +181,7 @@ TEST_P(GoGoroutines, CensusEqualsOwnGoroutineProfile) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllToolchains, GoGoroutines,
-                         ::testing::Combine(::testing::ValuesIn(kVersions), ::testing::ValuesIn(kModes)),
+                         ::testing::Combine(::testing::ValuesIn(kGoVersions), ::testing::ValuesIn(kGoModes)),
                          [](const auto& info) {
                            std::string n = std::string("go") + std::get<0>(info.param) + "_" +
                                            std::get<1>(info.param);
@@ -196,7 +194,7 @@ INSTANTIATE_TEST_SUITE_P(AllToolchains, GoGoroutines,
 // parked sites stay exact, and a census that saw the set change says partial.
 TEST(GoGoroutinesChurn, NeverCrashesAndSaysPartial) {
   nlohmann::json ready;
-  auto fx = start(fixture_path("1.26", "default"), {"-goroutines", "-spinners", "0", "-churn", "4"}, ready);
+  auto fx = start(go_fixture_path("1.26", "default"), {"-goroutines", "-spinners", "0", "-churn", "4"}, ready);
   if (!fx) return;
   int partial = 0;
   for (int i = 0; i < 12; ++i) {

@@ -17,6 +17,7 @@
 #include "snapshot_checks.h"
 #include "pprof_summary.h"
 #include "profile.pb.h"
+#include "go_matrix.h"
 #include "test_process.h"
 
 using namespace oomsnap;
@@ -25,12 +26,9 @@ using oomsnap_test::Process;
 
 namespace {
 
-const char* kVersions[] = {"1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27"};
-const char* kModes[] = {"default", "pie", "stripped", "pie-stripped"};
-
-std::string fixture_path(const std::string& ver, const std::string& mode) {
-  return std::string(OOMSNAP_FIXTURES) + "/go/" + ver + "/" + mode + "/heapfixture";
-}
+using oomsnap_test::go_fixture_path;
+using oomsnap_test::kGoModes;
+using oomsnap_test::kGoVersions;
 
 std::string scratch_dir() {
   std::string d = "/tmp/oomsnap-it-" + std::to_string(getpid());
@@ -112,7 +110,7 @@ TEST_P(GoSnapshot, ExactAtRate1AndMatchesOwnProfile) {
   auto [ver, mode] = GetParam();
   std::string dir = scratch_dir();
   std::string own = dir + "/own-" + ver + "-" + mode + ".pb.gz";
-  auto fx = start_fixture(fixture_path(ver, mode), {"-rate", "1", "-profile", own});
+  auto fx = start_fixture(go_fixture_path(ver, mode), {"-rate", "1", "-profile", own});
   if (!fx.proc) return;
 
   CaptureOptions opts;
@@ -180,7 +178,7 @@ TEST_P(GoSnapshot, DefaultRateMatchesOwnProfile) {
   auto [ver, mode] = GetParam();
   std::string dir = scratch_dir();
   std::string own = dir + "/own-dr-" + ver + "-" + mode + ".pb.gz";
-  auto fx = start_fixture(fixture_path(ver, mode), {"-profile", own});
+  auto fx = start_fixture(go_fixture_path(ver, mode), {"-profile", own});
   if (!fx.proc) return;
   CaptureOptions opts;
   opts.max_entries = 1000;
@@ -257,7 +255,7 @@ TEST_P(GoSnapshot, RecentAllocationsSinceLastGc) {
   constexpr uint64_t kN = 7001, kSize = 48;
   std::string dir = scratch_dir();
   std::string own = dir + "/own-rc-" + ver + "-" + mode + ".pb.gz";
-  auto fx = start_fixture(fixture_path(ver, mode), {"-rate", "1", "-recent", std::to_string(kN), "-profile", own});
+  auto fx = start_fixture(go_fixture_path(ver, mode), {"-rate", "1", "-recent", std::to_string(kN), "-profile", own});
   if (!fx.proc) return;
   ASSERT_EQ(fx.census["mode"], "recent");
   ASSERT_EQ(fx.census["recent_sites"]["main.allocRecent"]["objects"].get<uint64_t>(), kN);
@@ -362,7 +360,7 @@ TEST_P(GoSnapshot, RecentAllocationsSinceLastGc) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllToolchains, GoSnapshot,
-                         ::testing::Combine(::testing::ValuesIn(kVersions), ::testing::ValuesIn(kModes)),
+                         ::testing::Combine(::testing::ValuesIn(kGoVersions), ::testing::ValuesIn(kGoModes)),
                          [](const auto& info) {
                            std::string n = std::string("go") + std::get<0>(info.param) + "_" +
                                            std::get<1>(info.param);
@@ -372,7 +370,7 @@ INSTANTIATE_TEST_SUITE_P(AllToolchains, GoSnapshot,
                          });
 
 TEST(GoSnapshotCgo, ExternalLinkBuildMatchesCensus) {
-  auto fx = start_fixture(fixture_path("1.26", "cgo"), {"-rate", "1"});
+  auto fx = start_fixture(go_fixture_path("1.26", "cgo"), {"-rate", "1"});
   if (!fx.proc) return;
   CaptureOptions opts;
   opts.max_entries = 1000;
@@ -384,7 +382,7 @@ TEST(GoSnapshotCgo, ExternalLinkBuildMatchesCensus) {
 }
 
 TEST(GoSnapshotEdges, RateZeroIsUnavailable) {
-  auto fx = start_fixture(fixture_path("1.26", "default"), {"-rate", "0"});
+  auto fx = start_fixture(go_fixture_path("1.26", "default"), {"-rate", "0"});
   if (!fx.proc) return;
   std::string err;
   auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), {}, err);
@@ -395,7 +393,7 @@ TEST(GoSnapshotEdges, RateZeroIsUnavailable) {
 }
 
 TEST(GoSnapshotEdges, TopEntriesTruncatedAndSorted) {
-  auto fx = start_fixture(fixture_path("1.26", "default"), {"-rate", "1"});
+  auto fx = start_fixture(go_fixture_path("1.26", "default"), {"-rate", "1"});
   if (!fx.proc) return;
   CaptureOptions opts;
   opts.max_entries = 2;
@@ -412,7 +410,7 @@ TEST(GoSnapshotEdges, TopEntriesTruncatedAndSorted) {
 
 // A target killed while we read it: a status and a reason, never a crash or hang.
 TEST(GoSnapshotEdges, TargetKilledMidSnapshot) {
-  std::string bin = fixture_path("1.26", "default");
+  std::string bin = go_fixture_path("1.26", "default");
   int not_complete = 0;
   for (int delay_us : {0, 200, 500, 1000, 2000, 5000}) {
     auto fx = start_fixture(bin, {"-rate", "1", "-stacks", "100000", "-measure-runs", "0"});
@@ -445,7 +443,7 @@ TEST(GoSnapshotEdges, TargetKilledMidSnapshot) {
 }
 
 TEST(GoSnapshotEdges, ReadSyscallsGrowFarSlowerThanBuckets) {
-  auto fx = start_fixture(fixture_path("1.26", "default"), {"-rate", "1", "-stacks", "100000", "-measure-runs", "0"});
+  auto fx = start_fixture(go_fixture_path("1.26", "default"), {"-rate", "1", "-stacks", "100000", "-measure-runs", "0"});
   if (!fx.proc) return;
   std::string err;
   auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), {}, err);
@@ -459,7 +457,7 @@ TEST(GoSnapshotEdges, ReadSyscallsGrowFarSlowerThanBuckets) {
 // a tmpfs that only that namespace has, so the host path does not exist. The
 // collector reads it through /proc/PID/exe and still symbolizes.
 TEST(GoSnapshotEdges, TargetInAnotherMountNamespace) {
-  std::string bin = fixture_path("1.26", "stripped");
+  std::string bin = go_fixture_path("1.26", "stripped");
   ASSERT_TRUE(fs::exists(bin)) << "fixture " << bin << " is missing: run tools/build-go-fixtures.sh";
   std::string mnt = "/tmp/oomsnap-mntns-" + std::to_string(getpid());
   std::string script = "mkdir -p " + mnt + " && mount -t tmpfs oomsnap-test " + mnt + " && cp " + bin + " " + mnt +

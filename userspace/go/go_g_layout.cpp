@@ -129,21 +129,8 @@ std::string_view go_wait_reason_name(int go_minor, uint8_t reason) {
           "chan send (durable)", "select (durable)", "sync.WaitGroup.Wait (durable)", "cleanup wait"};
       return pick(k, reason);
     }
-    case 26: {
-      static constexpr std::string_view k[] = {
-          "", "GC assist marking", "IO wait", "dumping heap", "garbage collection", "garbage collection scan",
-          "panicwait", "GC assist wait", "GC sweep wait", "GC scavenge wait", "finalizer wait",
-          "force gc (idle)", "GOMAXPROCS updater (idle)", "semacquire", "sleep", "chan receive (nil chan)",
-          "chan send (nil chan)", "select (no cases)", "select", "chan receive", "chan send", "sync.Cond.Wait",
-          "sync.Mutex.Lock", "sync.RWMutex.RLock", "sync.RWMutex.Lock", "sync.WaitGroup.Wait",
-          "trace reader (blocked)", "wait for GC cycle", "GC worker (idle)", "GC worker (active)", "preempted",
-          "debug call", "GC mark termination", "stopping the world", "flushing proc caches",
-          "trace goroutine status", "trace proc status", "page trace flush", "coroutine",
-          "GC weak to strong wait", "synctest.Run", "synctest.Wait", "chan receive (durable)",
-          "chan send (durable)", "select (durable)", "sync.WaitGroup.Wait (durable)", "cleanup wait"};
-      return pick(k, reason);
-    }
-    case 27: {
+    case 26:
+    case 27: {  // 1.27 kept 1.26's waitReason list
       static constexpr std::string_view k[] = {
           "", "GC assist marking", "IO wait", "dumping heap", "garbage collection", "garbage collection scan",
           "panicwait", "GC assist wait", "GC sweep wait", "GC scavenge wait", "finalizer wait",
