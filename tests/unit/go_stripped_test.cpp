@@ -127,7 +127,48 @@ TEST_P(GoStrippedTest, UnstrippedRecoveryEqualsSymbols) {
     ASSERT_TRUE(r.mem_profile_rate.has_value()) << r.error;
     EXPECT_EQ(*r.mbuckets, mb->value) << std::hex << *r.mbuckets << " vs " << mb->value;
     EXPECT_EQ(*r.mem_profile_rate, rate->value) << std::hex << *r.mem_profile_rate << " vs " << rate->value;
+    auto cycle = l->elf->symbol("runtime.mProfCycle");
+    ASSERT_TRUE(cycle);
+    ASSERT_TRUE(r.mprof_cycle.has_value()) << r.mprof_cycle_error;
+    EXPECT_EQ(*r.mprof_cycle, cycle->value) << std::hex << *r.mprof_cycle << " vs " << cycle->value;
   }
+}
+
+// Rewrites every `mov r32, [rip+disp32]` (8B, mod=00 rm=101, optionally after
+// a REX prefix without W) in the function whose target is `target`.
+int retarget_rip_loads32(std::vector<uint8_t>& img, const FuncBytes& fb, uint64_t target, int32_t delta) {
+  int n = 0;
+  for (size_t i = 0; i + 6 <= fb.size; ++i) {
+    uint8_t* p = img.data() + fb.offset + i;
+    const size_t rex = (p[0] >= 0x40 && p[0] <= 0x47) ? 1 : 0;
+    if (i + 6 + rex > fb.size || p[rex] != 0x8B || (p[rex + 1] & 0xC7) != 0x05) continue;
+    int32_t disp;
+    std::memcpy(&disp, p + rex + 2, 4);
+    const uint64_t t = fb.entry + i + rex + 6 + static_cast<int64_t>(disp);
+    if (t != target) continue;
+    disp += delta;
+    std::memcpy(p + rex + 2, &disp, 4);
+    ++n;
+  }
+  return n;
+}
+
+// mProfCycle needs two witnesses: mProf_PostSweep reading another dword
+// first leaves it unknown (and the heap globals unaffected).
+TEST_P(GoStrippedTest, MProfCycleRecoveryRefusesARetargetedWitness) {
+  const int minor = GetParam();
+  auto l = load_fixture(minor, "default");
+  if (!l) return;
+  auto cycle = l->elf->symbol("runtime.mProfCycle");
+  auto fb = func_bytes(*l, "runtime.mProf_PostSweep");
+  ASSERT_TRUE(cycle && fb);
+  std::vector<uint8_t> img(l->elf->image().begin(), l->elf->image().end());
+  ASSERT_GE(retarget_rip_loads32(img, *fb, cycle->value, 64), 1);
+  auto m = load_bytes(std::move(img), l->version);
+  auto r = recover_go_globals(*m->elf, *m->pcln, m->version);
+  EXPECT_FALSE(r.mprof_cycle.has_value());
+  EXPECT_NE(r.mprof_cycle_error.find("mProf_PostSweep"), std::string::npos) << r.mprof_cycle_error;
+  EXPECT_TRUE(r.mbuckets && r.mem_profile_rate) << r.error;
 }
 
 // The goroutine census's globals: equal to the symbols where there are
@@ -204,6 +245,20 @@ TEST_P(GoStrippedTest, StrippedRecoveryLandsInTheRightSections) {
     } else {
       EXPECT_EQ(rs->name, ".noptrbss");  // defaultMemProfileRate() at init
     }
+
+    // mProfCycle: in .noptrbss at the offset the same build with symbols has
+    // it at (stripping moves the section, not what is in it).
+    ASSERT_TRUE(r.mprof_cycle.has_value()) << r.mprof_cycle_error;
+    const auto* cs = section_of(*l->elf, *r.mprof_cycle);
+    ASSERT_NE(cs, nullptr);
+    EXPECT_EQ(cs->name, ".noptrbss");
+    EXPECT_EQ(*r.mprof_cycle % 4, 0u);
+    auto ref = load_fixture(minor, mode == "stripped" ? "default" : "pie");
+    if (!ref) continue;
+    auto sym = ref->elf->symbol("runtime.mProfCycle");
+    const auto* ref_sec = sym ? section_of(*ref->elf, sym->value) : nullptr;
+    ASSERT_TRUE(sym && ref_sec);
+    EXPECT_EQ(*r.mprof_cycle - cs->addr, sym->value - ref_sec->addr);
   }
 }
 

@@ -230,9 +230,11 @@ void GoCollector::collect_heap(Target& target, const CaptureOptions& opts, Captu
   GoHeapAddrs addrs;
   auto mb = elf_->symbol("runtime.mbuckets");
   auto rate = elf_->symbol("runtime.MemProfileRate");
-  if (auto cyc = elf_->symbol("runtime.mProfCycle")) addrs.mprof_cycle = cyc->value + bias;
-  if (!mb || !rate) {
+  auto cyc = elf_->symbol("runtime.mProfCycle");
+  if (cyc) addrs.mprof_cycle = cyc->value + bias;
+  if (!mb || !rate || !cyc) {
     GoGlobalsRecovery rec = recover_go_globals(*elf_, tab, ver);
+    if (!cyc && rec.mprof_cycle) addrs.mprof_cycle = *rec.mprof_cycle + bias;
     if (!mb && rec.mbuckets) mb = ElfFile::Symbol{"runtime.mbuckets", *rec.mbuckets, 8, 0};
     if (!rate && rec.mem_profile_rate) rate = ElfFile::Symbol{"runtime.MemProfileRate", *rec.mem_profile_rate, 8, 0};
     if (!mb || !rate) {

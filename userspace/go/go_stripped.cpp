@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <set>
 #include <span>
 #include <sstream>
@@ -50,7 +51,7 @@ constexpr int64_t kDefaultMemProfileRate = 512 * 1024;
 constexpr uint64_t kMaxFuncSize = 1 << 20;
 
 struct Insn {
-  enum Kind { kLoad64, kLea, kCall, kOther };
+  enum Kind { kLoad64, kLoad32, kLea, kCall, kOther };
   uint64_t addr = 0;
   Kind kind = kOther;
   uint64_t target = 0;  // RIP-relative load target, or direct call target
@@ -112,6 +113,12 @@ class Disassembler {
         x.operands[1].mem.base == X86_REG_RIP && x.operands[1].mem.index == X86_REG_INVALID &&
         x.operands[1].mem.segment == X86_REG_INVALID) {
       r.kind = Insn::kLoad64;
+      r.target = in.address + in.size + static_cast<uint64_t>(x.operands[1].mem.disp);
+    } else if (in.id == X86_INS_MOV && x.op_count == 2 && x.operands[0].type == X86_OP_REG &&
+               x.operands[0].size == 4 && x.operands[1].type == X86_OP_MEM && x.operands[1].size == 4 &&
+               x.operands[1].mem.base == X86_REG_RIP && x.operands[1].mem.index == X86_REG_INVALID &&
+               x.operands[1].mem.segment == X86_REG_INVALID) {
+      r.kind = Insn::kLoad32;
       r.target = in.address + in.size + static_cast<uint64_t>(x.operands[1].mem.disp);
     } else if (in.id == X86_INS_LEA && x.op_count == 2 && x.operands[1].type == X86_OP_MEM &&
                x.operands[1].mem.base == X86_REG_RIP && x.operands[1].mem.index == X86_REG_INVALID) {
@@ -322,6 +329,49 @@ class Recoverer {
     return addr;
   }
 
+  // &runtime.mProfCycle (a uint32: the cycle << 1 | flushed). mProf_Flush's
+  // setFlushed reads it and compare-and-swaps it: the one zero-initialized
+  // address it both loads as a dword and takes the address of, in every
+  // version 1.19–1.27. mProf_PostSweep's first dword load from those sections
+  // must name it too (cycle := mProfCycle.read() + 1, its first global).
+  std::optional<uint64_t> mprof_cycle(std::string& err) const {
+    std::string why;
+    auto flush = code_of("runtime.mProf_Flush", &why);
+    if (!flush) {
+      err = "mProfCycle: " + why;
+      return std::nullopt;
+    }
+    std::set<uint64_t> loaded, addressed;
+    for (const auto& in : flush->insns) {
+      const Region* r = region_of(in.target, 4);
+      if (!r || (r->name != ".bss" && r->name != ".noptrbss")) continue;
+      if (in.kind == Insn::kLoad32) loaded.insert(in.target);
+      if (in.kind == Insn::kLea) addressed.insert(in.target);
+    }
+    std::vector<uint64_t> both;
+    std::set_intersection(loaded.begin(), loaded.end(), addressed.begin(), addressed.end(),
+                          std::back_inserter(both));
+    if (both.size() != 1 || both[0] % 4) {
+      err = "mProfCycle: runtime.mProf_Flush loads and addresses " + std::to_string(both.size()) +
+            " aligned zero-initialized dwords, not one";
+      return std::nullopt;
+    }
+    auto sweep = code_of("runtime.mProf_PostSweep", &why);
+    if (!sweep) {
+      err = "mProfCycle: " + why;
+      return std::nullopt;
+    }
+    for (const auto& in : sweep->insns) {
+      if (in.kind != Insn::kLoad32) continue;
+      const Region* r = region_of(in.target, 4);
+      if (!r || (r->name != ".bss" && r->name != ".noptrbss")) continue;
+      if (in.target == both[0]) return both[0];
+      break;
+    }
+    err = "mProfCycle: runtime.mProf_PostSweep does not read mProf_Flush's " + hex(both[0]) + " first";
+    return std::nullopt;
+  }
+
   // runtime.allglen and runtime.allgptr (the goroutine census). forEachGRace
   // (atomicAllG inlined) loads allglen, then allgptr: its first two qword
   // RIP-relative loads from .bss/.noptrbss, in that order, in every version
@@ -454,11 +504,11 @@ GoGlobalsRecovery recover_go_globals(const ElfFile& elf, const GoPclntab& pclnta
     std::string e1, e2;
     out.mbuckets = rec.mbuckets(e1);
     out.mem_profile_rate = rec.mem_profile_rate(e2);
+    out.mprof_cycle = rec.mprof_cycle(out.mprof_cycle_error);
     if (!e1.empty()) out.error = e1;
     if (!e2.empty()) out.error += (out.error.empty() ? "" : "; ") + e2;
   } catch (const std::exception& e) {
-    out.mbuckets.reset();
-    out.mem_profile_rate.reset();
+    out = {};
     out.error = std::string("stripped-binary recovery failed: ") + e.what();
   }
   return out;

@@ -16,6 +16,10 @@ struct GoGlobalsRecovery {
   std::optional<uint64_t> mbuckets;          // link-time address of runtime.mbuckets
   std::optional<uint64_t> mem_profile_rate;  // link-time address of runtime.MemProfileRate
   std::string error;                          // why one is missing (ambiguous, not found)
+  // runtime.mProfCycle (which future cycle the next flush publishes): only
+  // sharpens snapshot.recent, so its absence is not an error of the heap.
+  std::optional<uint64_t> mprof_cycle;
+  std::string mprof_cycle_error;
 };
 
 // &runtime.allglen and &runtime.allgptr for the goroutine census, from
