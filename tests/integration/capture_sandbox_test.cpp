@@ -379,6 +379,23 @@ TEST(CaptureSandbox, UserfaultfdTrapInGoBucketList) {
     expect_trap_reported(oomsnap_test::start_go_uffd_trap(v), std::string("go ") + v, "main.allocSmall");
 }
 
+// The goroutine census reads runtime.allgptr's array first: a trap there is
+// reported like one in the bucket list, and the heap is still read (the
+// retry skips the trapped range; the census says it could not read allgs).
+TEST(CaptureSandbox, UserfaultfdTrapInGoAllgs) {
+  for (const char* v : {"1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27"}) {
+    auto trap = oomsnap_test::start_go_uffd_trap(v, 4, "allgs");
+    expect_trap_reported(trap, std::string("go ") + v + " allgs", "main.allocSmall");
+    CaptureSandbox box(SandboxOptions{.helper_path = OOMSNAP_BINARY, .grace = 1000ms, .max_budget = 2000ms});
+    auto o = capture_with(box, trap.proc->pid(), budget(2000ms));
+    ASSERT_TRUE(o.rec) << o.error;
+    const auto& g = o.rec->result.snapshot.goroutines;
+    ASSERT_TRUE(g.has_value()) << v;
+    EXPECT_EQ(g->status, SnapshotStatus::kFailed) << v << ": " << g->reason;
+    EXPECT_NE(g->reason.find("allgs"), std::string::npos) << v << ": " << g->reason;
+  }
+}
+
 // The same through `oomsnap snapshot`: exit 0 with a partial snapshot and the
 // reason, within the budget.
 TEST(CaptureSandbox, SnapshotCommandReturnsOnATrap) {

@@ -69,12 +69,16 @@ inline std::string go_uffd_trap_path(const std::string& go_version) {
 }
 
 // The Go trap built with Go `go_version` ("1.26").
-inline TrapTarget start_go_uffd_trap(const std::string& go_version, int pages = 4) {
+// in: "buckets" (the heap profile's bucket list leads into the trap) or
+// "allgs" (runtime.allgptr, the goroutine census's array, is the trap).
+inline TrapTarget start_go_uffd_trap(const std::string& go_version, int pages = 4,
+                                     const std::string& in = "buckets") {
   const std::string bin = go_uffd_trap_path(go_version);
   if (!std::filesystem::exists(bin))
     throw std::runtime_error(bin + " is missing: run tools/build-go-fixtures.sh " + go_version);
-  return trap_detail::await_ready(std::make_unique<Process>(std::vector<std::string>{bin, "-pages", std::to_string(pages)}),
-                                  bin, std::chrono::seconds(60));
+  return trap_detail::await_ready(
+      std::make_unique<Process>(std::vector<std::string>{bin, "-pages", std::to_string(pages), "-in", in}), bin,
+      std::chrono::seconds(60));
 }
 
 }  // namespace oomsnap_test
