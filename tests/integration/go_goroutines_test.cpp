@@ -33,19 +33,9 @@ std::string scratch_dir() {
 }
 
 std::unique_ptr<Process> start(const std::string& bin, std::vector<std::string> args, nlohmann::json& ready) {
-  if (!fs::exists(bin)) {
-    ADD_FAILURE() << "fixture " << bin << " is missing: run tools/build-go-fixtures.sh";
-    return nullptr;
-  }
-  args.insert(args.begin(), bin);
-  auto p = std::make_unique<Process>(args);
-  std::string line = p->read_line(std::chrono::seconds(60));
-  if (line.empty()) {
-    ADD_FAILURE() << bin << " did not print its ready line";
-    return nullptr;
-  }
-  ready = nlohmann::json::parse(line);
-  return p;
+  auto s = oomsnap_test::start_go_fixture(bin, std::move(args));
+  ready = std::move(s.census);
+  return std::move(s.proc);
 }
 
 bool contains(const std::vector<std::string>& stack, const std::string& fn) {

@@ -36,26 +36,9 @@ std::string scratch_dir() {
   return d;
 }
 
-struct Started {
-  std::unique_ptr<Process> proc;
-  nlohmann::json census;
-};
-
+using Started = oomsnap_test::StartedGoFixture;
 Started start_fixture(const std::string& bin, std::vector<std::string> args) {
-  Started s;
-  if (!fs::exists(bin)) {
-    ADD_FAILURE() << "fixture " << bin << " is missing: run tools/build-go-fixtures.sh";
-    return s;
-  }
-  args.insert(args.begin(), bin);
-  s.proc = std::make_unique<Process>(args);
-  std::string line = s.proc->read_line(std::chrono::seconds(60));
-  if (line.empty()) {
-    ADD_FAILURE() << bin << " did not print its ready line";
-    return s;
-  }
-  s.census = nlohmann::json::parse(line);
-  return s;
+  return oomsnap_test::start_go_fixture(bin, std::move(args));
 }
 
 std::map<std::string, std::pair<uint64_t, uint64_t>> entries_by_name(const Snapshot& s) {

@@ -1,0 +1,50 @@
+// The Go fixture matrix tools/build-go-fixtures.sh builds: every cached
+// toolchain × every build mode oomsnap must read (the live Go tests run each),
+// and how a test starts one of them.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "test_process.h"
+
+namespace oomsnap_test {
+
+inline constexpr const char* kGoVersions[] = {"1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27"};
+inline constexpr const char* kGoModes[] = {"default", "pie", "stripped", "pie-stripped"};
+
+inline std::string go_fixture_path(const std::string& ver, const std::string& mode) {
+  return std::string(OOMSNAP_FIXTURES) + "/go/" + ver + "/" + mode + "/heapfixture";
+}
+
+// A started fixture and its ready line (the fixture's own census of what it
+// holds). proc is null, with a gtest failure recorded, when it did not start.
+struct StartedGoFixture {
+  std::unique_ptr<Process> proc;
+  nlohmann::json census;
+};
+
+inline StartedGoFixture start_go_fixture(const std::string& bin, std::vector<std::string> args) {
+  StartedGoFixture s;
+  if (!std::filesystem::exists(bin)) {
+    ADD_FAILURE() << "fixture " << bin << " is missing: run tools/build-go-fixtures.sh";
+    return s;
+  }
+  args.insert(args.begin(), bin);
+  s.proc = std::make_unique<Process>(args);
+  std::string line = s.proc->read_line(std::chrono::seconds(60));
+  if (line.empty()) {
+    ADD_FAILURE() << bin << " did not print its ready line";
+    s.proc.reset();
+    return s;
+  }
+  s.census = nlohmann::json::parse(line);
+  return s;
+}
+
+}  // namespace oomsnap_test
