@@ -227,10 +227,4 @@ TEST(GoContentionCli, PprofOutputReadByGoToolPprof) {
 
 INSTANTIATE_TEST_SUITE_P(AllToolchains, GoContention,
                          ::testing::Combine(::testing::ValuesIn(kGoVersions), ::testing::ValuesIn(kGoModes)),
-                         [](const auto& info) {
-                           std::string n = std::string("go") + std::get<0>(info.param) + "_" +
-                                           std::get<1>(info.param);
-                           for (auto& c : n)
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         oomsnap_test::go_matrix_name);

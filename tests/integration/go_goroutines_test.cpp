@@ -172,13 +172,7 @@ TEST_P(GoGoroutines, CensusEqualsOwnGoroutineProfile) {
 
 INSTANTIATE_TEST_SUITE_P(AllToolchains, GoGoroutines,
                          ::testing::Combine(::testing::ValuesIn(kGoVersions), ::testing::ValuesIn(kGoModes)),
-                         [](const auto& info) {
-                           std::string n = std::string("go") + std::get<0>(info.param) + "_" +
-                                           std::get<1>(info.param);
-                           for (auto& c : n)
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         oomsnap_test::go_matrix_name);
 
 // Goroutines created and ended while we read: every capture finishes, the
 // parked sites stay exact, and a census that saw the set change says partial.

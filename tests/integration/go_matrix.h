@@ -4,9 +4,11 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +19,17 @@ namespace oomsnap_test {
 
 inline constexpr const char* kGoVersions[] = {"1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27"};
 inline constexpr const char* kGoModes[] = {"default", "pie", "stripped", "pie-stripped"};
+
+// A (version, mode) test parameter: Combine(ValuesIn(kGoVersions), ValuesIn(kGoModes)).
+using GoMatrixParam = std::tuple<const char*, const char*>;
+
+// "go1_26_pie_stripped": the test-name suffix of a parameter.
+inline std::string go_matrix_name(const ::testing::TestParamInfo<GoMatrixParam>& info) {
+  std::string n = std::string("go") + std::get<0>(info.param) + "_" + std::get<1>(info.param);
+  for (auto& c : n)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
 
 inline std::string go_fixture_path(const std::string& ver, const std::string& mode) {
   return std::string(OOMSNAP_FIXTURES) + "/go/" + ver + "/" + mode + "/heapfixture";

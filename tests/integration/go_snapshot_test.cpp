@@ -344,13 +344,7 @@ TEST_P(GoSnapshot, RecentAllocationsSinceLastGc) {
 
 INSTANTIATE_TEST_SUITE_P(AllToolchains, GoSnapshot,
                          ::testing::Combine(::testing::ValuesIn(kGoVersions), ::testing::ValuesIn(kGoModes)),
-                         [](const auto& info) {
-                           std::string n = std::string("go") + std::get<0>(info.param) + "_" +
-                                           std::get<1>(info.param);
-                           for (auto& c : n)
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         oomsnap_test::go_matrix_name);
 
 TEST(GoSnapshotCgo, ExternalLinkBuildMatchesCensus) {
   auto fx = start_fixture(go_fixture_path("1.26", "cgo"), {"-rate", "1"});
