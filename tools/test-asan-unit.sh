@@ -6,6 +6,7 @@
 # tests (root, BPF, fixtures under real load) are not built here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. tools/ccache-env.sh
 BUILD=${OOMSNAP_ASAN_BUILD:-build-asan}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOOMSNAP_SANITIZE=ON >/dev/null
 cmake --build "$BUILD" -j"$(nproc)" --target unit_tests

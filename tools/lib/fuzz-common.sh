@@ -12,6 +12,7 @@ FUZZ_BUILD=$(realpath -m "${OOMSNAP_FUZZ_BUILD:-build-fuzz}")
 FUZZ_TIMEOUT=${OOMSNAP_FUZZ_TIMEOUT:-10}
 
 fuzz_build() {
+  . tools/ccache-env.sh
   CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -DOOMSNAP_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$FUZZ_BUILD" -j"$(nproc)" --target fuzzers
 }
