@@ -246,6 +246,7 @@ CaptureRecord census_record(size_t groups) {
                         "main.parkChanRecv"});
   c.groups.push_back({2, "running", "", {}, "main.runGoroutines", "main.spin"});
   c.groups_truncated = true;
+  c.stacks_reread = 12;
   r.result.snapshot.goroutines = std::move(c);
   return r;
 }
@@ -266,6 +267,7 @@ TEST(CaptureWire, GoroutineCensusRoundTrips) {
   EXPECT_EQ(c.groups[0].stack.back(), "main.parkChanRecv");
   EXPECT_TRUE(c.groups[3].stack.empty());
   EXPECT_EQ(c.groups[3].start, "main.spin");
+  EXPECT_EQ(c.stacks_reread, 12u);
   EXPECT_EQ(to_json(*out->record), to_json(*in.record));
 }
 
@@ -289,6 +291,8 @@ TEST(CaptureWire, GoroutineCensusIsBounded) {
     return decode_reply(frame_with_json(reply.dump()), bounds(), why).has_value();
   };
   EXPECT_FALSE(tamper([](nlohmann::json& g) { g["total"] = -1; }));
+  EXPECT_FALSE(tamper([](nlohmann::json& g) { g["stacks_reread"] = "many"; }));
+  EXPECT_FALSE(tamper([](nlohmann::json& g) { g.erase("stacks_reread"); }));
   EXPECT_FALSE(tamper([](nlohmann::json& g) { g["status"] = "fine"; }));
   EXPECT_FALSE(tamper([](nlohmann::json& g) { g["groups"][0]["stack"] = nlohmann::json::array({1, 2}); }));
   EXPECT_FALSE(tamper([](nlohmann::json& g) {

@@ -122,6 +122,7 @@ bool census_from_json(const json& j, const CaptureOptions& bounds, GoroutineCens
   c.total = f.u64("total");
   c.system = f.u64("system");
   c.groups_truncated = f.boolean("groups_truncated");
+  c.stacks_reread = f.u64("stacks_reread");
   const json* by_state = f.get("by_state", true);
   const json* groups = f.get("groups", true);
   if (!f.ok()) return false;

@@ -25,6 +25,12 @@ bool RemoteMemory::read(uint64_t addr, void* buf, size_t len) {
 }
 
 size_t RemoteMemory::read_batch(std::span<Request> requests) {
+  const size_t done = read_batch_now(requests);
+  if (after_batch_) after_batch_(requests);
+  return done;
+}
+
+size_t RemoteMemory::read_batch_now(std::span<Request> requests) {
   constexpr size_t kMaxIov = IOV_MAX;  // 1024 on Linux
   size_t done = 0;
   size_t i = 0;

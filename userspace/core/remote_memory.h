@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -54,6 +55,11 @@ class RemoteMemory {
   // (IOV_MAX iovecs each). A request that fails does not stop the others.
   // Returns the number of requests read in full.
   size_t read_batch(std::span<Request> requests);
+  // Called after every read_batch with its requests, as read (tests only: a
+  // target whose memory changes at a chosen point between two reads, as a
+  // GC moving a stack does, without a race).
+  using AfterBatch = std::function<void(std::span<const Request>)>;
+  void set_after_batch(AfterBatch f) { after_batch_ = std::move(f); }
 
   pid_t pid() const { return pid_; }
   uint64_t syscalls() const { return syscalls_; }
@@ -63,12 +69,14 @@ class RemoteMemory {
  private:
   pid_t pid_;
   ReadInFlight* watch_ = nullptr;
+  AfterBatch after_batch_;
   std::vector<AddressRange> skip_;
   uint64_t skipped_reads_ = 0;
   uint64_t syscalls_ = 0;
   uint64_t bytes_read_ = 0;
   int last_errno_ = 0;
 
+  size_t read_batch_now(std::span<Request> requests);
   bool skipped(uint64_t addr, uint64_t len) const {
     for (const auto& r : skip_)
       if (r.overlaps(addr, len)) return true;

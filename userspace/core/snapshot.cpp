@@ -99,6 +99,7 @@ nlohmann::json to_json(const GoroutineCensus& c) {
   }
   j["groups"] = std::move(groups);
   j["groups_truncated"] = c.groups_truncated;
+  j["stacks_reread"] = c.stacks_reread;
   return j;
 }
 

@@ -55,6 +55,9 @@ struct GoroutineCensus {
   std::vector<std::pair<std::string, uint64_t>> by_state;  // of the total, by state name
   std::vector<GoroutineGroup> groups;  // sorted by count descending, capped
   bool groups_truncated = false;
+  // Stacks read again because the GC moved them while the census read them
+  // (0 in a program whose GC was idle).
+  uint64_t stacks_reread = 0;
 };
 
 // A contention profile (Go block or mutex), as the runtime's own pprof

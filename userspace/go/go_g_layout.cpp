@@ -10,6 +10,8 @@
 // the order of its waitReason constants (the order changes between versions).
 #include "go/go_g_layout.h"
 
+#include <algorithm>
+
 #include <iterator>
 
 namespace oomsnap {
@@ -147,6 +149,21 @@ std::string_view go_wait_reason_name(int go_minor, uint8_t reason) {
     default:
       return {};
   }
+}
+
+bool go_wait_is_transient(int go_minor, uint8_t reason) {
+  // By name, since the numbering moves between versions: the runtime's
+  // isWaitingForGC (1.22–1.25; isWaitingForSuspendG from 1.26, the same
+  // reasons), whose goroutines run on the system stack, and
+  // waitReasonPreempted, which suspendG leaves on a running goroutine it
+  // stopped (preemptPark sets it on 1.19 too).
+  static constexpr std::string_view kTransient[] = {
+      "preempted",          "stopping the world",     "GC mark termination", "garbage collection",
+      "garbage collection scan", "trace goroutine status", "trace proc status",   "page trace flush",
+      "GC assist marking",  "GC worker (active)",     "flushing proc caches"};
+  const std::string_view name = go_wait_reason_name(go_minor, reason);
+  if (name.empty()) return false;
+  return std::find(std::begin(kTransient), std::end(kTransient), name) != std::end(kTransient);
 }
 
 }  // namespace oomsnap

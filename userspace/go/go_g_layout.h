@@ -48,4 +48,11 @@ std::string_view go_g_status_name(int go_minor, uint32_t status);
 // "sync.Mutex.Lock", ...); empty for reason 0 or one the version lacks.
 std::string_view go_wait_reason_name(int go_minor, uint8_t reason);
 
+// A wait that only hands the goroutine's stack to the GC: the runtime's
+// waitReason.isWaitingForGC (on the system stack, really running: "GC assist
+// marking", "garbage collection scan", "stopping the world", ...) and
+// "preempted" (a running goroutine the GC stopped to scan it, suspendG). Such
+// a goroutine is back to running at any moment; it is not parked.
+bool go_wait_is_transient(int go_minor, uint8_t reason);
+
 }  // namespace oomsnap

@@ -1,6 +1,7 @@
 #include "go/go_goroutine_census.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -67,6 +68,7 @@ GoroutineCensus build_goroutine_census(const GoGoroutineRead& read, const GoPcln
   GoroutineCensus c;
   c.status = read.status;
   c.reason = read.reason;
+  c.stacks_reread = read.stacks_reread;
   StartNames starts(tab, bias);
   std::map<std::string, uint64_t> by_state;
   struct Acc {
@@ -76,14 +78,15 @@ GoroutineCensus build_goroutine_census(const GoGoroutineRead& read, const GoPcln
   std::map<Key, Acc> groups;
   static const std::vector<uint64_t> kNoPcs;  // sorts before every stack
   std::unordered_map<uint64_t, uint64_t> func_of_gopc;
-  uint64_t moved = 0;
+  std::array<uint64_t, 6> missing{};  // by GoStackMissing, the user's goroutines only
+  static_assert(static_cast<size_t>(GoStackMissing::kFramePointers) + 1 == std::tuple_size_v<decltype(missing)>);
   for (const auto& g : read.goroutines) {
     if (starts.system(g.startpc)) {
       ++c.system;
       continue;
     }
     ++c.total;
-    if (g.moved) ++moved;
+    ++missing[static_cast<size_t>(g.missing)];
     ++by_state[std::string(go_g_status_name(minor, g.status))];
     auto [it, fresh] = func_of_gopc.try_emplace(g.gopc, 0);
     if (fresh && g.gopc > bias)
@@ -99,11 +102,21 @@ GoroutineCensus build_goroutine_census(const GoGoroutineRead& read, const GoPcln
     }
   }
   for (auto& [k, v] : by_state) c.by_state.emplace_back(k, v);
-  if (moved) {
+  auto partial = [&c](uint64_t n, const char* what) {
+    if (n == 0) return;
     if (c.status == SnapshotStatus::kComplete) c.status = SnapshotStatus::kPartial;
-    c.reason += (c.reason.empty() ? "" : "; ") + std::to_string(moved) +
-                " parked goroutines changed state while being read (counted without a stack)";
-  }
+    c.reason += (c.reason.empty() ? "" : "; ") + std::to_string(n) + what;
+  };
+  auto count = [&missing](GoStackMissing m) { return missing[static_cast<size_t>(m)]; };
+  partial(count(GoStackMissing::kChangedState),
+          " parked goroutines changed state while being read (counted without a stack)");
+  partial(count(GoStackMissing::kStackKeptMoving),
+          " parked goroutines' stacks moved under every re-read (copied by the GC; counted without a stack)");
+  partial(count(GoStackMissing::kUnreadable), " goroutine stacks could not be read");
+  partial(count(GoStackMissing::kUnwindFailed),
+          " goroutine stacks could not be unwound (unknown pc or sp out of range)");
+  partial(count(GoStackMissing::kFramePointers),
+          " goroutine stacks disagree with their frame pointers (counted without a stack)");
 
   std::vector<std::pair<const Key*, const Acc*>> order;
   order.reserve(groups.size());

@@ -8,9 +8,26 @@
 // running and runnable goroutines (they are counted with their creation
 // site), a `partial` census for the others (the census decides, as only it
 // knows which goroutines are the runtime's own). A grown allglen is partial.
+//
+// Things change under a parked goroutine without it changing state, and a
+// quiet program shows them whenever a GC cycle overlaps the census:
+// - the GC copies (shrinks) the stacks of parked goroutines: the same
+//   goroutine, status and saved pc, a new sp; or, caught mid-copy, new
+//   bounds with the old sp, or the new stack before copystack fixed its
+//   frame pointers (a chain that disagrees);
+// - a goroutine that wakes, runs and parks again at the same pc and sp
+//   between the two reads (a GC worker, a worker loop) leaves a stack read
+//   while it ran: a chain that disagrees, at an unchanged place.
+// Such a goroutine is read again (the whole g, then its stack), a few rounds
+// at most, within the deadline; one that never holds still has no stack and
+// says why. And the GC stops a running goroutine to scan it (suspendG:
+// _Gwaiting, waitReasonPreempted), and a goroutine on the system stack sits
+// in _Gwaiting so the GC can own its stack (waitReason.isWaitingForGC):
+// those are running goroutines, expected to move like any running one.
 #include "go/go_goroutines.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <unordered_set>
 
@@ -32,6 +49,10 @@ constexpr uint64_t kGScratchBytes = 4ull << 20;
 constexpr uint64_t kStackScratchBytes = 2ull << 20;
 static_assert(kStackScratchBytes >= kStackWindow && kGScratchBytes >= kGWindowMax);
 constexpr uint64_t kMaxFrameSize = 1ull << 30;
+// Re-reads of a goroutine whose stack did not hold still. The GC halves a
+// stack per cycle, and one round follows the last by milliseconds, so a
+// stack that fails this many is a target doing something else: said so.
+constexpr int kMaxStackRereads = 4;
 
 uint64_t u64_at(const uint8_t* p) {
   uint64_t v;
@@ -60,6 +81,7 @@ struct GPlace {
 // The fields of one g the census uses, decoded from its bytes.
 struct GFields {
   GPlace place;
+  bool scanning = false;  // _Gscan set: the GC holds the g (and may be copying its stack)
   uint64_t stack_lo = 0, stack_hi = 0, sched_bp = 0;
   uint64_t syscallbp = 0;  // 0 before 1.23 (no such field)
   uint64_t gopc = 0, startpc = 0;
@@ -82,7 +104,9 @@ GFields decode_g(const uint8_t* g, const GoGLayout& l) {
   f.place.goid = u64_at(g + l.goid);
   f.gopc = u64_at(g + l.gopc);
   f.startpc = u64_at(g + l.startpc);
-  f.place.status = u32_at(g + l.atomicstatus) & ~kGoGScanBit;
+  const uint32_t status = u32_at(g + l.atomicstatus);
+  f.place.status = status & ~kGoGScanBit;
+  f.scanning = (status & kGoGScanBit) != 0;
   f.wait_reason = g[l.waitreason];
   return f;
 }
@@ -178,10 +202,19 @@ bool has_saved_stack(uint32_t status) {
   }
 }
 
-bool expected_to_move(uint32_t status) {
+// Running, about to run, or stopped for the GC on its way back to running:
+// its saved state may change at any moment, and that is no inconsistency.
+bool expected_to_move(uint32_t status, bool transient_wait) {
   return status == static_cast<uint32_t>(GoGStatus::kRunnable) ||
          status == static_cast<uint32_t>(GoGStatus::kRunning) ||
-         status == static_cast<uint32_t>(GoGStatus::kPreempted);
+         status == static_cast<uint32_t>(GoGStatus::kPreempted) ||
+         (status == static_cast<uint32_t>(GoGStatus::kWaiting) && transient_wait);
+}
+
+// The same goroutine, parked at the same pc, on a stack that moved.
+bool only_stack_moved(const GPlace& first, const GPlace& now) {
+  return now.goid == first.goid && now.status == first.status && now.in_syscall() == first.in_syscall() &&
+         now.pc() == first.pc() && now.sp() != first.sp();
 }
 
 bool is_gone(uint32_t status) {
@@ -312,10 +345,11 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
   }
   const std::vector<GWindow> windows = plan_windows(sorted, l.size);
 
-  // 3.-5. A pipeline, one scratch-full of g structs at a time: decode them,
+  // 3.-6. A pipeline, one scratch-full of g structs at a time: decode them,
   // read and unwind the stacks of those not running, then re-read where each
-  // of them is. Memory stays two scratch buffers whatever the goroutine
-  // count, and a goroutine's re-check follows its first read by milliseconds.
+  // of them is, and read again those that did not hold still. Memory stays
+  // two scratch buffers whatever the goroutine count, and a goroutine's
+  // re-check follows its first read by milliseconds.
   struct Pending {
     GPlace first;  // as first read
     uint64_t g;    // address
@@ -330,14 +364,37 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
   uint64_t stack_bytes = 0;
   bool g_unreadable = false, exited = false, out_of_time = false;
   size_t next_g = 0;  // into sorted: windows cover it in order
-  size_t unreadable = 0, bad_stacks = 0, fp_mismatches = 0;
   const size_t depth = std::min<size_t>(l.profile_depth, opts.max_stack_depth);
   GoFrameCache frames;
   std::vector<uint8_t> deeper;
   GoUnwindResult u;
   std::unordered_map<std::vector<uint64_t>, uint32_t, PcsHash> interned;
 
+  // A waiting goroutine whose wait reason only hands its stack to the GC.
+  std::array<bool, 256> transient_wait{};
+  for (size_t r = 0; r < transient_wait.size(); ++r)
+    transient_wait[r] = go_wait_is_transient(l.minor, static_cast<uint8_t>(r));
+  auto moves_anyway = [&](const GoGoroutine& g) { return expected_to_move(g.status, transient_wait[g.wait_reason]); };
+
+  // Goroutines to read again after this batch's re-check, and what they
+  // have (no stack, and why) if no round gives them a consistent one.
+  struct Again {
+    uint64_t g;
+    uint32_t index;
+    GoStackMissing why;
+  };
+  std::vector<Again> again, rereading;
+
   // 3. Which goroutines get a stack, and where it starts.
+  auto plan_stack = [&](uint64_t a, const GFields& f, uint32_t index) {
+    const uint64_t n = std::min(f.stack_hi - f.place.sp(), kStackWindow);
+    if (stack_bytes + n > opts.max_read_bytes) {
+      partial("stack bytes cap reached: some goroutines have no stack");
+      return;
+    }
+    stack_bytes += n;
+    pending.push_back({f.place, a, f.bp(), f.stack_hi, index, static_cast<uint32_t>(n)});
+  };
   auto decode_window = [&](size_t i, const uint8_t* bytes, bool ok) {
     if (!ok) return !(g_unreadable = true);
     const GWindow& w = windows[i];
@@ -353,15 +410,12 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
       g.gopc = f.gopc;
       g.startpc = f.startpc;
       out.goroutines.push_back(std::move(g));
-      if (out_of_time || !has_saved_stack(f.place.status) || !plausible_stack(f)) continue;
-      const uint64_t n = std::min(f.stack_hi - f.place.sp(), kStackWindow);
-      if (stack_bytes + n > opts.max_read_bytes) {
-        partial("stack bytes cap reached: some goroutines have no stack");
-        continue;
-      }
-      stack_bytes += n;
-      pending.push_back({f.place, a, f.bp(), f.stack_hi, static_cast<uint32_t>(out.goroutines.size() - 1),
-                         static_cast<uint32_t>(n)});
+      const auto index = static_cast<uint32_t>(out.goroutines.size() - 1);
+      if (out_of_time || !has_saved_stack(f.place.status)) continue;
+      if (plausible_stack(f))
+        plan_stack(a, f, index);
+      else if (f.scanning)  // caught mid-copystack (new bounds, old sp)
+        again.push_back({a, index, GoStackMissing::kStackKeptMoving});
     }
     return true;
   };
@@ -370,7 +424,7 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
   auto unwind_stack = [&](size_t i, const uint8_t* bytes, bool ok) {
     Pending& p = pending[i];
     if (!ok) {
-      ++unreadable;
+      out.goroutines[p.index].missing = GoStackMissing::kUnreadable;
       return true;
     }
     if (frames.size() > (1u << 16)) frames.clear();  // bounded: a hostile target has many PCs
@@ -416,11 +470,56 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
     GoGoroutine& g = out.goroutines[p.index];
     if (now != p.first) {
       g.stack = kNoStack;
-      g.moved = !expected_to_move(p.first.status);
-    } else if (!p.unwound) {
-      ++(p.fp_mismatch ? fp_mismatches : bad_stacks);  // still where it was, yet not unwindable: say so
+      if (only_stack_moved(p.first, now) && !moves_anyway(g))
+        again.push_back({p.g, p.index, GoStackMissing::kStackKeptMoving});
+      else
+        g.missing = moves_anyway(g) ? GoStackMissing::kNone : GoStackMissing::kChangedState;
+    } else if (!p.unwound && g.missing == GoStackMissing::kNone) {
+      // Where it was, yet its stack does not unwind: read mid-copy, or while
+      // it ran between two parks at the same place. Another read decides.
+      again.push_back({p.g, p.index, p.fp_mismatch ? GoStackMissing::kFramePointers : GoStackMissing::kUnwindFailed});
     }
     return true;
+  };
+  auto unwind_and_recheck = [&] {
+    read_in_batches(
+        mem, stack_scratch, pending.size(),
+        [&](size_t i) { return std::pair{pending[i].first.sp(), uint64_t{pending[i].len}}; }, unwind_stack);
+    read_in_batches(
+        mem, stack_scratch, pending.size(), [&](size_t i) { return std::pair{pending[i].g + lo, uint64_t{hi - lo}}; },
+        recheck);
+    pending.clear();
+  };
+
+  // 6. Those that did not hold still: the whole g read again (its new stack
+  // bounds and saved state), then steps 4 and 5 for them alone.
+  auto reread = [&](size_t i, const uint8_t* bytes, bool ok) {
+    if (!ok) return !(exited = true);
+    const Again& r = rereading[i];
+    const GFields f = decode_g(bytes, l);
+    GoGoroutine& g = out.goroutines[r.index];
+    if (f.place.goid != g.goid || f.place.status != g.status || !has_saved_stack(f.place.status)) {
+      g.missing = moves_anyway(g) ? GoStackMissing::kNone : GoStackMissing::kChangedState;  // it ran after all
+    } else if (plausible_stack(f)) {
+      ++out.stacks_reread;
+      plan_stack(r.g, f, r.index);
+    } else {
+      again.push_back(r);  // mid-copy again (or bounds that make no sense): the next round decides
+    }
+    return true;
+  };
+  auto read_again = [&] {
+    for (int round = 0; round < kMaxStackRereads && !again.empty() && !exited; ++round) {
+      if (deadline.expired()) break;
+      rereading.swap(again);
+      again.clear();
+      read_in_batches(
+          mem, stack_scratch, rereading.size(), [&](size_t i) { return std::pair{rereading[i].g, uint64_t{l.size}}; },
+          reread);
+      if (!exited) unwind_and_recheck();
+    }
+    for (const Again& r : again) out.goroutines[r.index].missing = r.why;
+    again.clear();
   };
 
   auto stacks_of_batch = [&] {
@@ -428,15 +527,12 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
       out_of_time = true;  // the g structs are still counted; no more stacks
       partial("budget exhausted while unwinding stacks: later goroutines have no stack");
     }
-    if (!out_of_time && !pending.empty()) {
-      read_in_batches(
-          mem, stack_scratch, pending.size(),
-          [&](size_t i) { return std::pair{pending[i].first.sp(), uint64_t{pending[i].len}}; }, unwind_stack);
-      read_in_batches(
-          mem, stack_scratch, pending.size(),
-          [&](size_t i) { return std::pair{pending[i].g + lo, uint64_t{hi - lo}}; }, recheck);
+    if (!out_of_time) {
+      unwind_and_recheck();
+      read_again();
     }
     pending.clear();
+    again.clear();
     return !exited;
   };
   read_in_batches(
@@ -444,12 +540,6 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
       decode_window, stacks_of_batch);
   if (g_unreadable) return fail(SnapshotStatus::kFailed, "cannot read the g structs (target exited?)");
   if (exited) return fail(SnapshotStatus::kFailed, "target exited during the census");
-  if (unreadable) partial(std::to_string(unreadable) + " goroutine stacks could not be read");
-  if (bad_stacks)
-    partial(std::to_string(bad_stacks) + " goroutine stacks could not be unwound (unknown pc or sp out of range)");
-  if (fp_mismatches)
-    partial(std::to_string(fp_mismatches) +
-            " goroutine stacks disagree with their frame pointers (counted without a stack)");
   uint64_t len2 = 0;
   if (!mem.read_value(addrs.allglen, len2)) return fail(SnapshotStatus::kFailed, "target exited during the census");
   if (len2 != len)

@@ -30,15 +30,27 @@ struct GoGoroutineAddrs {  // RUNTIME addresses in the target
 // (thousands of parked goroutines share a handful of stacks, each stored
 // once), kNoStack when none was read.
 constexpr uint32_t kNoStack = UINT32_MAX;
+// Why a goroutine whose stack the census read has none in the end. The
+// census turns these into its `partial` reasons, for the user's goroutines
+// only (only it knows which are the runtime's own).
+enum class GoStackMissing : uint8_t {
+  kNone,          // it has one, or it was running (nothing to read)
+  kChangedState,  // parked when first read; its status, goid or saved pc changed: it ran
+  // Still parked at the same pc, but its stack moved (the GC shrinks the
+  // stacks of parked goroutines, copystack) under every re-read.
+  kStackKeptMoving,
+  kUnreadable,     // the stack could not be read
+  kUnwindFailed,   // through every re-read: an unknown pc or an sp out of range
+  kFramePointers,  // through every re-read: the frame-pointer chain disagrees with the SP deltas
+};
+
 struct GoGoroutine {
   uint64_t goid = 0;
   uint64_t gopc = 0, startpc = 0;
   uint32_t status = 0;         // atomicstatus with the scan bit cleared
   uint32_t stack = kNoStack;   // as consistent as the re-check could tell
   uint8_t wait_reason = 0;
-  // Parked when first read, changed (status, goid or saved pc/sp) by the
-  // re-check: its stack was dropped and the census cannot be consistent.
-  bool moved = false;
+  GoStackMissing missing = GoStackMissing::kNone;  // why stack is kNoStack, when the census cares
 };
 
 struct GoGoroutineRead {
@@ -48,6 +60,9 @@ struct GoGoroutineRead {
   // as entry + 1), not inline-expanded, never empty.
   std::vector<std::vector<uint64_t>> stacks;
   uint64_t allglen = 0;
+  // Stacks that moved between their first read and the re-check and were
+  // read again (a stack the GC copied mid-census).
+  uint64_t stacks_reread = 0;
   SnapshotStatus status = SnapshotStatus::kComplete;
   std::string reason;
 };
