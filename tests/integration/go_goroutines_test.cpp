@@ -127,7 +127,8 @@ void expect_census_equals_own_profile(const std::string& ver, const std::string&
   std::map<std::string, std::pair<uint64_t, std::string>> sites = {
       {"main.parkChanRecv", {10000, "chan receive"}},
       {"main.parkSleep", {5000, "sleep"}},
-      {"main.parkMutex", {1000, mutex_reason}}};
+      {"main.parkMutex", {1000, mutex_reason}},
+      {"main.parkArg", {500, "chan receive"}}};
   if (deep) sites["main.parkDeep"] = {deep, "chan receive"};
   for (const auto& [site, expect] : sites) {
     uint64_t n = 0;
@@ -137,7 +138,12 @@ void expect_census_equals_own_profile(const std::string& ver, const std::string&
       EXPECT_EQ(g.state, "waiting") << site;
       EXPECT_EQ(g.wait_reason, expect.second) << site;
       EXPECT_EQ(g.created_by, "main.runGoroutines") << site;
-      EXPECT_EQ(g.start, site) << site;
+      // `go parkArg(i)` starts in the compiler's wrapper, which runs parkArg;
+      // the stack (as the runtime's profile) leaves the wrapper out.
+      if (site == "main.parkArg")
+        EXPECT_EQ(g.start.rfind("main.runGoroutines.", 0), 0u) << g.start;
+      else
+        EXPECT_EQ(g.start, site) << site;
       EXPECT_EQ(g.stack.front(), "runtime.gopark") << site;
       EXPECT_EQ(g.stack.back(), site) << site;
     }

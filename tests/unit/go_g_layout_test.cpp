@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include "go/go_g_layout.h"
+#include "go/go_pclntab.h"
 #include "go_fixture_util.h"
 
 namespace oomsnap {
@@ -63,6 +67,43 @@ TEST_P(GoGLayoutTest, TableEqualsDwarf) {
   EXPECT_EQ(l->startpc, j["startpc"].get<uint32_t>());
 }
 
+// FuncIDWrapper's place in the toolchain's own FuncID list (iota from
+// FuncIDNormal; runtime/symtab.go's funcID_* on 1.19), and the funcID the
+// compiler gave a real wrapper: the closure of `go parkArg(i)` in the fixture.
+TEST_P(GoGLayoutTest, FuncIdWrapperIsTheToolchainsOwn) {
+  const std::string v = GetParam();
+  const int minor = std::stoi(v.substr(2));
+  const std::string root = testutil::cache_root() + "/go/" + v + "/src/";
+  std::ifstream f(root + (minor == 19 ? "runtime/symtab.go" : "internal/abi/symtab.go"));
+  ASSERT_TRUE(f) << root;
+  std::stringstream text;
+  text << f.rdbuf();
+  const std::string src = text.str();
+  const std::string first = minor == 19 ? "funcID_normal funcID = iota" : "FuncIDNormal FuncID = iota";
+  const std::string last = minor == 19 ? "funcID_wrapper" : "FuncIDWrapper";
+  const size_t a = src.find(first), b = src.find(last, a);
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  // One constant per line after FuncIDNormal (0): FuncIDWrapper is one past the last.
+  const std::string list = src.substr(a, b - a);
+  const std::regex constant(minor == 19 ? R"(\n\s*funcID_\w+)" : R"(\n\s*FuncID\w*)");
+  const auto n = std::distance(std::sregex_iterator(list.begin(), list.end(), constant), std::sregex_iterator());
+  EXPECT_EQ(go_func_id_wrapper(minor), n + 1) << list;
+
+  OOMSNAP_REQUIRE_FIXTURE(testutil::fixture_path(v, "default"));
+  auto elf = testutil::open_elf(testutil::fixture_path(v, "default"));
+  ASSERT_TRUE(elf);
+  const GoPclntab tab = GoPclntab::from_elf(*elf);
+  const auto wrapper = tab.find_func_by_name(minor >= 22 ? "main.runGoroutines.gowrap1" : "main.runGoroutines.func1");
+  ASSERT_TRUE(wrapper);
+  auto fi = tab.frame_info(wrapper->entry + 1);
+  ASSERT_TRUE(fi);
+  EXPECT_EQ(fi->func_id, go_func_id_wrapper(minor));
+  auto normal = tab.frame_info(tab.find_func_by_name("main.parkArg")->entry + 1);
+  ASSERT_TRUE(normal);
+  EXPECT_EQ(normal->func_id, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllGo, GoGLayoutTest, ::testing::ValuesIn(testutil::go_versions()),
                          [](const auto& i) {
                            std::string s = "go" + i.param;
@@ -72,6 +113,8 @@ INSTANTIATE_TEST_SUITE_P(AllGo, GoGLayoutTest, ::testing::ValuesIn(testutil::go_
                          });
 
 TEST(GoGLayout, UnknownVersionsHaveNoLayout) {
+  EXPECT_EQ(go_func_id_wrapper(20), 0);
+  EXPECT_EQ(go_func_id_wrapper(28), 0);
   EXPECT_FALSE(go_g_layout_for(18));
   EXPECT_FALSE(go_g_layout_for(20));
   EXPECT_FALSE(go_g_layout_for(28));

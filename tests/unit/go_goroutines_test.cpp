@@ -151,6 +151,48 @@ TEST_P(GoUnwindTest, FramePointerChainCrossChecksSpDeltas) {
   EXPECT_EQ(u.fp_checked, 0u);
 }
 
+// `go parkArg(i)` runs in a compiler-made wrapper: unwound through, left out
+// of the stack as the runtime's tracebackPCs leaves it out, unless the
+// wrapper called a panic.
+TEST_P(GoUnwindTest, WrapperFramesAreLeftOutAsTheRuntimeDoes) {
+  OOMSNAP_REQUIRE_FIXTURE(testutil::fixture_path(GetParam(), "default"));
+  auto fx = load(GetParam());
+  ASSERT_TRUE(fx.tab);
+  const GoPclntab& t = *fx.tab;
+  const int minor = std::stoi(GetParam().substr(2));
+  const uint8_t wrapper_id = go_func_id_wrapper(minor);
+  ASSERT_NE(wrapper_id, 0);
+  const char* wrapper_name = minor >= 22 ? "main.runGoroutines.gowrap1" : "main.runGoroutines.func1";
+  const auto goexit = t.find_func_by_name("runtime.goexit");
+  ASSERT_TRUE(goexit);
+  // leaf -> ... -> wrapper -> goexit + 1, each frame its SP delta long.
+  auto build = [&](std::vector<uint64_t> pcs, std::vector<uint8_t>& stack) {
+    uint64_t off = 0;
+    for (size_t i = 0; i < pcs.size(); ++i) {
+      off += t.frame_info(pcs[i])->sp_delta;
+      put(stack, off, i + 1 < pcs.size() ? pcs[i + 1] : goexit->entry + 1);
+      off += 8;
+    }
+    stack.resize(off + 64);
+  };
+  const uint64_t base = 0xc000300000;
+  const uint64_t park = mid(t, "runtime.gopark"), arg = mid(t, "main.parkArg"), wrap = mid(t, wrapper_name);
+  std::vector<uint8_t> stack;
+  build({park, arg, wrap}, stack);
+  auto u = unwind_go_stack(t, 0, park, base, 0, base, stack, 128, nullptr, wrapper_id);
+  EXPECT_TRUE(u.ok);
+  EXPECT_EQ(u.pcs, (std::vector<uint64_t>{park, arg, goexit->entry + 1}));
+  // Without the wrapper's funcID nothing is left out.
+  u = unwind_go_stack(t, 0, park, base, 0, base, stack, 128, nullptr, 0);
+  EXPECT_EQ(u.pcs, (std::vector<uint64_t>{park, arg, wrap, goexit->entry + 1}));
+  // A wrapper that called a panic stays: it is where the panic happened.
+  const uint64_t panic = mid(t, "runtime.gopanic");
+  std::vector<uint8_t> panicking;
+  build({panic, wrap}, panicking);
+  u = unwind_go_stack(t, 0, panic, base, 0, base, panicking, 128, nullptr, wrapper_id);
+  EXPECT_EQ(u.pcs, (std::vector<uint64_t>{panic, wrap, goexit->entry + 1}));
+}
+
 TEST_P(GoUnwindTest, HostileStacksEndBounded) {
   OOMSNAP_REQUIRE_FIXTURE(testutil::fixture_path(GetParam(), "default"));
   auto fx = load(GetParam());

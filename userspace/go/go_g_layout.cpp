@@ -166,4 +166,14 @@ bool go_wait_is_transient(int go_minor, uint8_t reason) {
   return std::find(std::begin(kTransient), std::end(kTransient), name) != std::end(kTransient);
 }
 
+uint8_t go_func_id_wrapper(int go_minor) {
+  // Its place in the FuncID list, which grew before it: corostart (1.22)
+  // and one more entry in 1.25. tests/unit/go_g_layout_test.cpp counts it
+  // in each toolchain's own internal/abi/symtab.go (runtime/symtab.go on 1.19).
+  if (go_minor == 19 || go_minor == 21) return 21;
+  if (go_minor >= 22 && go_minor <= 24) return 22;
+  if (go_minor >= 25 && go_minor <= 27) return 23;
+  return 0;
+}
+
 }  // namespace oomsnap

@@ -55,4 +55,10 @@ std::string_view go_wait_reason_name(int go_minor, uint8_t reason);
 // a goroutine is back to running at any moment; it is not parked.
 bool go_wait_is_transient(int go_minor, uint8_t reason);
 
+// abi.FuncIDWrapper of this version (runtime.funcID_wrapper on 1.19): the
+// funcID of compiler-made wrappers (the closure of `go f(x)`, method value
+// and interface wrappers), which the runtime's tracebacks leave out. 0 (no
+// function is elided) for versions without a verified entry.
+uint8_t go_func_id_wrapper(int go_minor);
+
 }  // namespace oomsnap

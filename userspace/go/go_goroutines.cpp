@@ -217,6 +217,22 @@ bool only_stack_moved(const GPlace& first, const GPlace& now) {
          now.pc() == first.pc() && now.sp() != first.sp();
 }
 
+// runtime.elideWrapperCalling, and the inline rule: a wrapper frame is left
+// out unless it called a panic (then the wrapper is where it happened) or its
+// pc lies in a body inlined into it (whose frames that pc carries). A callee
+// with an ordinary funcID is no panic function: only special ones are looked
+// up by name.
+bool elide_wrapper(const GoPclntab& tab, const GoPclntab::FrameInfo& wrapper, uint8_t callee_func_id,
+                   uint64_t callee_entry) {
+  if (wrapper.in_inlined_body) return false;
+  if (callee_func_id != 0)
+    if (auto callee = tab.find_func(callee_entry))
+      if (callee->name == "runtime.gopanic" || callee->name == "runtime.sigpanic" ||
+          callee->name == "runtime.panicwrap")
+        return false;
+  return true;
+}
+
 bool is_gone(uint32_t status) {
   return status == static_cast<uint32_t>(GoGStatus::kDead) || status == static_cast<uint32_t>(GoGStatus::kIdle) ||
          status == static_cast<uint32_t>(GoGStatus::kDeadExtra) ||
@@ -227,23 +243,28 @@ bool is_gone(uint32_t status) {
 
 GoUnwindResult unwind_go_stack(const GoPclntab& tab, uint64_t load_bias, uint64_t pc, uint64_t sp, uint64_t bp,
                                uint64_t stack_base, std::span<const uint8_t> stack, size_t max_depth,
-                               GoFrameCache* frames) {
+                               GoFrameCache* frames, uint8_t wrapper_func_id) {
   GoUnwindResult r;
-  unwind_go_stack(tab, load_bias, pc, sp, bp, stack_base, stack, max_depth, frames, r);
+  unwind_go_stack(tab, load_bias, pc, sp, bp, stack_base, stack, max_depth, frames, r, wrapper_func_id);
   return r;
 }
 
 void unwind_go_stack(const GoPclntab& tab, uint64_t load_bias, uint64_t pc, uint64_t sp, uint64_t bp,
                      uint64_t stack_base, std::span<const uint8_t> stack, size_t max_depth, GoFrameCache* frames,
-                     GoUnwindResult& r) {
+                     GoUnwindResult& r, uint8_t wrapper_func_id) {
   r.pcs.clear();
   r.ok = true;
   r.truncated = r.fp_mismatch = false;
   r.fp_checked = 0;
   const uint64_t stack_end = stack_base + stack.size();
   bool check_fp = bp != 0;
-  for (size_t depth = 0;; ++depth) {
-    if (depth >= max_depth) {
+  uint8_t callee_func_id = 0;  // of the frame below (the leaf has none: ordinary)
+  uint64_t callee_entry = 0;
+  // The depth counts recorded frames, as the runtime's does (an elided
+  // wrapper takes no slot); the walk itself is bounded apart, since every
+  // frame moves sp up and a window holds only so many.
+  for (size_t walked = 0;; ++walked) {
+    if (r.pcs.size() >= max_depth || walked >= 2 * max_depth + 64) {
       r.truncated = true;
       break;
     }
@@ -265,7 +286,12 @@ void unwind_go_stack(const GoPclntab& tab, uint64_t load_bias, uint64_t pc, uint
     }
     // tracebackPCs stores symPC + 1: the return pc itself, or entry + 1 for
     // a frame that has not run yet (sched.pc at the function's entry).
-    r.pcs.push_back(pc - load_bias == fi->entry ? pc + 1 : pc);
+    const uint64_t stored = pc - load_bias == fi->entry ? pc + 1 : pc;
+    if (!(wrapper_func_id != 0 && fi->func_id == wrapper_func_id &&
+          elide_wrapper(tab, *fi, callee_func_id, callee_entry)))
+      r.pcs.push_back(stored);
+    callee_func_id = fi->func_id;
+    callee_entry = fi->entry;
     if (fi->top_frame) break;  // runtime.goexit (and mstart etc.): the unwind ends
     if (static_cast<uint64_t>(fi->sp_delta) > kMaxFrameSize) {
       r.ok = false;
@@ -370,6 +396,7 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
   GoUnwindResult u;
   std::unordered_map<std::vector<uint64_t>, uint32_t, PcsHash> interned;
 
+  const uint8_t wrapper = go_func_id_wrapper(l.minor);
   // A waiting goroutine whose wait reason only hands its stack to the GC.
   std::array<bool, 256> transient_wait{};
   for (size_t r = 0; r < transient_wait.size(); ++r)
@@ -429,7 +456,7 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
     }
     if (frames.size() > (1u << 16)) frames.clear();  // bounded: a hostile target has many PCs
     const uint64_t pc = p.first.pc(), sp = p.first.sp();
-    unwind_go_stack(tab, load_bias, pc, sp, p.bp, sp, {bytes, p.len}, depth, &frames, u);
+    unwind_go_stack(tab, load_bias, pc, sp, p.bp, sp, {bytes, p.len}, depth, &frames, u, wrapper);
     if (u.truncated && u.pcs.size() < depth && p.stack_hi - sp > p.len) {
       // Deeper than the first window: one more read of this stack.
       const uint64_t n = std::min(p.stack_hi - sp, kStackWindowRetry);
@@ -437,7 +464,7 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
         stack_bytes += n;
         deeper.resize(n);
         if (mem.read(sp, deeper.data(), n))
-          unwind_go_stack(tab, load_bias, pc, sp, p.bp, sp, deeper, depth, &frames, u);
+          unwind_go_stack(tab, load_bias, pc, sp, p.bp, sp, deeper, depth, &frames, u, wrapper);
       }
     }
     // A goroutine that moved under us fails here too (!u.ok); the re-check

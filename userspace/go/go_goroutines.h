@@ -83,6 +83,12 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
 // stack not ok. Checking stops, without judging, after an assembly frame
 // (asyncPreempt interrupts its caller anywhere, even mid-prologue) and where
 // the chain leaves the window.
+// wrapper_func_id (go_func_id_wrapper, 0: none): frames of compiler-made
+// wrappers (the closure that runs `go f(x)`: main.main.func1 on 1.19,
+// main.main.gowrap1 from 1.22) are unwound through but not recorded, as the
+// runtime's tracebackPCs leaves them out of every profile's stacks (unless
+// the wrapper called a panic, and unless the pc is in a body inlined into the
+// wrapper, which that body's frames need).
 // Exposed for unit tests that feed byte images.
 struct GoUnwindResult {
   std::vector<uint64_t> pcs;
@@ -96,10 +102,10 @@ struct GoUnwindResult {
 using GoFrameCache = std::unordered_map<uint64_t, std::optional<GoPclntab::FrameInfo>>;
 GoUnwindResult unwind_go_stack(const GoPclntab& tab, uint64_t load_bias, uint64_t pc, uint64_t sp, uint64_t bp,
                                uint64_t stack_base, std::span<const uint8_t> stack, size_t max_depth,
-                               GoFrameCache* frames = nullptr);
+                               GoFrameCache* frames = nullptr, uint8_t wrapper_func_id = 0);
 // The same into r (its pcs vector reused: no allocation per stack).
 void unwind_go_stack(const GoPclntab& tab, uint64_t load_bias, uint64_t pc, uint64_t sp, uint64_t bp,
                      uint64_t stack_base, std::span<const uint8_t> stack, size_t max_depth, GoFrameCache* frames,
-                     GoUnwindResult& r);
+                     GoUnwindResult& r, uint8_t wrapper_func_id = 0);
 
 }  // namespace oomsnap

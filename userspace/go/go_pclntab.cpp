@@ -649,14 +649,19 @@ std::optional<GoPclntab::FrameInfo> GoPclntab::frame_info(uint64_t pc) const {
   auto lf = A::lookup(*this, pc);
   if (!lf) return std::nullopt;
   const auto& f = lf->first;
-  // _func: pcsp at 16 in both layouts; flag at 37 (1.18/1.19) or 41 (1.20+,
-  // after startLine and funcID).
+  // _func: pcsp at 16 in both layouts; funcID and flag at 36/37 (1.18/1.19)
+  // or 40/41 (1.20+, after startLine).
   int32_t delta = A::pcvalue(*this, f, A::field(*this, f, 16), pc);
   if (delta < 0) return std::nullopt;
   FrameInfo out;
   out.entry = f.entry;
   out.end = f.end;
   out.sp_delta = delta;
+  out.func_id = u8_at(f.fn, go120_plus() ? 40 : 36);
+  if (out.func_id != 0 && A::inl_tree(*this, f)) {
+    const uint64_t q = pc > f.entry ? pc - 1 : pc;
+    out.in_inlined_body = A::pcvalue(*this, f, A::pcdata_off(*this, f, kPcdataInlTreeIndex), q) >= 0;
+  }
   const uint8_t flag = u8_at(f.fn, go120_plus() ? 41 : 37);
   out.top_frame = (flag & 1) != 0;  // FuncFlag_TOPFRAME = 1 << 0
   out.assembly = (flag & 4) != 0;   // FuncFlag_ASM = 1 << 2 (1.19 and later)

@@ -87,6 +87,14 @@ class GoPclntab {
     int32_t sp_delta = 0;
     bool top_frame = false;
     bool assembly = false;  // FuncFlag_ASM: may keep its frame pointer its own way
+    // _func.funcID (abi.FuncID): its numbering moves between Go versions
+    // (go_func_id_wrapper says where FuncIDWrapper is).
+    uint8_t func_id = 0;
+    // pc (a return pc: pc - 1 is looked up, unless pc is the entry) lies in a
+    // body inlined into this function. Decoded only for functions with a
+    // special funcID (func_id != 0: wrappers, runtime entry points), false
+    // for the others.
+    bool in_inlined_body = false;
   };
   std::optional<FrameInfo> frame_info(uint64_t pc) const;
 
