@@ -58,13 +58,16 @@ constexpr size_t kMaxNameBytes = 1024;    // a type's name, marker included
 constexpr std::string_view kTruncated = "[...]";
 constexpr uint64_t kMaxDictKeys = 4096;   // entries of a type's __dict__ searched for __module__
 
-enum class Kind { kOther, kList, kTuple, kDict, kSet, kStr, kInt, kBytes, kByteArray, kFloat };
+// kGen: generator, coroutine, async generator; kFrame: frame object (3.11+,
+// both with an interpreter frame inline).
+enum class Kind { kOther, kList, kTuple, kDict, kSet, kStr, kInt, kBytes, kByteArray, kFloat, kGen, kFrame };
 
 struct TypeInfo {
   bool valid = false;
   std::string name;
   uint64_t basicsize = 0, itemsize = 0, flags = 0, preheader = 0;
   Kind kind = Kind::kOther;
+  bool is_code = false;                  // the static type `code`
   uint64_t shared_entries = 0;           // heap types: dk_nentries of ht_cached_keys (attribute values in use)
   std::vector<uint32_t> slot_offsets;    // object members (__slots__) of this type and its bases
   uint64_t objects = 0, bytes = 0;
@@ -138,6 +141,9 @@ class Walker {
   // sys.getsizeof of the object; fits: false when the size does not fit the
   // memory (then only its fixed part is returned).
   uint64_t size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits);
+  // co_nlocalsplus + co_stacksize of the code object a generator or frame
+  // object runs; nullopt when that is no code object or its counts are not sane.
+  std::optional<uint64_t> frame_slots(uint64_t obj, ByteView o, Kind kind);
   // what: the container's kind, for the reason when its count is cut.
   void add_pointers(uint64_t addr, uint64_t count, unsigned stride = 1, unsigned keep = 1, const char* what = "container");
   void add_pointer(uint64_t p);
@@ -369,6 +375,10 @@ void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
     if (tp_name == "set" || tp_name == "frozenset") t.kind = Kind::kSet;
     else if (tp_name == "bytearray") t.kind = Kind::kByteArray;
     else if (tp_name == "float") t.kind = Kind::kFloat;
+    else if (L_.code_nlocalsplus && (tp_name == "generator" || tp_name == "coroutine" || tp_name == "async_generator"))
+      t.kind = Kind::kGen;
+    else if (L_.code_nlocalsplus && tp_name == "frame") t.kind = Kind::kFrame;
+    else if (tp_name == "code") t.is_code = true;
   } else {
     // The base's own info is cached like any type's (a class hierarchy reads
     // each base once); a cycle or an over-deep chain yields an invalid base.
@@ -461,6 +471,18 @@ uint64_t Walker::size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits
       }
       break;
     }
+    case Kind::kGen:
+    case Kind::kFrame: {
+      // gen_sizeof / frame_sizeof: the slots of the frame held inline (the
+      // memory a frame object is allocated with, too).
+      auto slots = frame_slots(obj, o, t.kind);
+      if (!slots) {
+        fits = false;
+        return basic + t.preheader;
+      }
+      size = buf_len = basic + *slots * 8;
+      break;
+    }
     default:
       // Like object.__sizeof__: 3.13+ inline attribute values are not counted.
       if (t.itemsize) size = buf_len = basic + std::min(n, kSaneBytes) * t.itemsize;
@@ -469,6 +491,25 @@ uint64_t Walker::size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits
   fits = size_fits(buf, buf_len) && (buf == obj || size_fits(obj, basic));
   if (!fits) size = basic;
   return size + t.preheader;
+}
+
+std::optional<uint64_t> Walker::frame_slots(uint64_t obj, ByteView o, Kind kind) {
+  uint64_t code = 0;
+  if (kind == Kind::kGen) {
+    if (!o.read_u64(L_.gen_code, code) && !mem_.get(obj + L_.gen_code, code)) return std::nullopt;
+  } else {
+    const uint64_t iframe = u64(o, L_.frame_iframe);
+    if (!iframe || !mem_.get(iframe + L_.iframe_code, code)) return std::nullopt;
+  }
+  code &= ~uint64_t{7};  // 3.14's f_executable is a tagged _PyStackRef
+  uint64_t code_type = 0;
+  // Read unsigned: a negative count reads as ~4 G slots, which no mapping
+  // holds (size_fits); the sum of two stays far from overflow.
+  uint32_t stack = 0, nlocals = 0;
+  if (!code || !mem_.get(code + 8, code_type) || !type_info(code_type).is_code ||
+      !mem_.get(code + L_.code_stacksize, stack) || !mem_.get(code + L_.code_nlocalsplus, nlocals))
+    return std::nullopt;
+  return uint64_t{stack} + nlocals;
 }
 
 // Marks addr seen; false when it was already. The marks live in 1 MiB

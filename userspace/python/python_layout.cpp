@@ -99,6 +99,11 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
       L.gc_state_size = 264;
       break;
   }
+  // Frames inline in generators and frame objects (offsetof from each
+  // version's headers; 3.14 read live: code at gen+72, same code fields).
+  L.frame_iframe = 24;
+  if (minor == 11) L.gen_code = 16, L.iframe_code = 32, L.code_stacksize = 68, L.code_nlocalsplus = 76;
+  else L.gen_code = 72, L.iframe_code = 0, L.code_stacksize = 64, L.code_nlocalsplus = 72;
   L.tp_members = 240;
   L.type_read_size = L.ht_cached_keys + 8;
   return L;

@@ -59,6 +59,15 @@ struct PyLayout {
   uint32_t bytearray_alloc = 24;       // PyByteArrayObject.ob_alloc
   PyManagedDict managed_dict = PyManagedDict::kInlineValues;
   uint32_t dict_values_items = 0;      // offsetof(PyDictValues, values); 3.13+: u8 capacity at 0, valid at 3
+  // 3.11+: generators, coroutines, async generators and frame objects hold an
+  // interpreter frame inline. Their types have tp_itemsize 8 but they are no
+  // PyVarObject (offset 16 is gi_code / f_back): sys.getsizeof is basicsize +
+  // (co_nlocalsplus + co_stacksize) * 8 of their code object. 0 where the
+  // default rule holds (a frame is a PyVarObject before 3.11).
+  uint32_t gen_code = 0;          // the code object pointer in a generator (3.11 gi_code; 3.12+ gi_iframe.f_code/f_executable)
+  uint32_t frame_iframe = 0;      // PyFrameObject.f_frame
+  uint32_t iframe_code = 0;       // _PyInterpreterFrame.f_code (3.11) / f_code, f_executable (3.12+)
+  uint32_t code_stacksize = 0, code_nlocalsplus = 0;  // PyCodeObject int fields
 };
 
 // The built-in layout for a PY_VERSION_HEX; nullopt for unsupported versions.
