@@ -25,11 +25,11 @@ constexpr uint64_t kHaveGc = 1ull << 14, kListSub = 1ull << 25, kHeapType = 1ull
 // has four empty circular lists; types and objects are added on demand.
 class FakeHeap {
  public:
-  FakeHeap() : L(*python_layout_for(0x030b02f0)) {
-    runtime_ = alloc(64);
+  explicit FakeHeap(uint32_t version = 0x030b02f0) : L(*python_layout_for(version)) {
+    runtime_ = alloc(L.runtime_gc + 256);
     interp_ = alloc(L.interp_gc + 256);
     put(runtime_ + L.interpreters_head, interp_);
-    const uint64_t gc = interp_ + L.interp_gc;
+    const uint64_t gc = gc_state();
     for (uint32_t off : L.gc_head_sets[0]) put(gc + off, gc + off), put(gc + off + 8, gc + off);
     put(gc + L.gc_generation0, gc + L.gc_head_sets[0][0]);
   }
@@ -51,7 +51,7 @@ class FakeHeap {
   uint64_t tracked(uint64_t type, int gen = 2, size_t size = 64) {
     const uint64_t g = alloc(16 + size), obj = g + 16;
     put(obj + 8, type);
-    const uint64_t head = interp_ + L.interp_gc + L.gc_head_sets[0][static_cast<size_t>(gen)];
+    const uint64_t head = gc_head(gen);
     const uint64_t last = get(head + 8);
     put(g, head), put(g + 8, last);  // g.next = head, g.prev = last
     put(last, g), put(head + 8, g);  // last.next = g, head.prev = g
@@ -95,7 +95,7 @@ class FakeHeap {
     std::memcpy(&v, reinterpret_cast<void*>(addr), 8);
     return v;
   }
-  void set_long_lived(uint64_t n) { put(interp_ + L.interp_gc + L.gc_long_lived_total, n); }
+  void set_long_lived(uint64_t n) { put(gc_state() + L.gc_long_lived_total, n); }
   // Links an object whose 16-byte GC head is at g (caller's memory) into
   // generation gen: for heaps of many objects in one block.
   void link(uint64_t g, uint64_t type, int gen = 2) {
@@ -104,7 +104,8 @@ class FakeHeap {
     put(g, head), put(g + 8, last);
     put(last, g), put(head + 8, g);
   }
-  uint64_t gc_head(int gen) const { return interp_ + L.interp_gc + L.gc_head_sets[0][static_cast<size_t>(gen)]; }
+  uint64_t gc_state() const { return py_gc_state(L, runtime_, interp_); }
+  uint64_t gc_head(int gen) const { return gc_state() + L.gc_head_sets[0][static_cast<size_t>(gen)]; }
   uint64_t runtime() const { return runtime_; }
 
   PyLayout L;
@@ -541,4 +542,84 @@ TEST(PythonHeap, GeneratorsWithHostileCodeAreNotBelieved) {
   auto m = by_name(r);
   EXPECT_EQ(m["generator"], std::make_pair(uint64_t{2}, uint64_t{2 * (152 + 16)}));
   EXPECT_EQ(m["frame"], std::make_pair(uint64_t{1}, uint64_t{120 + 16}));
+}
+
+// 3.8-3.10 on byte images: 3.8's one GC state lives in _PyRuntimeState (a
+// second interpreter is counted, its lists not walked twice); dict keys have
+// the 40-byte header with dk_size and 1-byte indices; an instance's __dict__
+// is found at tp_dictoffset although the GC does not track it; int 0 is 24
+// bytes. Sizes as sys.getsizeof of 3.8.18 gives them (live: old.py checks).
+TEST(PythonHeap, Python38LayoutOnByteImages) {
+  FakeHeap h(0x030812f0);
+  ASSERT_NE(h.L.runtime_gc, 0u);
+  const uint64_t dict_t = h.type("dict", 48, 0, kHaveGc | (1ull << 29));
+  const uint64_t int_t = h.type("int", 24, 4, 1ull << 24);
+  const uint64_t inst_t = h.type("C", 32, 0, kHaveGc | kHeapType);
+  FakeHeap::put(inst_t + h.L.tp_dictoffset, 16);
+  // A combined dict of 8 slots with one entry {hash, key, value}: 40-byte
+  // header, 8 one-byte indices, 5 entries of 24 bytes.
+  const uint64_t keys = h.zeros(4096);
+  FakeHeap::put(keys, 1), FakeHeap::put(keys + 8, 8), FakeHeap::put(keys + 24, 4), FakeHeap::put(keys + 32, 1);
+  const uint64_t zero = h.untracked(int_t, 0);
+  FakeHeap::put(keys + 40 + 8 + 8, zero);       // key
+  FakeHeap::put(keys + 40 + 8 + 16, zero);      // value
+  const uint64_t d = h.untracked(dict_t);
+  FakeHeap::put(d + 32, keys);
+  const uint64_t inst = h.tracked(inst_t);
+  FakeHeap::put(inst + 16, d);  // __dict__ at tp_dictoffset 16
+  // A split (shared-key) instance dict: its values array counts the usable
+  // fraction of the keys' size, the shared keys are not its own (104 as live).
+  const uint64_t shared = h.zeros(4096);
+  FakeHeap::put(shared, 2), FakeHeap::put(shared + 8, 8), FakeHeap::put(shared + 24, 3), FakeHeap::put(shared + 32, 2);
+  const uint64_t split = h.tracked(dict_t);
+  FakeHeap::put(split + 32, shared), FakeHeap::put(split + 40, h.words({zero, zero}));
+  // A second interpreter sharing the runtime's GC state.
+  const uint64_t interp2 = h.zeros(4096);
+  FakeHeap::put(FakeHeap::get(h.runtime() + h.L.interpreters_head) + h.L.interp_next, interp2);
+  auto r = h.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(r.interpreters, 2u);
+  EXPECT_EQ(r.lists_total, 4u);  // one GC state: three generations and the permanent one, once
+  auto m = by_name(r);
+  EXPECT_EQ(m["C"], std::make_pair(uint64_t{1}, uint64_t{32 + 16}));
+  EXPECT_EQ(m["dict"], std::make_pair(uint64_t{2}, uint64_t{(48 + 40 + 8 + 5 * 24 + 16) + (48 + 5 * 8 + 16)}));  // 232 + 104
+  EXPECT_EQ(m["int"], std::make_pair(uint64_t{1}, uint64_t{24}));
+}
+
+// 3.8-3.10 dict keys are the target's: a dk_size that is no power of two
+// (or under PyDict_MINSIZE) is no keys object, and the dict is counted
+// without them; its items are not followed.
+TEST(PythonHeap, Python38DictKeysThatAreNoKeysAreRefused) {
+  for (uint64_t bad_size : {uint64_t{12}, uint64_t{4}, uint64_t{1} << 50}) {
+    FakeHeap h(0x030a0df0);
+    const uint64_t dict_t = h.type("dict", 48, 0, kHaveGc | (1ull << 29));
+    const uint64_t int_t = h.type("int", 24, 4, 1ull << 24);
+    const uint64_t keys = h.zeros(4096);
+    FakeHeap::put(keys, 1), FakeHeap::put(keys + 8, bad_size), FakeHeap::put(keys + 24, 4), FakeHeap::put(keys + 32, 1);
+    FakeHeap::put(keys + 40 + 8 + 16, h.untracked(int_t, 1));
+    const uint64_t d = h.tracked(dict_t);
+    FakeHeap::put(d + 32, keys);
+    auto r = h.walk();
+    auto m = by_name(r);
+    EXPECT_EQ(m["dict"], std::make_pair(uint64_t{1}, uint64_t{48 + 16})) << bad_size;
+    EXPECT_EQ(m.count("int"), 0u) << bad_size;
+  }
+}
+
+// A tp_dictoffset is the target's: one outside the instance's basic size
+// is not followed (the word past the object is another object's).
+TEST(PythonHeap, Python38DictOffsetOutsideTheInstanceIsNotFollowed) {
+  FakeHeap h(0x030912f0);
+  const uint64_t dict_t = h.type("dict", 48, 0, kHaveGc | (1ull << 29));
+  const uint64_t inst_t = h.type("C", 32, 0, kHaveGc | kHeapType);
+  FakeHeap::put(inst_t + h.L.tp_dictoffset, 32);  // just past the 32-byte instance
+  const uint64_t inst = h.tracked(inst_t);
+  FakeHeap::put(inst + 32, h.untracked(dict_t));  // a readable dict there all the same
+  auto r = h.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(by_name(r).count("dict"), 0u);
+  FakeHeap::put(inst_t + h.L.tp_dictoffset, 24);  // the last word inside: followed
+  FakeHeap::put(inst + 24, FakeHeap::get(inst + 32));
+  r = h.walk();
+  EXPECT_EQ(by_name(r)["dict"], std::make_pair(uint64_t{1}, uint64_t{48 + 16}));
 }

@@ -117,10 +117,10 @@ TEST(PythonLayout, DisagreeingDebugOffsetsAreAnError) {
 }
 
 TEST(PythonLayout, SupportedVersions) {
-  EXPECT_FALSE(python_layout_for(0x030a0cf0));  // 3.10
+  EXPECT_FALSE(python_layout_for(0x030710f0));  // 3.7
   EXPECT_FALSE(python_layout_for(0x030f00a1));  // 3.15
   EXPECT_FALSE(python_layout_for(0x020712f0));  // 2.7
-  for (uint32_t v : {0x030b02f0u, 0x030c01f0u, 0x030d05f0u, 0x030e0af0u}) {
+  for (uint32_t v : {0x030812f0u, 0x030912f0u, 0x030a0df0u, 0x030b02f0u, 0x030c01f0u, 0x030d05f0u, 0x030e0af0u}) {
     auto L = python_layout_for(v);
     ASSERT_TRUE(L) << std::hex << v;
     EXPECT_GE(L->type_read_size, L->ht_cached_keys + 8);
@@ -211,7 +211,7 @@ TEST(PythonLayout, DebugOffsetsOutsideTheirStructsAreRefused) {
 
 // Each built-in layout fits its structs; one that does not is named.
 TEST(PythonLayout, TableLayoutsPassTheirOwnChecks) {
-  for (uint32_t v : {0x030b02f0u, 0x030c01f0u, 0x030d05f0u, 0x030e0af0u}) {
+  for (uint32_t v : {0x030812f0u, 0x030912f0u, 0x030a0df0u, 0x030b02f0u, 0x030c01f0u, 0x030d05f0u, 0x030e0af0u}) {
     auto L = python_layout_for(v);
     ASSERT_TRUE(L);
     EXPECT_FALSE(validate_py_layout(*L)) << std::hex << v << ": " << *validate_py_layout(*L);

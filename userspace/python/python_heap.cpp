@@ -14,7 +14,7 @@
 namespace oomsnap {
 namespace {
 
-// Py_TPFLAGS_* (Include/object.h; same bits 3.11-3.14).
+// Py_TPFLAGS_* (Include/object.h; bits 2-4 only 3.11+, the rest the same 3.8-3.14).
 constexpr uint64_t kInlineValues = 1ull << 2, kManagedWeakref = 1ull << 3, kManagedDict = 1ull << 4,
                    kHeapType = 1ull << 9, kHaveGc = 1ull << 14, kLongSub = 1ull << 24,
                    kListSub = 1ull << 25, kTupleSub = 1ull << 26, kBytesSub = 1ull << 27,
@@ -66,6 +66,7 @@ struct TypeInfo {
   bool valid = false;
   std::string name;
   uint64_t basicsize = 0, itemsize = 0, flags = 0, preheader = 0;
+  int64_t dictoffset = 0;                // tp_dictoffset (3.8-3.10 instances: their __dict__ pointer)
   Kind kind = Kind::kOther;
   bool is_code = false;                  // the static type `code`
   uint64_t shared_entries = 0;           // heap types: dk_nentries of ht_cached_keys (attribute values in use)
@@ -107,16 +108,19 @@ std::string capped_name(std::string s) {
   return s;
 }
 
-// PyDictKeysObject header fields (same 3.11-3.14).
+// PyDictKeysObject header fields, in the form both layouts share (3.8-3.10:
+// dk_size and a 40-byte header; 3.11+: log2 sizes and a 32-byte header).
 struct DictKeys {
   int64_t refcnt = 0;
-  uint8_t log2_size = 0, log2_index_bytes = 0, kind = 0;
+  uint8_t log2_size = 0, kind = 0;  // kind 0: {hash, key, value} entries (always before 3.11)
+  uint64_t header = 32, index_bytes = 0;
   uint64_t usable = 0, nentries = 0;
-  bool sane() const { return log2_size < 40 && log2_index_bytes < 44 && nentries <= (1ull << log2_size); }
+  bool sane() const { return log2_size < 40 && index_bytes < (1ull << 44) && nentries <= (1ull << log2_size); }
   uint64_t usable_fraction() const { return ((uint64_t{1} << log2_size) << 1) / 3; }
   uint64_t entry_size() const { return kind == 0 ? 24 : 16; }
-  uint64_t entries_offset() const { return 32 + (uint64_t{1} << log2_index_bytes); }
-  // _PyDict_KeysSize
+  uint64_t entries_offset() const { return header + index_bytes; }
+  // _PyDict_KeysSize (3.11+); sizeof(PyDictKeysObject) + DK_IXSIZE * dk_size +
+  // entries of the usable fraction (3.8-3.10 _PyDict_SizeOf)
   uint64_t bytes() const { return entries_offset() + usable_fraction() * entry_size(); }
 };
 
@@ -241,16 +245,31 @@ bool Walker::load(uint64_t addr, uint8_t* out, size_t want) {
 }
 
 std::optional<DictKeys> Walker::read_keys(uint64_t addr) {
-  uint8_t b[32];
-  if (!addr || !mem_.read(addr, b, sizeof b)) return std::nullopt;
-  const ByteView v(b, sizeof b);
+  uint8_t b[40];
+  const size_t len = L_.dict_keys_v1 ? 40 : 32;
+  if (!addr || !mem_.read(addr, b, len)) return std::nullopt;
+  const ByteView v(b, len);
   DictKeys k;
   k.refcnt = i64(v, 0);
-  v.read_u8(8, k.log2_size);
-  v.read_u8(9, k.log2_index_bytes);
-  v.read_u8(10, k.kind);
-  k.usable = u64(v, 16);
-  k.nentries = u64(v, 24);
+  if (L_.dict_keys_v1) {
+    // dk_size: a power of two (at least PyDict_MINSIZE 8); DK_IXSIZE from it.
+    const uint64_t size = u64(v, 8);
+    if (size < 8 || (size & (size - 1))) return std::nullopt;  // a size over 2^39 fails sane()
+    k.log2_size = static_cast<uint8_t>(__builtin_ctzll(size));
+    const uint64_t ix = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffff ? 4 : 8;
+    k.header = 40, k.index_bytes = size * ix;
+    k.usable = u64(v, 24);
+    k.nentries = u64(v, 32);
+  } else {
+    uint8_t log2_index_bytes = 0;
+    v.read_u8(8, k.log2_size);
+    v.read_u8(9, log2_index_bytes);
+    v.read_u8(10, k.kind);
+    if (log2_index_bytes >= 44) return std::nullopt;
+    k.index_bytes = uint64_t{1} << log2_index_bytes;
+    k.usable = u64(v, 16);
+    k.nentries = u64(v, 24);
+  }
   if (!k.sane()) return std::nullopt;
   return k;
 }
@@ -340,6 +359,7 @@ void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
   if (basic < 16 || basic > (1 << 20) || item < 0 || item > (1 << 16)) return;  // not a type object
   t.basicsize = static_cast<uint64_t>(basic);
   t.itemsize = static_cast<uint64_t>(item);
+  t.dictoffset = i64(b, L_.tp_dictoffset);
   const bool heap = t.flags & kHeapType;
   std::string tp_name = read_c_string(u64(b, L_.tp_name));
   if (tp_name.empty()) return;
@@ -394,7 +414,9 @@ void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
       }
     }
   }
-  const bool managed = L_.minor == 11 ? (t.flags & kManagedDict) : (t.flags & (kManagedDict | kManagedWeakref));
+  const bool managed = L_.managed_dict == PyManagedDict::kNone ? false
+                       : L_.minor == 11                       ? (t.flags & kManagedDict) != 0
+                                                              : (t.flags & (kManagedDict | kManagedWeakref)) != 0;
   t.preheader = ((t.flags & kHaveGc) ? kGcHead : 0) + (managed ? 16 : 0);
 }
 
@@ -437,7 +459,7 @@ uint64_t Walker::size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits
     }
     case Kind::kInt: {
       const uint64_t ndigits = std::min(L_.long_has_lv_tag ? (u64(o, 16) >> 3) : n, kSaneBytes);
-      size = buf_len = basic + std::max<uint64_t>(ndigits, 1) * 4;
+      size = buf_len = basic + std::max<uint64_t>(ndigits, L_.long_zero_has_digit ? 1 : 0) * 4;
       break;
     }
     case Kind::kStr: {
@@ -463,8 +485,8 @@ uint64_t Walker::size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits
     case Kind::kDict: {
       const uint64_t keys = u64(o, 32), values = u64(o, 40);
       auto k = is_static(keys) ? std::nullopt : read_keys(keys);
-      if (k && values)  // split table: shared_keys_usable_size values
-        size += (k->nentries + std::min(k->usable, kSaneBytes)) * 8;
+      if (k && values)  // split table: shared_keys_usable_size values (3.8-3.10: the usable fraction)
+        size += (L_.dict_keys_v1 ? k->usable_fraction() : k->nentries + std::min(k->usable, kSaneBytes)) * 8;
       if (k && k->refcnt == 1) {  // keys owned by this dict
         size += k->bytes();
         buf = keys, buf_len = k->bytes();
@@ -611,10 +633,21 @@ void Walker::collect_refs(uint64_t obj, ByteView o, const TypeInfo& t) {
     if (!o.read_u64(off, v)) mem_.get(obj + off, v);  // beyond the bytes read with the header
     add_pointer(v);
   }
+  if (L_.managed_dict == PyManagedDict::kNone) {
+    // 3.8-3.10: the instance's __dict__ (untracked while it holds only
+    // atomic values) at tp_dictoffset, inside the object's basic size.
+    const int64_t off = t.dictoffset;
+    uint64_t dict = 0;
+    if (off >= 16 && static_cast<uint64_t>(off) + 8 <= t.basicsize && !o.read_u64(static_cast<uint64_t>(off), dict))
+      mem_.get(obj + static_cast<uint64_t>(off), dict);
+    add_pointer(dict);
+    return;
+  }
   if (!(t.flags & kManagedDict)) return;
   // Attribute values of a managed dict that was never materialised.
   uint64_t values = 0, dict = 0;
   switch (L_.managed_dict) {
+    case PyManagedDict::kNone: break;
     case PyManagedDict::kValuesBeforeDict:
       mem_.get(obj - 32, values);
       mem_.get(obj - 24, dict);
@@ -791,7 +824,11 @@ PyHeapResult Walker::run() {
   bool any = false;
   for (int i = 0; interp && i < 256 && interps.insert(interp); ++i) {
     ++res.interpreters;
-    const uint64_t gc = interp + L_.interp_gc;
+    if (L_.runtime_gc && i > 0) {  // 3.8: the one GC state was walked with the first interpreter
+      if (!mem_.get(interp + L_.interp_next, interp)) break;
+      continue;
+    }
+    const uint64_t gc = py_gc_state(L_, in_.runtime_addr, interp);
     const std::vector<uint32_t>* heads = pick_heads(gc);
     if (!heads) {
       if (mem_.read_limit_hit()) halt("read budget exhausted");
