@@ -180,12 +180,7 @@ TEST_P(PythonSnapshot, HoldersOfLargeBytearraysAreCompleteAndExact) {
   EXPECT_EQ(total(s, "implausible_sizes"), 0u);
   auto got = by_name(s);
   const auto& types = fx.census["types"];
-  // Before 3.11 frame_sizeof counts one slot less than the frame object's
-  // ob_size gives (f_localsplus[1] is in sizeof(PyFrameObject)): not exact there.
-  const bool frames_exact = expected_runtime_version(fx.census["version"].get<std::string>()) ==
-                            "cpython" + fx.census["version"].get<std::string>();
   for (const char* exact : {"__main__.Holder", "generator", "frame", "traceback"}) {
-    if (!frames_exact && std::string(exact) == "frame") continue;
     ASSERT_TRUE(types.contains(exact)) << exact << " not in the census";
     EXPECT_EQ(got[exact].first, types[exact]["objects"].get<uint64_t>()) << exact;
     EXPECT_EQ(got[exact].second, types[exact]["bytes"].get<uint64_t>()) << exact << " bytes";

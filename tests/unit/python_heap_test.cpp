@@ -623,3 +623,38 @@ TEST(PythonHeap, Python38DictOffsetOutsideTheInstanceIsNotFollowed) {
   r = h.walk();
   EXPECT_EQ(by_name(r)["dict"], std::make_pair(uint64_t{1}, uint64_t{48 + 16}));
 }
+
+// 3.8-3.10 frame objects are PyVarObjects whose ob_size can exceed what
+// frame_sizeof counts (frames are reused): sized from their code object,
+// sizeof(PyFrameObject) + (co_stacksize + co_nlocals + cells + free
+// variables - 1) * 8 (424 for such a frame on 3.8, as live). Code that is no
+// code object, or cell variables that are no tuple, are not believed.
+TEST(PythonHeap, Python38FramesAreSizedFromTheirCode) {
+  FakeHeap h(0x030812f0);
+  const uint64_t code_t = h.type("code", 176, 0, 0);
+  const uint64_t tuple_t = h.type("tuple", 24, 8, kHaveGc | (1ull << 26));
+  const uint64_t dict_t = h.type("dict", 48, 0, kHaveGc | (1ull << 29));
+  const uint64_t frame_t = h.type("frame", 368, 8, kHaveGc);
+  auto code_with = [&](uint64_t cells) {
+    const uint64_t c = h.untracked(code_t, 0, 256);
+    const uint32_t stack = 3, nlocals = 2;
+    std::memcpy(reinterpret_cast<void*>(c + h.L.code_stacksize), &stack, 4);
+    std::memcpy(reinterpret_cast<void*>(c + h.L.code_nlocals), &nlocals, 4);
+    FakeHeap::put(c + h.L.code_cellvars, cells);
+    FakeHeap::put(c + h.L.code_freevars, h.untracked(tuple_t, 0));
+    return c;
+  };
+  const uint64_t f = h.tracked(frame_t, 2, 512);
+  FakeHeap::put(f + 16, 9);  // ob_size: more slots than the code needs (a reused frame)
+  FakeHeap::put(f + h.L.frame_f_code, code_with(h.untracked(tuple_t, 1)));
+  auto r = h.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(by_name(r)["frame"], std::make_pair(uint64_t{1}, uint64_t{368 + 5 * 8 + 16}));
+
+  const uint64_t g = h.tracked(frame_t, 2, 512);
+  FakeHeap::put(g + h.L.frame_f_code, code_with(h.untracked(dict_t, 1)));  // co_cellvars no tuple
+  r = h.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial) << r.reason;
+  EXPECT_EQ(r.implausible_sizes, 1u);
+  EXPECT_EQ(by_name(r)["frame"], std::make_pair(uint64_t{2}, uint64_t{(368 + 5 * 8 + 16) + (368 + 16)}));
+}

@@ -147,7 +147,9 @@ class Walker {
   uint64_t size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits);
   // co_nlocalsplus + co_stacksize of the code object a generator or frame
   // object runs; nullopt when that is no code object or its counts are not sane.
-  std::optional<uint64_t> frame_slots(uint64_t obj, ByteView o, Kind kind);
+  std::optional<int64_t> frame_slots(uint64_t obj, ByteView o, Kind kind);
+  // ob_size of a tuple object at addr (3.8-3.10 co_cellvars/co_freevars).
+  std::optional<uint64_t> tuple_len(uint64_t addr);
   // what: the container's kind, for the reason when its count is cut.
   void add_pointers(uint64_t addr, uint64_t count, unsigned stride = 1, unsigned keep = 1, const char* what = "container");
   void add_pointer(uint64_t p);
@@ -397,7 +399,7 @@ void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
     else if (tp_name == "float") t.kind = Kind::kFloat;
     else if (L_.code_nlocalsplus && (tp_name == "generator" || tp_name == "coroutine" || tp_name == "async_generator"))
       t.kind = Kind::kGen;
-    else if (L_.code_nlocalsplus && tp_name == "frame") t.kind = Kind::kFrame;
+    else if ((L_.code_nlocalsplus || L_.frame_f_code) && tp_name == "frame") t.kind = Kind::kFrame;
     else if (tp_name == "code") t.is_code = true;
   } else {
     // The base's own info is cached like any type's (a class hierarchy reads
@@ -502,7 +504,7 @@ uint64_t Walker::size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits
         fits = false;
         return basic + t.preheader;
       }
-      size = buf_len = basic + *slots * 8;
+      size = buf_len = static_cast<uint64_t>(static_cast<int64_t>(basic) + *slots * 8);  // basic is at least 16
       break;
     }
     default:
@@ -515,8 +517,32 @@ uint64_t Walker::size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits
   return size + t.preheader;
 }
 
-std::optional<uint64_t> Walker::frame_slots(uint64_t obj, ByteView o, Kind kind) {
+std::optional<uint64_t> Walker::tuple_len(uint64_t addr) {
+  uint64_t type = 0, n = 0;
+  if (!addr || !mem_.get(addr + 8, type) || type_info(type).kind != Kind::kTuple || !mem_.get(addr + 16, n) ||
+      n >= (uint64_t{1} << 31))
+    return std::nullopt;
+  return n;
+}
+
+// Slots beyond basicsize: 3.11+ co_nlocalsplus + co_stacksize; 3.8-3.10
+// frames the co_stacksize + co_nlocals + cells + free variables less the
+// one slot sizeof(PyFrameObject) holds (so -1 for a code with none).
+std::optional<int64_t> Walker::frame_slots(uint64_t obj, ByteView o, Kind kind) {
   uint64_t code = 0;
+  if (L_.frame_f_code) {
+    uint64_t code_type = 0;
+    uint32_t stack = 0, nlocals = 0;
+    code = u64(o, L_.frame_f_code);
+    if (!code || !mem_.get(code + 8, code_type) || !type_info(code_type).is_code ||
+        !mem_.get(code + L_.code_stacksize, stack) || !mem_.get(code + L_.code_nlocals, nlocals))
+      return std::nullopt;
+    uint64_t cells = 0, frees = 0;
+    auto c = tuple_len(mem_.get(code + L_.code_cellvars, cells) ? cells : 0);
+    auto f = tuple_len(mem_.get(code + L_.code_freevars, frees) ? frees : 0);
+    if (!c || !f) return std::nullopt;
+    return static_cast<int64_t>(uint64_t{stack} + nlocals + *c + *f) - 1;
+  }
   if (kind == Kind::kGen) {
     if (!o.read_u64(L_.gen_code, code) && !mem_.get(obj + L_.gen_code, code)) return std::nullopt;
   } else {
@@ -531,7 +557,7 @@ std::optional<uint64_t> Walker::frame_slots(uint64_t obj, ByteView o, Kind kind)
   if (!code || !mem_.get(code + 8, code_type) || !type_info(code_type).is_code ||
       !mem_.get(code + L_.code_stacksize, stack) || !mem_.get(code + L_.code_nlocalsplus, nlocals))
     return std::nullopt;
-  return uint64_t{stack} + nlocals;
+  return static_cast<int64_t>(uint64_t{stack} + nlocals);
 }
 
 // Marks addr seen; false when it was already. The marks live in 1 MiB

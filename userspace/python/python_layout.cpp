@@ -119,7 +119,9 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
   // version's headers; 3.14 read live: code at gen+72, same code fields).
   if (minor >= 11) L.frame_iframe = 24;
   if (minor <= 10) {
-    // Generators hold a frame pointer; frames are PyVarObjects: the default rule.
+    // Generators hold a frame pointer (the default rule); frames are sized
+    // from their code (frame_sizeof). offsetof from the 3.8-3.10 headers.
+    L.frame_f_code = 32, L.code_nlocals = 28, L.code_stacksize = 32, L.code_freevars = 80, L.code_cellvars = 88;
   } else if (minor == 11) L.gen_code = 16, L.iframe_code = 32, L.code_stacksize = 68, L.code_nlocalsplus = 76;
   else L.gen_code = 72, L.iframe_code = 0, L.code_stacksize = 64, L.code_nlocalsplus = 72;
   L.tp_members = 240;

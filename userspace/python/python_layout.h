@@ -79,6 +79,12 @@ struct PyLayout {
   uint32_t frame_iframe = 0;      // PyFrameObject.f_frame
   uint32_t iframe_code = 0;       // _PyInterpreterFrame.f_code (3.11) / f_code, f_executable (3.12+)
   uint32_t code_stacksize = 0, code_nlocalsplus = 0;  // PyCodeObject int fields
+  // 3.8-3.10: a frame object is a PyVarObject whose ob_size can exceed what
+  // frame_sizeof counts (frames are reused): sizeof(PyFrameObject) +
+  // (co_stacksize + co_nlocals + len(co_cellvars) + len(co_freevars) - 1) * 8.
+  // 0 from 3.11.
+  uint32_t frame_f_code = 0;       // PyFrameObject.f_code
+  uint32_t code_nlocals = 0, code_cellvars = 0, code_freevars = 0;
 };
 
 // The built-in layout for a PY_VERSION_HEX; nullopt for unsupported versions.
