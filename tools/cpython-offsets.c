@@ -23,6 +23,8 @@
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"   /* _PyInterpreterFrame, PyFrameObject */
 #include "internal/pycore_code.h"
+#else
+#include <frameobject.h>              /* PyFrameObject (a PyVarObject before 3.11) */
 #endif
 
 #include <stddef.h>
@@ -306,6 +308,14 @@ int main(void) {
     OFF(PyFrameObject, f_frame);
     OFF(PyCodeObject, co_stacksize);
     OFF(PyCodeObject, co_nlocalsplus);
+#else
+    /* --- frame objects sized from their code (3.8-3.10 frame_sizeof) --- */
+    SZ(PyFrameObject);
+    OFF(PyFrameObject, f_code);
+    OFF(PyCodeObject, co_stacksize);
+    OFF(PyCodeObject, co_nlocals);
+    OFF(PyCodeObject, co_cellvars);
+    OFF(PyCodeObject, co_freevars);
 #endif
 
     /* --- type flags --- */

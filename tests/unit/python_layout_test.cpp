@@ -311,8 +311,13 @@ TEST(PythonLayout, TablesMatchEachVersionsOwnHeaders) {
       EXPECT_EQ(L->frame_iframe, at("offsetof(PyFrameObject, f_frame)")) << v;
       EXPECT_EQ(L->code_stacksize, at("offsetof(PyCodeObject, co_stacksize)")) << v;
       EXPECT_EQ(L->code_nlocalsplus, at("offsetof(PyCodeObject, co_nlocalsplus)")) << v;
-    } else {
-      EXPECT_EQ(L->code_nlocalsplus, 0u) << v;  // frames are PyVarObjects: the default rule
+    } else {  // frame objects sized from their code; generators by the default rule
+      EXPECT_EQ(L->code_nlocalsplus, 0u) << v;
+      EXPECT_EQ(L->frame_f_code, at("offsetof(PyFrameObject, f_code)")) << v;
+      EXPECT_EQ(L->code_stacksize, at("offsetof(PyCodeObject, co_stacksize)")) << v;
+      EXPECT_EQ(L->code_nlocals, at("offsetof(PyCodeObject, co_nlocals)")) << v;
+      EXPECT_EQ(L->code_cellvars, at("offsetof(PyCodeObject, co_cellvars)")) << v;
+      EXPECT_EQ(L->code_freevars, at("offsetof(PyCodeObject, co_freevars)")) << v;
     }
     ++checked;
   }
