@@ -5,23 +5,35 @@
  * Build (see tools/dump-cpython-offsets.sh, which does this):
  *   gcc -DPy_BUILD_CORE -I<include-dir> -I<arch-include-dir> \
  *       tools/cpython-offsets.c -o cpython-offsets
- * Supports CPython 3.11 .. 3.14 (default build, not free-threaded).
+ * Supports CPython 3.8 .. 3.14 (default build, not free-threaded).
  */
 #include <Python.h>
 #include <structmember.h>          /* T_OBJECT, T_OBJECT_EX */
+#if PY_VERSION_HEX < 0x03090000
+#include "internal/pycore_pystate.h"   /* 3.8: _PyRuntimeState, PyInterpreterState, the GC state */
+#else
 #include "internal/pycore_runtime.h"
 #include "internal/pycore_interp.h"
 #include "internal/pycore_gc.h"
+#endif
+#if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_dict.h"
+#endif
 #include "internal/pycore_object.h"
+#if PY_VERSION_HEX >= 0x030B0000
+#include "internal/pycore_frame.h"   /* _PyInterpreterFrame, PyFrameObject */
+#include "internal/pycore_code.h"
+#else
+#include <frameobject.h>              /* PyFrameObject (a PyVarObject before 3.11) */
+#endif
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030F0000
-#  error "cpython-offsets.c supports CPython 3.11 to 3.14"
+#if PY_VERSION_HEX < 0x03080000 || PY_VERSION_HEX >= 0x030F0000
+#  error "cpython-offsets.c supports CPython 3.8 to 3.14"
 #endif
 #ifdef Py_GIL_DISABLED
 #  error "free-threaded (Py_GIL_DISABLED) headers: layout differs, not supported"
@@ -93,8 +105,16 @@ int main(void) {
     SZ(PyInterpreterState);
     OFF(PyInterpreterState, next);
     OFF(PyInterpreterState, id);
+#if PY_VERSION_HEX >= 0x030B0000
     OFF(PyInterpreterState, threads.head);
+#else
+    OFF(PyInterpreterState, tstate_head);
+#endif
+#if PY_VERSION_HEX >= 0x03090000
     OFF(PyInterpreterState, gc);
+#else
+    OFF(_PyRuntimeState, gc);             /* 3.8: one GC state, in the runtime */
+#endif
     SZ(_PyRuntimeState);
     OFF(_PyRuntimeState, interpreters.head);
     OFF(_PyRuntimeState, interpreters.main);
@@ -123,7 +143,9 @@ int main(void) {
     OFF(PyHeapTypeObject, ht_slots);
     OFF(PyHeapTypeObject, ht_qualname);
     OFF(PyHeapTypeObject, ht_cached_keys);
+#if PY_VERSION_HEX >= 0x03090000
     OFF(PyHeapTypeObject, ht_module);
+#endif
 
     /* --- PyMemberDef --- */
     SZ(PyMemberDef);
@@ -157,6 +179,9 @@ int main(void) {
 #endif
     OFF(PyDictObject, ma_keys);
     OFF(PyDictObject, ma_values);
+#if PY_VERSION_HEX >= 0x030B0000
+    /* Before 3.11 PyDictKeysObject is private to Objects/dict-common.h:
+     * {dk_refcnt, dk_size, dk_lookup, dk_usable, dk_nentries, dk_indices[]}. */
     SZ(PyDictKeysObject);
     OFF(PyDictKeysObject, dk_refcnt);
     OFF(PyDictKeysObject, dk_log2_size);
@@ -176,11 +201,14 @@ int main(void) {
     V("DICT_KEYS_GENERAL", DICT_KEYS_GENERAL);
     V("DICT_KEYS_UNICODE", DICT_KEYS_UNICODE);
     V("DICT_KEYS_SPLIT", DICT_KEYS_SPLIT);
+#endif
 #ifdef SHARED_KEYS_MAX_SIZE
     V("SHARED_KEYS_MAX_SIZE", SHARED_KEYS_MAX_SIZE);
 #endif
+#if PY_VERSION_HEX >= 0x030B0000
     SZ(PyDictValues);
     OFF(PyDictValues, values);
+#endif
 #if PY_VERSION_HEX >= 0x030D0000
     OFF(PyDictValues, capacity);
     OFF(PyDictValues, size);
@@ -265,10 +293,37 @@ int main(void) {
     STATE_BIT(statically_allocated);
 #endif
 
+#if PY_VERSION_HEX >= 0x030B0000
+    /* --- frames inline in generators and frame objects (3.11+) --- */
+    OFF(PyGenObject, gi_iframe);
+#if PY_VERSION_HEX < 0x030C0000
+    OFF(PyGenObject, gi_code);
+    OFF(_PyInterpreterFrame, f_code);
+#elif PY_VERSION_HEX < 0x030D0000
+    OFF(_PyInterpreterFrame, f_code);
+#else
+    OFF(_PyInterpreterFrame, f_executable);
+#endif
+    OFF(_PyInterpreterFrame, localsplus);
+    OFF(PyFrameObject, f_frame);
+    OFF(PyCodeObject, co_stacksize);
+    OFF(PyCodeObject, co_nlocalsplus);
+#else
+    /* --- frame objects sized from their code (3.8-3.10 frame_sizeof) --- */
+    SZ(PyFrameObject);
+    OFF(PyFrameObject, f_code);
+    OFF(PyCodeObject, co_stacksize);
+    OFF(PyCodeObject, co_nlocals);
+    OFF(PyCodeObject, co_cellvars);
+    OFF(PyCodeObject, co_freevars);
+#endif
+
     /* --- type flags --- */
     FLAG(Py_TPFLAGS_HAVE_GC);
     FLAG(Py_TPFLAGS_HEAPTYPE);
+#ifdef Py_TPFLAGS_MANAGED_DICT
     FLAG(Py_TPFLAGS_MANAGED_DICT);
+#endif
 #ifdef Py_TPFLAGS_MANAGED_WEAKREF
     FLAG(Py_TPFLAGS_MANAGED_WEAKREF);
 #endif

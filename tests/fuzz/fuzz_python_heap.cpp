@@ -2,7 +2,8 @@
 // hostile image (hostile_image.h); _PyRuntime is its start. The walk is
 // read through process_vm_readv on ourselves, like a real target, with a
 // small object cap and deadline. The first byte picks the mode:
-//  - even: a built-in 3.11-3.14 layout (minor from the byte) walks the image;
+//  - even: a built-in 3.8-3.14 layout (minor from the byte) walks the image
+//    (3.8's GC state in the runtime, 3.8-3.10 dict keys and instance dicts);
 //    the same bytes also feed the debug-offsets parser.
 //  - odd: layout selection as the collector does it, with unconstrained
 //    values: a PY_VERSION_HEX from the next 4 bytes picks the table layout,
@@ -72,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     layout_selection(data[0], data + 1, size - 1);
     return 0;
   }
-  const int minor = 11 + (data[0] >> 1) % 4;
+  const int minor = 8 + (data[0] >> 1) % 7;
   const uint32_t hex = 0x03000000u | (static_cast<uint32_t>(minor) << 16);
   std::span<const uint8_t> rest(data + 1, size - 1);
   std::string err;

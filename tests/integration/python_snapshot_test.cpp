@@ -41,17 +41,33 @@ const PyTarget kTargets[] = {
     // Upstream --enable-shared builds (runtime in libpython3.X.so), if pyenv is here.
     {"pyenv_3_12_shared", "", "/root/.pyenv/versions/3.12.1/bin/python3.12", false},
     {"pyenv_3_13_shared", "", "/root/.pyenv/versions/3.13.0/bin/python3.13", false},
+    // Before 3.11: no Py_Version (the version comes from libpython3.X's name),
+    // 3.8's GC state in _PyRuntimeState, instance dicts at tp_dictoffset.
+    {"pyenv_3_8_shared", "", "/root/.pyenv/versions/3.8.18/bin/python3.8", false},
+    {"pyenv_3_9_shared", "", "/root/.pyenv/versions/3.9.18/bin/python3.9", false},
+    {"pyenv_3_10_shared", "", "/root/.pyenv/versions/3.10.13/bin/python3.10", false},
 };
 
-std::string fixture_source() {
+// The version the snapshot names: exact from 3.11 (Py_Version), major.minor
+// before (from the module's name).
+std::string expected_runtime_version(const std::string& census_version) {
+  const auto dot = census_version.find('.', 2);
+  const int minor = std::stoi(census_version.substr(2, dot - 2));
+  return "cpython" + (minor >= 11 ? census_version : census_version.substr(0, dot));
+}
+
+// A fixture script of tests/fixtures/python, passed with -c (the rootfs
+// interpreters cannot see the source tree).
+std::string fixture_source(const char* script = "heapfixture.py") {
   std::string src;
-  oomsnap_test::read_file(std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/python/heapfixture.py", src);
+  oomsnap_test::read_file(std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/python/" + script, src);
   return src;
 }
 
 // argv for the fixture under this target; empty (with the reason) when the
 // interpreter is not there.
-std::vector<std::string> fixture_argv(const PyTarget& t, const std::vector<std::string>& args, std::string& missing) {
+std::vector<std::string> fixture_argv(const PyTarget& t, const std::vector<std::string>& args, std::string& missing,
+                                      const char* script) {
   std::vector<std::string> argv;
   std::string root = *t.rootfs ? std::string(OOMSNAP_ROOTFS) + "/" + t.rootfs : "";
   if (!fs::exists(root + t.python)) {
@@ -62,7 +78,7 @@ std::vector<std::string> fixture_argv(const PyTarget& t, const std::vector<std::
   if (*t.rootfs) argv = {"/usr/sbin/chroot", root};
   argv.push_back(t.python);
   argv.push_back("-c");
-  argv.push_back(fixture_source());
+  argv.push_back(fixture_source(script));
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
@@ -74,10 +90,11 @@ struct Started {
 
 // Starts the fixture and reads its census line. A missing optional
 // interpreter skips (GTEST_SKIP from the caller); a missing required one fails.
-Started start(const PyTarget& t, const std::vector<std::string>& args, bool& skip) {
+Started start(const PyTarget& t, const std::vector<std::string>& args, bool& skip,
+              const char* script = "heapfixture.py") {
   Started s;
   std::string missing;
-  auto argv = fixture_argv(t, args, missing);
+  auto argv = fixture_argv(t, args, missing, script);
   if (argv.empty()) {
     if (t.required) ADD_FAILURE() << missing;
     skip = !t.required;
@@ -113,7 +130,7 @@ TEST_P(PythonSnapshot, AgreesWithOwnCensus) {
   const Snapshot& s = rec->result.snapshot;
   ASSERT_EQ(rec->result.language, "python");
   ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
-  EXPECT_EQ(s.runtime_version, "cpython" + fx.census["version"].get<std::string>());
+  EXPECT_EQ(s.runtime_version, expected_runtime_version(fx.census["version"].get<std::string>()));
   EXPECT_EQ(s.scope, "gc_tracked+referenced_untracked");
   EXPECT_EQ(s.coverage.value_or(0), 1.0);
   auto got = by_name(s);
@@ -142,6 +159,38 @@ TEST_P(PythonSnapshot, AgreesWithOwnCensus) {
               0.02 * fx.census["tracked"].get<double>());
   // Batched, local: far fewer reads than objects.
   EXPECT_LT(s.read_syscalls * 20, total(s, "gc_tracked_objects") + total(s, "referenced_untracked_objects"));
+}
+
+// The program users write: objects holding 1 MiB bytearrays appended to a
+// list, a suspended generator, a kept traceback. Complete (before: partial,
+// "1 GC-tracked objects claim sizes that do not fit", from a generator read
+// as a var object), and equal to the program's own gc.get_objects() census
+// for its class, generators and frames (GC-tracked only: exact), every type
+// of the census at least as often, the bytearrays found through the holders.
+TEST_P(PythonSnapshot, HoldersOfLargeBytearraysAreCompleteAndExact) {
+  bool skip = false;
+  auto fx = start(GetParam(), {"24"}, skip, "holders.py");
+  if (skip) GTEST_SKIP() << GetParam().python << " not installed here";
+  if (!fx.proc) return;
+  std::string err;
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
+  ASSERT_TRUE(rec) << err;
+  const Snapshot& s = rec->result.snapshot;
+  ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
+  EXPECT_EQ(total(s, "implausible_sizes"), 0u);
+  auto got = by_name(s);
+  const auto& types = fx.census["types"];
+  for (const char* exact : {"__main__.Holder", "generator", "frame", "traceback"}) {
+    ASSERT_TRUE(types.contains(exact)) << exact << " not in the census";
+    EXPECT_EQ(got[exact].first, types[exact]["objects"].get<uint64_t>()) << exact;
+    EXPECT_EQ(got[exact].second, types[exact]["bytes"].get<uint64_t>()) << exact << " bytes";
+  }
+  for (const auto& [name, c] : types.items())
+    EXPECT_GE(got[name].first, c["objects"].get<uint64_t>()) << name << " counted less often than gc.get_objects()";
+  const auto& want = fx.census["bytearray"];
+  EXPECT_GE(got["bytearray"].first, want["objects"].get<uint64_t>());
+  EXPECT_GE(got["bytearray"].second, want["bytes"].get<uint64_t>());
+  EXPECT_LE(static_cast<double>(got["bytearray"].second), 1.02 * want["bytes"].get<double>());
 }
 
 // Caps: the object cap and the deadline give partial with the reason.

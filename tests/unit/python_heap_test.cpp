@@ -25,11 +25,11 @@ constexpr uint64_t kHaveGc = 1ull << 14, kListSub = 1ull << 25, kHeapType = 1ull
 // has four empty circular lists; types and objects are added on demand.
 class FakeHeap {
  public:
-  FakeHeap() : L(*python_layout_for(0x030b02f0)) {
-    runtime_ = alloc(64);
+  explicit FakeHeap(uint32_t version = 0x030b02f0) : L(*python_layout_for(version)) {
+    runtime_ = alloc(L.runtime_gc + 256);
     interp_ = alloc(L.interp_gc + 256);
     put(runtime_ + L.interpreters_head, interp_);
-    const uint64_t gc = interp_ + L.interp_gc;
+    const uint64_t gc = gc_state();
     for (uint32_t off : L.gc_head_sets[0]) put(gc + off, gc + off), put(gc + off + 8, gc + off);
     put(gc + L.gc_generation0, gc + L.gc_head_sets[0][0]);
   }
@@ -51,7 +51,7 @@ class FakeHeap {
   uint64_t tracked(uint64_t type, int gen = 2, size_t size = 64) {
     const uint64_t g = alloc(16 + size), obj = g + 16;
     put(obj + 8, type);
-    const uint64_t head = interp_ + L.interp_gc + L.gc_head_sets[0][static_cast<size_t>(gen)];
+    const uint64_t head = gc_head(gen);
     const uint64_t last = get(head + 8);
     put(g, head), put(g + 8, last);  // g.next = head, g.prev = last
     put(last, g), put(head + 8, g);  // last.next = g, head.prev = g
@@ -95,7 +95,7 @@ class FakeHeap {
     std::memcpy(&v, reinterpret_cast<void*>(addr), 8);
     return v;
   }
-  void set_long_lived(uint64_t n) { put(interp_ + L.interp_gc + L.gc_long_lived_total, n); }
+  void set_long_lived(uint64_t n) { put(gc_state() + L.gc_long_lived_total, n); }
   // Links an object whose 16-byte GC head is at g (caller's memory) into
   // generation gen: for heaps of many objects in one block.
   void link(uint64_t g, uint64_t type, int gen = 2) {
@@ -104,7 +104,8 @@ class FakeHeap {
     put(g, head), put(g + 8, last);
     put(last, g), put(head + 8, g);
   }
-  uint64_t gc_head(int gen) const { return interp_ + L.interp_gc + L.gc_head_sets[0][static_cast<size_t>(gen)]; }
+  uint64_t gc_state() const { return py_gc_state(L, runtime_, interp_); }
+  uint64_t gc_head(int gen) const { return gc_state() + L.gc_head_sets[0][static_cast<size_t>(gen)]; }
   uint64_t runtime() const { return runtime_; }
 
   PyLayout L;
@@ -457,11 +458,13 @@ TEST(PythonHeap, ReferencesFollowedDuringTheListWalkCountTrackedObjectsOnce) {
 // Sizes come from the target's fields: an untracked object whose size does
 // not fit the mapping it lies in is no object (not counted); a tracked one
 // is counted at its fixed size, and the snapshot says so. Before: a junk
-// word read as a generator added 8 TB to the totals.
+// word read as a generator added 8 TB to the totals. (A var-sized type of
+// no special kind: generators have a rule of their own since 3.11, tested
+// with hostile code below.)
 TEST(PythonHeap, SizesThatDoNotFitTheirMemoryAreNotBelieved) {
   FakeHeap h;
   const uint64_t list = h.type("list", 40, 0, kHaveGc | kListSub);
-  const uint64_t gen = h.type("generator", 96, 8, 0);
+  const uint64_t gen = h.type("var_object", 96, 8, 0);
   const uint64_t tracked_gen = h.type("tracked_var", 96, 8, kHaveGc);
   const uint64_t liar = h.untracked(gen, uint64_t{1} << 39);
   const uint64_t honest = h.untracked(gen, 4);
@@ -474,6 +477,184 @@ TEST(PythonHeap, SizesThatDoNotFitTheirMemoryAreNotBelieved) {
   EXPECT_NE(r.reason.find("1 GC-tracked objects claim sizes that do not fit"), std::string::npos) << r.reason;
   EXPECT_EQ(r.implausible_sizes, 1u);
   auto m = by_name(r);
-  EXPECT_EQ(m["generator"], std::make_pair(uint64_t{1}, uint64_t{96 + 4 * 8}));
+  EXPECT_EQ(m["var_object"], std::make_pair(uint64_t{1}, uint64_t{96 + 4 * 8}));
   EXPECT_EQ(m["tracked_var"], std::make_pair(uint64_t{1}, uint64_t{96 + 16}));
+}
+
+// Generators, coroutines and frame objects (3.11+) have tp_itemsize 8 but no
+// ob_size: offset 16 is gi_code / f_back, a pointer. sys.getsizeof counts
+// the frame slots of their code object (co_nlocalsplus + co_stacksize), as
+// gen_sizeof and frame_sizeof do. Before: every live generator (one sits in
+// importlib.resources in any 3.11 program that imported it) was read as a
+// var object of ~10^14 items and the snapshot was partial for nothing.
+TEST(PythonHeap, GeneratorsAndFramesAreSizedFromTheirCode) {
+  FakeHeap h;
+  const uint64_t code_t = h.type("code", 192, 2, 0);
+  const uint64_t gen_t = h.type("generator", 152, 8, kHaveGc);
+  const uint64_t coro_t = h.type("coroutine", 152, 8, kHaveGc);
+  const uint64_t frame_t = h.type("frame", 120, 8, kHaveGc);
+  const uint64_t code = h.untracked(code_t, 0, 256);
+  FakeHeap::put(code + h.L.code_stacksize, 3);  // two int32 fields: stacksize 3, nlocalsplus 2
+  FakeHeap::put(code + h.L.code_nlocalsplus, 2);
+  const uint64_t gen = h.tracked(gen_t, 2, 256), coro = h.tracked(coro_t, 1, 256);
+  FakeHeap::put(gen + h.L.gen_code, code), FakeHeap::put(coro + h.L.gen_code, code);
+  const uint64_t iframe = h.zeros(128);
+  FakeHeap::put(iframe + h.L.iframe_code, code);
+  const uint64_t frame = h.tracked(frame_t, 2, 256);
+  FakeHeap::put(frame + 16, gen);  // f_back: a pointer where ob_size would be
+  FakeHeap::put(frame + h.L.frame_iframe, iframe);
+  ASSERT_EQ(h.L.gen_code, 16u);  // 3.11: gi_code sits where ob_size would
+  auto r = h.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(r.implausible_sizes, 0u);
+  auto m = by_name(r);
+  EXPECT_EQ(m["generator"], std::make_pair(uint64_t{1}, uint64_t{152 + 5 * 8 + 16}));
+  EXPECT_EQ(m["coroutine"], std::make_pair(uint64_t{1}, uint64_t{152 + 5 * 8 + 16}));
+  EXPECT_EQ(m["frame"], std::make_pair(uint64_t{1}, uint64_t{120 + 5 * 8 + 16}));
+}
+
+// What a generator's code pointer leads to is the target's: a code pointer
+// to an object that is no code object, a negative count (a 4 G-slot frame)
+// or a frame object whose frame is unreadable is counted at the fixed size
+// and named, never believed.
+TEST(PythonHeap, GeneratorsWithHostileCodeAreNotBelieved) {
+  FakeHeap h;
+  const uint64_t code_t = h.type("code", 192, 2, 0);
+  const uint64_t not_code_t = h.type("dict", 48, 0, kHaveGc);
+  const uint64_t gen_t = h.type("generator", 152, 8, kHaveGc);
+  const uint64_t frame_t = h.type("frame", 120, 8, kHaveGc);
+  auto code_with = [&](uint64_t type, uint64_t stack, uint64_t nlocals) {
+    const uint64_t c = h.untracked(type, 0, 256);
+    std::memcpy(reinterpret_cast<void*>(c + h.L.code_stacksize), &stack, 4);
+    std::memcpy(reinterpret_cast<void*>(c + h.L.code_nlocalsplus), &nlocals, 4);
+    return c;
+  };
+  const uint64_t g1 = h.tracked(gen_t, 2, 256);
+  FakeHeap::put(g1 + h.L.gen_code, code_with(not_code_t, 3, 2));  // sane counts, but no code object
+  const uint64_t g2 = h.tracked(gen_t, 2, 256);
+  FakeHeap::put(g2 + h.L.gen_code, code_with(code_t, 0xffffffff, 1));  // stacksize -1
+  const uint64_t f = h.tracked(frame_t, 2, 256);
+  FakeHeap::put(f + h.L.frame_iframe, 8);  // f_frame into page zero
+  auto r = h.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial) << r.reason;
+  EXPECT_EQ(r.implausible_sizes, 3u);
+  EXPECT_NE(r.reason.find("3 GC-tracked objects claim sizes"), std::string::npos) << r.reason;
+  auto m = by_name(r);
+  EXPECT_EQ(m["generator"], std::make_pair(uint64_t{2}, uint64_t{2 * (152 + 16)}));
+  EXPECT_EQ(m["frame"], std::make_pair(uint64_t{1}, uint64_t{120 + 16}));
+}
+
+// 3.8-3.10 on byte images: 3.8's one GC state lives in _PyRuntimeState (a
+// second interpreter is counted, its lists not walked twice); dict keys have
+// the 40-byte header with dk_size and 1-byte indices; an instance's __dict__
+// is found at tp_dictoffset although the GC does not track it; int 0 is 24
+// bytes. Sizes as sys.getsizeof of 3.8.18 gives them (live: old.py checks).
+TEST(PythonHeap, Python38LayoutOnByteImages) {
+  FakeHeap h(0x030812f0);
+  ASSERT_NE(h.L.runtime_gc, 0u);
+  const uint64_t dict_t = h.type("dict", 48, 0, kHaveGc | (1ull << 29));
+  const uint64_t int_t = h.type("int", 24, 4, 1ull << 24);
+  const uint64_t inst_t = h.type("C", 32, 0, kHaveGc | kHeapType);
+  FakeHeap::put(inst_t + h.L.tp_dictoffset, 16);
+  // A combined dict of 8 slots with one entry {hash, key, value}: 40-byte
+  // header, 8 one-byte indices, 5 entries of 24 bytes.
+  const uint64_t keys = h.zeros(4096);
+  FakeHeap::put(keys, 1), FakeHeap::put(keys + 8, 8), FakeHeap::put(keys + 24, 4), FakeHeap::put(keys + 32, 1);
+  const uint64_t zero = h.untracked(int_t, 0);
+  FakeHeap::put(keys + 40 + 8 + 8, zero);       // key
+  FakeHeap::put(keys + 40 + 8 + 16, zero);      // value
+  const uint64_t d = h.untracked(dict_t);
+  FakeHeap::put(d + 32, keys);
+  const uint64_t inst = h.tracked(inst_t);
+  FakeHeap::put(inst + 16, d);  // __dict__ at tp_dictoffset 16
+  // A split (shared-key) instance dict: its values array counts the usable
+  // fraction of the keys' size, the shared keys are not its own (104 as live).
+  const uint64_t shared = h.zeros(4096);
+  FakeHeap::put(shared, 2), FakeHeap::put(shared + 8, 8), FakeHeap::put(shared + 24, 3), FakeHeap::put(shared + 32, 2);
+  const uint64_t split = h.tracked(dict_t);
+  FakeHeap::put(split + 32, shared), FakeHeap::put(split + 40, h.words({zero, zero}));
+  // A second interpreter sharing the runtime's GC state.
+  const uint64_t interp2 = h.zeros(4096);
+  FakeHeap::put(FakeHeap::get(h.runtime() + h.L.interpreters_head) + h.L.interp_next, interp2);
+  auto r = h.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(r.interpreters, 2u);
+  EXPECT_EQ(r.lists_total, 4u);  // one GC state: three generations and the permanent one, once
+  auto m = by_name(r);
+  EXPECT_EQ(m["C"], std::make_pair(uint64_t{1}, uint64_t{32 + 16}));
+  EXPECT_EQ(m["dict"], std::make_pair(uint64_t{2}, uint64_t{(48 + 40 + 8 + 5 * 24 + 16) + (48 + 5 * 8 + 16)}));  // 232 + 104
+  EXPECT_EQ(m["int"], std::make_pair(uint64_t{1}, uint64_t{24}));
+}
+
+// 3.8-3.10 dict keys are the target's: a dk_size that is no power of two
+// (or under PyDict_MINSIZE) is no keys object, and the dict is counted
+// without them; its items are not followed.
+TEST(PythonHeap, Python38DictKeysThatAreNoKeysAreRefused) {
+  for (uint64_t bad_size : {uint64_t{12}, uint64_t{4}, uint64_t{1} << 50}) {
+    FakeHeap h(0x030a0df0);
+    const uint64_t dict_t = h.type("dict", 48, 0, kHaveGc | (1ull << 29));
+    const uint64_t int_t = h.type("int", 24, 4, 1ull << 24);
+    const uint64_t keys = h.zeros(4096);
+    FakeHeap::put(keys, 1), FakeHeap::put(keys + 8, bad_size), FakeHeap::put(keys + 24, 4), FakeHeap::put(keys + 32, 1);
+    FakeHeap::put(keys + 40 + 8 + 16, h.untracked(int_t, 1));
+    const uint64_t d = h.tracked(dict_t);
+    FakeHeap::put(d + 32, keys);
+    auto r = h.walk();
+    auto m = by_name(r);
+    EXPECT_EQ(m["dict"], std::make_pair(uint64_t{1}, uint64_t{48 + 16})) << bad_size;
+    EXPECT_EQ(m.count("int"), 0u) << bad_size;
+  }
+}
+
+// A tp_dictoffset is the target's: one outside the instance's basic size
+// is not followed (the word past the object is another object's).
+TEST(PythonHeap, Python38DictOffsetOutsideTheInstanceIsNotFollowed) {
+  FakeHeap h(0x030912f0);
+  const uint64_t dict_t = h.type("dict", 48, 0, kHaveGc | (1ull << 29));
+  const uint64_t inst_t = h.type("C", 32, 0, kHaveGc | kHeapType);
+  FakeHeap::put(inst_t + h.L.tp_dictoffset, 32);  // just past the 32-byte instance
+  const uint64_t inst = h.tracked(inst_t);
+  FakeHeap::put(inst + 32, h.untracked(dict_t));  // a readable dict there all the same
+  auto r = h.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(by_name(r).count("dict"), 0u);
+  FakeHeap::put(inst_t + h.L.tp_dictoffset, 24);  // the last word inside: followed
+  FakeHeap::put(inst + 24, FakeHeap::get(inst + 32));
+  r = h.walk();
+  EXPECT_EQ(by_name(r)["dict"], std::make_pair(uint64_t{1}, uint64_t{48 + 16}));
+}
+
+// 3.8-3.10 frame objects are PyVarObjects whose ob_size can exceed what
+// frame_sizeof counts (frames are reused): sized from their code object,
+// sizeof(PyFrameObject) + (co_stacksize + co_nlocals + cells + free
+// variables - 1) * 8 (424 for such a frame on 3.8, as live). Code that is no
+// code object, or cell variables that are no tuple, are not believed.
+TEST(PythonHeap, Python38FramesAreSizedFromTheirCode) {
+  FakeHeap h(0x030812f0);
+  const uint64_t code_t = h.type("code", 176, 0, 0);
+  const uint64_t tuple_t = h.type("tuple", 24, 8, kHaveGc | (1ull << 26));
+  const uint64_t dict_t = h.type("dict", 48, 0, kHaveGc | (1ull << 29));
+  const uint64_t frame_t = h.type("frame", 368, 8, kHaveGc);
+  auto code_with = [&](uint64_t cells) {
+    const uint64_t c = h.untracked(code_t, 0, 256);
+    const uint32_t stack = 3, nlocals = 2;
+    std::memcpy(reinterpret_cast<void*>(c + h.L.code_stacksize), &stack, 4);
+    std::memcpy(reinterpret_cast<void*>(c + h.L.code_nlocals), &nlocals, 4);
+    FakeHeap::put(c + h.L.code_cellvars, cells);
+    FakeHeap::put(c + h.L.code_freevars, h.untracked(tuple_t, 0));
+    return c;
+  };
+  const uint64_t f = h.tracked(frame_t, 2, 512);
+  FakeHeap::put(f + 16, 9);  // ob_size: more slots than the code needs (a reused frame)
+  FakeHeap::put(f + h.L.frame_f_code, code_with(h.untracked(tuple_t, 1)));
+  auto r = h.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(by_name(r)["frame"], std::make_pair(uint64_t{1}, uint64_t{368 + 5 * 8 + 16}));
+
+  const uint64_t g = h.tracked(frame_t, 2, 512);
+  FakeHeap::put(g + h.L.frame_f_code, code_with(h.untracked(dict_t, 1)));  // co_cellvars no tuple
+  r = h.walk();
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial) << r.reason;
+  EXPECT_EQ(r.implausible_sizes, 1u);
+  EXPECT_EQ(by_name(r)["frame"], std::make_pair(uint64_t{2}, uint64_t{(368 + 5 * 8 + 16) + (368 + 16)}));
 }

@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "elf/elf_file.h"
 #include "python/python_layout.h"
@@ -117,10 +119,10 @@ TEST(PythonLayout, DisagreeingDebugOffsetsAreAnError) {
 }
 
 TEST(PythonLayout, SupportedVersions) {
-  EXPECT_FALSE(python_layout_for(0x030a0cf0));  // 3.10
+  EXPECT_FALSE(python_layout_for(0x030710f0));  // 3.7
   EXPECT_FALSE(python_layout_for(0x030f00a1));  // 3.15
   EXPECT_FALSE(python_layout_for(0x020712f0));  // 2.7
-  for (uint32_t v : {0x030b02f0u, 0x030c01f0u, 0x030d05f0u, 0x030e0af0u}) {
+  for (uint32_t v : {0x030812f0u, 0x030912f0u, 0x030a0df0u, 0x030b02f0u, 0x030c01f0u, 0x030d05f0u, 0x030e0af0u}) {
     auto L = python_layout_for(v);
     ASSERT_TRUE(L) << std::hex << v;
     EXPECT_GE(L->type_read_size, L->ht_cached_keys + 8);
@@ -211,7 +213,7 @@ TEST(PythonLayout, DebugOffsetsOutsideTheirStructsAreRefused) {
 
 // Each built-in layout fits its structs; one that does not is named.
 TEST(PythonLayout, TableLayoutsPassTheirOwnChecks) {
-  for (uint32_t v : {0x030b02f0u, 0x030c01f0u, 0x030d05f0u, 0x030e0af0u}) {
+  for (uint32_t v : {0x030812f0u, 0x030912f0u, 0x030a0df0u, 0x030b02f0u, 0x030c01f0u, 0x030d05f0u, 0x030e0af0u}) {
     auto L = python_layout_for(v);
     ASSERT_TRUE(L);
     EXPECT_FALSE(validate_py_layout(*L)) << std::hex << v << ": " << *validate_py_layout(*L);
@@ -221,4 +223,103 @@ TEST(PythonLayout, TableLayoutsPassTheirOwnChecks) {
   auto bad = validate_py_layout(*L);
   ASSERT_TRUE(bad);
   EXPECT_NE(bad->find("long_lived"), std::string::npos) << *bad;
+}
+
+namespace {
+
+// "name value" lines of tools/dump-cpython-offsets.sh (offsetof/sizeof
+// compiled against a CPython version's own headers); empty when it fails.
+std::map<std::string, int64_t> header_offsets(const std::string& include_dir) {
+  std::map<std::string, int64_t> out;
+  const std::string cmd = std::string(OOMSNAP_SOURCE_DIR) + "/tools/dump-cpython-offsets.sh " + include_dir + " " +
+                          include_dir + " 2>/dev/null";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return out;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    std::string s(line);
+    const auto sp = s.rfind(' ');
+    if (sp == std::string::npos) continue;
+    try {
+      out[s.substr(0, sp)] = std::stoll(s.substr(sp + 1), nullptr, 0);
+    } catch (const std::exception&) {
+      // a line that is no "name number" pair (PY_VERSION text)
+    }
+  }
+  pclose(f);
+  return out;
+}
+
+}  // namespace
+
+// The tables against each interpreter's own headers, where pyenv has them
+// (upstream builds 3.8-3.13): every offset and size the walker takes from
+// the table is the compiler's offsetof/sizeof for that version. 3.13+ are
+// also checked against their _Py_DebugOffsets above; 3.14's headers are not
+// on this machine.
+TEST(PythonLayout, TablesMatchEachVersionsOwnHeaders) {
+  int checked = 0;
+  for (const char* v : {"3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"}) {
+    const std::string ver(v), minor_text = ver.substr(0, ver.rfind('.'));
+    const std::string inc = "/root/.pyenv/versions/" + ver + "/include/python" + minor_text;
+    if (!std::filesystem::exists(inc + "/Python.h")) continue;
+    auto h = header_offsets(inc);
+    ASSERT_TRUE(h.count("PY_VERSION_HEX")) << v << ": tools/dump-cpython-offsets.sh failed on " << inc;
+    auto L = python_layout_for(static_cast<uint32_t>(h["PY_VERSION_HEX"]));
+    ASSERT_TRUE(L) << v;
+    auto at = [&](const char* name) {
+      EXPECT_TRUE(h.count(name)) << v << ": " << name << " not printed";
+      return h.count(name) ? h[name] : -1;
+    };
+    const char* gc = "offsetof(struct _gc_runtime_state, ";
+    auto gcf = [&](const char* f) { return at((std::string(gc) + f + ")").c_str()); };
+    EXPECT_EQ(L->interpreters_head, at("offsetof(_PyRuntimeState, interpreters.head)")) << v;
+    EXPECT_EQ(L->interp_next, at("offsetof(PyInterpreterState, next)")) << v;
+    if (L->runtime_gc) EXPECT_EQ(L->runtime_gc, at("offsetof(_PyRuntimeState, gc)")) << v;
+    else EXPECT_EQ(L->interp_gc, at("offsetof(PyInterpreterState, gc)")) << v;
+    EXPECT_EQ(L->gc_state_size, at("sizeof(struct _gc_runtime_state)")) << v;
+    const std::vector<uint32_t> heads = {
+        static_cast<uint32_t>(gcf("generations")), static_cast<uint32_t>(gcf("generations[1]")),
+        static_cast<uint32_t>(gcf("generations[2]")), static_cast<uint32_t>(gcf("permanent_generation"))};
+    EXPECT_EQ(L->gc_head_sets.front(), heads) << v;
+    EXPECT_EQ(L->gc_generation0, gcf("generation0")) << v;
+    EXPECT_EQ(L->gc_collecting, gcf("collecting")) << v;
+    EXPECT_EQ(L->gc_long_lived_total, gcf("long_lived_total")) << v;
+    EXPECT_EQ(L->gc_long_lived_total + 8, gcf("long_lived_pending")) << v;
+    EXPECT_EQ(L->tp_name, at("offsetof(PyTypeObject, tp_name)")) << v;
+    EXPECT_EQ(L->tp_basicsize, at("offsetof(PyTypeObject, tp_basicsize)")) << v;
+    EXPECT_EQ(L->tp_itemsize, at("offsetof(PyTypeObject, tp_itemsize)")) << v;
+    EXPECT_EQ(L->tp_flags, at("offsetof(PyTypeObject, tp_flags)")) << v;
+    EXPECT_EQ(L->tp_members, at("offsetof(PyTypeObject, tp_members)")) << v;
+    EXPECT_EQ(L->tp_base, at("offsetof(PyTypeObject, tp_base)")) << v;
+    EXPECT_EQ(L->tp_dict, at("offsetof(PyTypeObject, tp_dict)")) << v;
+    EXPECT_EQ(L->tp_dictoffset, at("offsetof(PyTypeObject, tp_dictoffset)")) << v;
+    EXPECT_EQ(L->ht_qualname, at("offsetof(PyHeapTypeObject, ht_qualname)")) << v;
+    EXPECT_EQ(L->ht_cached_keys, at("offsetof(PyHeapTypeObject, ht_cached_keys)")) << v;
+    EXPECT_EQ(L->tuple_items, at("offsetof(PyTupleObject, ob_item)")) << v;
+    EXPECT_EQ(L->bytearray_alloc, at("offsetof(PyByteArrayObject, ob_alloc)")) << v;
+    EXPECT_EQ(L->bytearray_alloc + 8, at("offsetof(PyByteArrayObject, ob_bytes)")) << v;
+    EXPECT_EQ(L->ascii_size, at("sizeof(PyASCIIObject)")) << v;
+    EXPECT_EQ(L->compact_size, at("sizeof(PyCompactUnicodeObject)")) << v;
+    if (L->minor >= 11) {  // generators and frame objects sized from their code
+      const int64_t code_in_frame = L->minor >= 13 ? at("offsetof(_PyInterpreterFrame, f_executable)")
+                                                   : at("offsetof(_PyInterpreterFrame, f_code)");
+      EXPECT_EQ(L->iframe_code, code_in_frame) << v;
+      EXPECT_EQ(L->gen_code, L->minor == 11 ? at("offsetof(PyGenObject, gi_code)")
+                                            : at("offsetof(PyGenObject, gi_iframe)") + code_in_frame)
+          << v;
+      EXPECT_EQ(L->frame_iframe, at("offsetof(PyFrameObject, f_frame)")) << v;
+      EXPECT_EQ(L->code_stacksize, at("offsetof(PyCodeObject, co_stacksize)")) << v;
+      EXPECT_EQ(L->code_nlocalsplus, at("offsetof(PyCodeObject, co_nlocalsplus)")) << v;
+    } else {  // frame objects sized from their code; generators by the default rule
+      EXPECT_EQ(L->code_nlocalsplus, 0u) << v;
+      EXPECT_EQ(L->frame_f_code, at("offsetof(PyFrameObject, f_code)")) << v;
+      EXPECT_EQ(L->code_stacksize, at("offsetof(PyCodeObject, co_stacksize)")) << v;
+      EXPECT_EQ(L->code_nlocals, at("offsetof(PyCodeObject, co_nlocals)")) << v;
+      EXPECT_EQ(L->code_cellvars, at("offsetof(PyCodeObject, co_cellvars)")) << v;
+      EXPECT_EQ(L->code_freevars, at("offsetof(PyCodeObject, co_freevars)")) << v;
+    }
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no pyenv CPython headers under /root/.pyenv/versions";
 }

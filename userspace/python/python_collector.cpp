@@ -40,7 +40,7 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
   if (!layout) {
     snap.set_status(SnapshotStatus::kUnavailable, "unsupported CPython version " +
                                                       python_version_text(rt.version_hex, rt.exact_version) +
-                                                      " (supported: 3.11 to 3.14)");
+                                                      " (supported: 3.8 to 3.14)");
     return finish();
   }
   if (layout->minor >= 13) {
@@ -74,7 +74,9 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
   if (mem.read_value(rt.runtime_addr + layout->interpreters_head, interp) && interp) {
     for (int i = 0; i < 50 && !deadline.expired(); ++i) {
       int32_t collecting = 0;
-      if (!mem.read_value(interp + layout->interp_gc + layout->gc_collecting, collecting) || !collecting) break;
+      if (!mem.read_value(py_gc_state(*layout, rt.runtime_addr, interp) + layout->gc_collecting, collecting) ||
+          !collecting)
+        break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }

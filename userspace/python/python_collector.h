@@ -1,6 +1,6 @@
 // The CPython collector: a type histogram of the interpreter's heap, read
 // from outside the process (GC generation lists + the untracked objects that
-// tracked containers reference), for CPython 3.11-3.14 GIL builds.
+// tracked containers reference), for CPython 3.8-3.14 GIL builds.
 #pragma once
 #include <optional>
 

@@ -14,7 +14,7 @@
 namespace oomsnap {
 namespace {
 
-// Py_TPFLAGS_* (Include/object.h; same bits 3.11-3.14).
+// Py_TPFLAGS_* (Include/object.h; bits 2-4 only 3.11+, the rest the same 3.8-3.14).
 constexpr uint64_t kInlineValues = 1ull << 2, kManagedWeakref = 1ull << 3, kManagedDict = 1ull << 4,
                    kHeapType = 1ull << 9, kHaveGc = 1ull << 14, kLongSub = 1ull << 24,
                    kListSub = 1ull << 25, kTupleSub = 1ull << 26, kBytesSub = 1ull << 27,
@@ -58,13 +58,17 @@ constexpr size_t kMaxNameBytes = 1024;    // a type's name, marker included
 constexpr std::string_view kTruncated = "[...]";
 constexpr uint64_t kMaxDictKeys = 4096;   // entries of a type's __dict__ searched for __module__
 
-enum class Kind { kOther, kList, kTuple, kDict, kSet, kStr, kInt, kBytes, kByteArray, kFloat };
+// kGen: generator, coroutine, async generator; kFrame: frame object (3.11+,
+// both with an interpreter frame inline).
+enum class Kind { kOther, kList, kTuple, kDict, kSet, kStr, kInt, kBytes, kByteArray, kFloat, kGen, kFrame };
 
 struct TypeInfo {
   bool valid = false;
   std::string name;
   uint64_t basicsize = 0, itemsize = 0, flags = 0, preheader = 0;
+  int64_t dictoffset = 0;                // tp_dictoffset (3.8-3.10 instances: their __dict__ pointer)
   Kind kind = Kind::kOther;
+  bool is_code = false;                  // the static type `code`
   uint64_t shared_entries = 0;           // heap types: dk_nentries of ht_cached_keys (attribute values in use)
   std::vector<uint32_t> slot_offsets;    // object members (__slots__) of this type and its bases
   uint64_t objects = 0, bytes = 0;
@@ -104,16 +108,19 @@ std::string capped_name(std::string s) {
   return s;
 }
 
-// PyDictKeysObject header fields (same 3.11-3.14).
+// PyDictKeysObject header fields, in the form both layouts share (3.8-3.10:
+// dk_size and a 40-byte header; 3.11+: log2 sizes and a 32-byte header).
 struct DictKeys {
   int64_t refcnt = 0;
-  uint8_t log2_size = 0, log2_index_bytes = 0, kind = 0;
+  uint8_t log2_size = 0, kind = 0;  // kind 0: {hash, key, value} entries (always before 3.11)
+  uint64_t header = 32, index_bytes = 0;
   uint64_t usable = 0, nentries = 0;
-  bool sane() const { return log2_size < 40 && log2_index_bytes < 44 && nentries <= (1ull << log2_size); }
+  bool sane() const { return log2_size < 40 && index_bytes < (1ull << 44) && nentries <= (1ull << log2_size); }
   uint64_t usable_fraction() const { return ((uint64_t{1} << log2_size) << 1) / 3; }
   uint64_t entry_size() const { return kind == 0 ? 24 : 16; }
-  uint64_t entries_offset() const { return 32 + (uint64_t{1} << log2_index_bytes); }
-  // _PyDict_KeysSize
+  uint64_t entries_offset() const { return header + index_bytes; }
+  // _PyDict_KeysSize (3.11+); sizeof(PyDictKeysObject) + DK_IXSIZE * dk_size +
+  // entries of the usable fraction (3.8-3.10 _PyDict_SizeOf)
   uint64_t bytes() const { return entries_offset() + usable_fraction() * entry_size(); }
 };
 
@@ -138,6 +145,11 @@ class Walker {
   // sys.getsizeof of the object; fits: false when the size does not fit the
   // memory (then only its fixed part is returned).
   uint64_t size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits);
+  // co_nlocalsplus + co_stacksize of the code object a generator or frame
+  // object runs; nullopt when that is no code object or its counts are not sane.
+  std::optional<int64_t> frame_slots(uint64_t obj, ByteView o, Kind kind);
+  // ob_size of a tuple object at addr (3.8-3.10 co_cellvars/co_freevars).
+  std::optional<uint64_t> tuple_len(uint64_t addr);
   // what: the container's kind, for the reason when its count is cut.
   void add_pointers(uint64_t addr, uint64_t count, unsigned stride = 1, unsigned keep = 1, const char* what = "container");
   void add_pointer(uint64_t p);
@@ -235,16 +247,31 @@ bool Walker::load(uint64_t addr, uint8_t* out, size_t want) {
 }
 
 std::optional<DictKeys> Walker::read_keys(uint64_t addr) {
-  uint8_t b[32];
-  if (!addr || !mem_.read(addr, b, sizeof b)) return std::nullopt;
-  const ByteView v(b, sizeof b);
+  uint8_t b[40];
+  const size_t len = L_.dict_keys_v1 ? 40 : 32;
+  if (!addr || !mem_.read(addr, b, len)) return std::nullopt;
+  const ByteView v(b, len);
   DictKeys k;
   k.refcnt = i64(v, 0);
-  v.read_u8(8, k.log2_size);
-  v.read_u8(9, k.log2_index_bytes);
-  v.read_u8(10, k.kind);
-  k.usable = u64(v, 16);
-  k.nentries = u64(v, 24);
+  if (L_.dict_keys_v1) {
+    // dk_size: a power of two (at least PyDict_MINSIZE 8); DK_IXSIZE from it.
+    const uint64_t size = u64(v, 8);
+    if (size < 8 || (size & (size - 1))) return std::nullopt;  // a size over 2^39 fails sane()
+    k.log2_size = static_cast<uint8_t>(__builtin_ctzll(size));
+    const uint64_t ix = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffff ? 4 : 8;
+    k.header = 40, k.index_bytes = size * ix;
+    k.usable = u64(v, 24);
+    k.nentries = u64(v, 32);
+  } else {
+    uint8_t log2_index_bytes = 0;
+    v.read_u8(8, k.log2_size);
+    v.read_u8(9, log2_index_bytes);
+    v.read_u8(10, k.kind);
+    if (log2_index_bytes >= 44) return std::nullopt;
+    k.index_bytes = uint64_t{1} << log2_index_bytes;
+    k.usable = u64(v, 16);
+    k.nentries = u64(v, 24);
+  }
   if (!k.sane()) return std::nullopt;
   return k;
 }
@@ -334,6 +361,7 @@ void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
   if (basic < 16 || basic > (1 << 20) || item < 0 || item > (1 << 16)) return;  // not a type object
   t.basicsize = static_cast<uint64_t>(basic);
   t.itemsize = static_cast<uint64_t>(item);
+  t.dictoffset = i64(b, L_.tp_dictoffset);
   const bool heap = t.flags & kHeapType;
   std::string tp_name = read_c_string(u64(b, L_.tp_name));
   if (tp_name.empty()) return;
@@ -369,6 +397,10 @@ void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
     if (tp_name == "set" || tp_name == "frozenset") t.kind = Kind::kSet;
     else if (tp_name == "bytearray") t.kind = Kind::kByteArray;
     else if (tp_name == "float") t.kind = Kind::kFloat;
+    else if (L_.code_nlocalsplus && (tp_name == "generator" || tp_name == "coroutine" || tp_name == "async_generator"))
+      t.kind = Kind::kGen;
+    else if ((L_.code_nlocalsplus || L_.frame_f_code) && tp_name == "frame") t.kind = Kind::kFrame;
+    else if (tp_name == "code") t.is_code = true;
   } else {
     // The base's own info is cached like any type's (a class hierarchy reads
     // each base once); a cycle or an over-deep chain yields an invalid base.
@@ -384,7 +416,9 @@ void Walker::fill_type(TypeInfo& t, uint64_t addr, int depth) {
       }
     }
   }
-  const bool managed = L_.minor == 11 ? (t.flags & kManagedDict) : (t.flags & (kManagedDict | kManagedWeakref));
+  const bool managed = L_.managed_dict == PyManagedDict::kNone ? false
+                       : L_.minor == 11                       ? (t.flags & kManagedDict) != 0
+                                                              : (t.flags & (kManagedDict | kManagedWeakref)) != 0;
   t.preheader = ((t.flags & kHaveGc) ? kGcHead : 0) + (managed ? 16 : 0);
 }
 
@@ -427,7 +461,7 @@ uint64_t Walker::size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits
     }
     case Kind::kInt: {
       const uint64_t ndigits = std::min(L_.long_has_lv_tag ? (u64(o, 16) >> 3) : n, kSaneBytes);
-      size = buf_len = basic + std::max<uint64_t>(ndigits, 1) * 4;
+      size = buf_len = basic + std::max<uint64_t>(ndigits, L_.long_zero_has_digit ? 1 : 0) * 4;
       break;
     }
     case Kind::kStr: {
@@ -453,12 +487,24 @@ uint64_t Walker::size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits
     case Kind::kDict: {
       const uint64_t keys = u64(o, 32), values = u64(o, 40);
       auto k = is_static(keys) ? std::nullopt : read_keys(keys);
-      if (k && values)  // split table: shared_keys_usable_size values
-        size += (k->nentries + std::min(k->usable, kSaneBytes)) * 8;
+      if (k && values)  // split table: shared_keys_usable_size values (3.8-3.10: the usable fraction)
+        size += (L_.dict_keys_v1 ? k->usable_fraction() : k->nentries + std::min(k->usable, kSaneBytes)) * 8;
       if (k && k->refcnt == 1) {  // keys owned by this dict
         size += k->bytes();
         buf = keys, buf_len = k->bytes();
       }
+      break;
+    }
+    case Kind::kGen:
+    case Kind::kFrame: {
+      // gen_sizeof / frame_sizeof: the slots of the frame held inline (the
+      // memory a frame object is allocated with, too).
+      auto slots = frame_slots(obj, o, t.kind);
+      if (!slots) {
+        fits = false;
+        return basic + t.preheader;
+      }
+      size = buf_len = static_cast<uint64_t>(static_cast<int64_t>(basic) + *slots * 8);  // basic is at least 16
       break;
     }
     default:
@@ -469,6 +515,49 @@ uint64_t Walker::size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits
   fits = size_fits(buf, buf_len) && (buf == obj || size_fits(obj, basic));
   if (!fits) size = basic;
   return size + t.preheader;
+}
+
+std::optional<uint64_t> Walker::tuple_len(uint64_t addr) {
+  uint64_t type = 0, n = 0;
+  if (!addr || !mem_.get(addr + 8, type) || type_info(type).kind != Kind::kTuple || !mem_.get(addr + 16, n) ||
+      n >= (uint64_t{1} << 31))
+    return std::nullopt;
+  return n;
+}
+
+// Slots beyond basicsize: 3.11+ co_nlocalsplus + co_stacksize; 3.8-3.10
+// frames the co_stacksize + co_nlocals + cells + free variables less the
+// one slot sizeof(PyFrameObject) holds (so -1 for a code with none).
+std::optional<int64_t> Walker::frame_slots(uint64_t obj, ByteView o, Kind kind) {
+  uint64_t code = 0;
+  if (L_.frame_f_code) {
+    uint64_t code_type = 0;
+    uint32_t stack = 0, nlocals = 0;
+    code = u64(o, L_.frame_f_code);
+    if (!code || !mem_.get(code + 8, code_type) || !type_info(code_type).is_code ||
+        !mem_.get(code + L_.code_stacksize, stack) || !mem_.get(code + L_.code_nlocals, nlocals))
+      return std::nullopt;
+    uint64_t cells = 0, frees = 0;
+    auto c = tuple_len(mem_.get(code + L_.code_cellvars, cells) ? cells : 0);
+    auto f = tuple_len(mem_.get(code + L_.code_freevars, frees) ? frees : 0);
+    if (!c || !f) return std::nullopt;
+    return static_cast<int64_t>(uint64_t{stack} + nlocals + *c + *f) - 1;
+  }
+  if (kind == Kind::kGen) {
+    if (!o.read_u64(L_.gen_code, code) && !mem_.get(obj + L_.gen_code, code)) return std::nullopt;
+  } else {
+    const uint64_t iframe = u64(o, L_.frame_iframe);
+    if (!iframe || !mem_.get(iframe + L_.iframe_code, code)) return std::nullopt;
+  }
+  code &= ~uint64_t{7};  // 3.14's f_executable is a tagged _PyStackRef
+  uint64_t code_type = 0;
+  // Read unsigned: a negative count reads as ~4 G slots, which no mapping
+  // holds (size_fits); the sum of two stays far from overflow.
+  uint32_t stack = 0, nlocals = 0;
+  if (!code || !mem_.get(code + 8, code_type) || !type_info(code_type).is_code ||
+      !mem_.get(code + L_.code_stacksize, stack) || !mem_.get(code + L_.code_nlocalsplus, nlocals))
+    return std::nullopt;
+  return static_cast<int64_t>(uint64_t{stack} + nlocals);
 }
 
 // Marks addr seen; false when it was already. The marks live in 1 MiB
@@ -570,10 +659,21 @@ void Walker::collect_refs(uint64_t obj, ByteView o, const TypeInfo& t) {
     if (!o.read_u64(off, v)) mem_.get(obj + off, v);  // beyond the bytes read with the header
     add_pointer(v);
   }
+  if (L_.managed_dict == PyManagedDict::kNone) {
+    // 3.8-3.10: the instance's __dict__ (untracked while it holds only
+    // atomic values) at tp_dictoffset, inside the object's basic size.
+    const int64_t off = t.dictoffset;
+    uint64_t dict = 0;
+    if (off >= 16 && static_cast<uint64_t>(off) + 8 <= t.basicsize && !o.read_u64(static_cast<uint64_t>(off), dict))
+      mem_.get(obj + static_cast<uint64_t>(off), dict);
+    add_pointer(dict);
+    return;
+  }
   if (!(t.flags & kManagedDict)) return;
   // Attribute values of a managed dict that was never materialised.
   uint64_t values = 0, dict = 0;
   switch (L_.managed_dict) {
+    case PyManagedDict::kNone: break;
     case PyManagedDict::kValuesBeforeDict:
       mem_.get(obj - 32, values);
       mem_.get(obj - 24, dict);
@@ -750,7 +850,11 @@ PyHeapResult Walker::run() {
   bool any = false;
   for (int i = 0; interp && i < 256 && interps.insert(interp); ++i) {
     ++res.interpreters;
-    const uint64_t gc = interp + L_.interp_gc;
+    if (L_.runtime_gc && i > 0) {  // 3.8: the one GC state was walked with the first interpreter
+      if (!mem_.get(interp + L_.interp_next, interp)) break;
+      continue;
+    }
+    const uint64_t gc = py_gc_state(L_, in_.runtime_addr, interp);
     const std::vector<uint32_t>* heads = pick_heads(gc);
     if (!heads) {
       if (mem_.read_limit_hit()) halt("read budget exhausted");

@@ -54,10 +54,26 @@ std::optional<std::string> check_debug_offsets(const PyDebugOffsets& d) {
 
 std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
   const int major = static_cast<int>(version_hex >> 24), minor = static_cast<int>((version_hex >> 16) & 0xff);
-  if (major != 3 || minor < 11 || minor > 14) return std::nullopt;
+  if (major != 3 || minor < 8 || minor > 14) return std::nullopt;
   PyLayout L;
   L.minor = minor;
   switch (minor) {
+    // 3.8-3.10: offsetof from each version's headers (pyenv 3.8.18, 3.9.18,
+    // 3.10.13; tools/dump-cpython-offsets.sh), the GC state as 3.11's.
+    case 8:
+    case 9:
+    case 10:
+      L.interpreters_head = 32, L.interp_next = 0, L.interp_gc = minor == 8 ? 0 : 616;
+      L.runtime_gc = minor == 8 ? 344 : 0;
+      L.gc_head_sets = {{24, 48, 72, 104}};
+      L.gc_collecting = 200, L.gc_generation0 = 96, L.gc_long_lived_total = 224;
+      L.ht_qualname = minor == 9 ? 856 : 864, L.ht_cached_keys = minor == 9 ? 864 : 872;
+      L.ascii_size = 48, L.compact_size = 72;
+      L.long_has_lv_tag = false, L.long_zero_has_digit = false;
+      L.managed_dict = PyManagedDict::kNone;
+      L.dict_keys_v1 = true;
+      L.dict_values_items = 0;
+      break;
     case 11:
       L.interpreters_head = 40, L.interp_next = 0, L.interp_gc = 648;
       L.gc_head_sets = {{24, 48, 72, 104}};
@@ -99,6 +115,15 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
       L.gc_state_size = 264;
       break;
   }
+  // Frames inline in generators and frame objects (offsetof from each
+  // version's headers; 3.14 read live: code at gen+72, same code fields).
+  if (minor >= 11) L.frame_iframe = 24;
+  if (minor <= 10) {
+    // Generators hold a frame pointer (the default rule); frames are sized
+    // from their code (frame_sizeof). offsetof from the 3.8-3.10 headers.
+    L.frame_f_code = 32, L.code_nlocals = 28, L.code_stacksize = 32, L.code_freevars = 80, L.code_cellvars = 88;
+  } else if (minor == 11) L.gen_code = 16, L.iframe_code = 32, L.code_stacksize = 68, L.code_nlocalsplus = 76;
+  else L.gen_code = 72, L.iframe_code = 0, L.code_stacksize = 64, L.code_nlocalsplus = 72;
   L.tp_members = 240;
   L.type_read_size = L.ht_cached_keys + 8;
   return L;
@@ -183,6 +208,10 @@ std::optional<std::string> apply_py_debug_offsets(PyLayout& L, const PyDebugOffs
   return std::nullopt;
 }
 
+uint64_t py_gc_state(const PyLayout& L, uint64_t runtime, uint64_t interp) {
+  return L.runtime_gc ? runtime + L.runtime_gc : interp + L.interp_gc;
+}
+
 std::optional<std::string> validate_py_layout(const PyLayout& L) {
   const uint64_t gc = L.gc_state_size;
   if (gc == 0 || gc > kMaxPyGcStateBytes)
@@ -203,7 +232,7 @@ std::optional<std::string> validate_py_layout(const PyLayout& L) {
   const uint64_t t = L.type_read_size;
   if (t == 0 || t > kMaxPyStructBytes) return "type read size " + std::to_string(t) + " out of range";
   for (uint32_t off : {L.tp_name, L.tp_basicsize, L.tp_itemsize, L.tp_flags, L.tp_members, L.tp_base, L.tp_dict,
-                       L.ht_qualname, L.ht_cached_keys})
+                       L.tp_dictoffset, L.ht_qualname, L.ht_cached_keys})
     if (!fits(off, 8, t)) return field_error("type field", off, 8, "the type bytes read", t);
   return std::nullopt;
 }

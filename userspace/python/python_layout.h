@@ -1,4 +1,5 @@
-// Where CPython keeps what the heap reader needs, per minor version (x86_64).
+// Where CPython keeps what the heap reader needs, per minor version (x86_64,
+// 3.8 to 3.14).
 // The version decides the layout; on 3.13+ the runtime's own _Py_DebugOffsets
 // (the first member of _PyRuntime) supplies the interpreter/GC offsets and is
 // cross-checked against the table. Facts and their sources:
@@ -15,19 +16,23 @@ namespace oomsnap {
 
 // How an instance's attribute values hang off it when its type manages the dict.
 enum class PyManagedDict {
+  kNone,              // 3.8-3.10: a dict* at tp_dictoffset, no managed dict
   kValuesBeforeDict,  // 3.11: values* at obj-32, dict* at obj-24
   kTaggedDictOrValues,  // 3.12: obj-24 holds values|1 or a dict*
   kInlineValues,      // 3.13+: dict* at obj-24, values inline at obj+tp_basicsize
 };
 
 struct PyLayout {
-  int minor = 0;  // 11, 12, 13, 14
+  int minor = 0;  // 8 to 14
   bool from_debug_offsets = false;
 
   // _PyRuntimeState and PyInterpreterState
   uint32_t interpreters_head = 0;
   uint32_t interp_next = 0;
   uint32_t interp_gc = 0;
+  // 3.8: one GC state for the process, in _PyRuntimeState (3.9 moved it into
+  // each interpreter). Nonzero: _PyRuntime + runtime_gc, interp_gc unused.
+  uint32_t runtime_gc = 0;
   // struct _gc_runtime_state: candidate sets of list-head offsets (the
   // generations, then the permanent generation); the first whose heads are
   // all well-formed circular lists wins. Several sets only where a build
@@ -48,7 +53,7 @@ struct PyLayout {
 
   // PyTypeObject / PyHeapTypeObject
   uint32_t tp_name = 24, tp_basicsize = 32, tp_itemsize = 40, tp_flags = 168, tp_members = 0,
-           tp_base = 256, tp_dict = 264;
+           tp_base = 256, tp_dict = 264, tp_dictoffset = 288;
   uint32_t ht_qualname = 0, ht_cached_keys = 0;
   uint32_t type_read_size = 0;  // bytes read per type object (covers every field above)
 
@@ -56,9 +61,30 @@ struct PyLayout {
   uint32_t tuple_items = 24;           // PyTupleObject.ob_item
   uint32_t ascii_size = 40, compact_size = 56;  // sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject)
   bool long_has_lv_tag = true;         // 3.12+: ndigits = lv_tag >> 3; 3.11: |ob_size|
+  bool long_zero_has_digit = true;     // 3.11+: int.__sizeof__ counts at least one digit (0 is 28, 24 before)
+  // PyDictKeysObject: 3.11+ {refcnt, log2_size u8, log2_index_bytes u8, kind u8,
+  // version u32, usable, nentries, indices} (32-byte header); 3.8-3.10
+  // {refcnt, dk_size, dk_lookup, usable, nentries, indices} (40 bytes), index
+  // width from dk_size, entries always {hash, key, value}.
+  bool dict_keys_v1 = false;
   uint32_t bytearray_alloc = 24;       // PyByteArrayObject.ob_alloc
   PyManagedDict managed_dict = PyManagedDict::kInlineValues;
   uint32_t dict_values_items = 0;      // offsetof(PyDictValues, values); 3.13+: u8 capacity at 0, valid at 3
+  // 3.11+: generators, coroutines, async generators and frame objects hold an
+  // interpreter frame inline. Their types have tp_itemsize 8 but they are no
+  // PyVarObject (offset 16 is gi_code / f_back): sys.getsizeof is basicsize +
+  // (co_nlocalsplus + co_stacksize) * 8 of their code object. 0 where the
+  // default rule holds (a frame is a PyVarObject before 3.11).
+  uint32_t gen_code = 0;          // the code object pointer in a generator (3.11 gi_code; 3.12+ gi_iframe.f_code/f_executable)
+  uint32_t frame_iframe = 0;      // PyFrameObject.f_frame
+  uint32_t iframe_code = 0;       // _PyInterpreterFrame.f_code (3.11) / f_code, f_executable (3.12+)
+  uint32_t code_stacksize = 0, code_nlocalsplus = 0;  // PyCodeObject int fields
+  // 3.8-3.10: a frame object is a PyVarObject whose ob_size can exceed what
+  // frame_sizeof counts (frames are reused): sizeof(PyFrameObject) +
+  // (co_stacksize + co_nlocals + len(co_cellvars) + len(co_freevars) - 1) * 8.
+  // 0 from 3.11.
+  uint32_t frame_f_code = 0;       // PyFrameObject.f_code
+  uint32_t code_nlocals = 0, code_cellvars = 0, code_freevars = 0;
 };
 
 // The built-in layout for a PY_VERSION_HEX; nullopt for unsupported versions.
@@ -86,6 +112,9 @@ std::optional<PyDebugOffsets> parse_py_debug_offsets(std::span<const uint8_t> by
 // from the runtime, and picks 3.14's GC list layout by gc_size. Returns an
 // error text when the two disagree on a field both know.
 std::optional<std::string> apply_py_debug_offsets(PyLayout& layout, const PyDebugOffsets& dbg);
+
+// The address of the GC state of interpreter `interp` (3.8: the runtime's).
+uint64_t py_gc_state(const PyLayout& layout, uint64_t runtime, uint64_t interp);
 
 // Checks that every offset of a layout fits the struct it indexes (GC state
 // fields within gc_state_size, type fields within type_read_size, both sizes
