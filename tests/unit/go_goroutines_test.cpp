@@ -331,6 +331,16 @@ class GoCensusUnderGc : public ::testing::Test {
       if (reads(b, rt_->sp())) f(n++);
     });
   }
+  // Complete, the one goroutine with its whole stack, after `rereads` re-reads.
+  void expect_whole_after(const GoGoroutineRead& r, uint64_t rereads) {
+    const auto c = census(r);
+    ASSERT_EQ(c.status, SnapshotStatus::kComplete) << c.reason;
+    EXPECT_EQ(r.stacks_reread, rereads);
+    EXPECT_EQ(c.stacks_reread, rereads);
+    ASSERT_LT(r.goroutines[0].stack, r.stacks.size());
+    EXPECT_EQ(r.stacks[r.goroutines[0].stack], rt_->want_pcs());
+    EXPECT_EQ(r.goroutines[0].missing, GoStackMissing::kNone);
+  }
   Fixture fx_;
   GoGLayout layout_;
   std::unique_ptr<FakeRuntime> rt_;
@@ -353,14 +363,7 @@ TEST_F(GoCensusUnderGc, StackMovedOnceIsReadAgain) {
   after_stack_reads([this](int n) {
     if (n == 0) rt_->move_stack();
   });
-  const auto r = read();
-  const auto c = census(r);
-  ASSERT_EQ(c.status, SnapshotStatus::kComplete) << c.reason;
-  EXPECT_EQ(r.stacks_reread, 1u);
-  EXPECT_EQ(c.stacks_reread, 1u);
-  ASSERT_LT(r.goroutines[0].stack, r.stacks.size());
-  EXPECT_EQ(r.stacks[r.goroutines[0].stack], rt_->want_pcs());
-  EXPECT_EQ(r.goroutines[0].missing, GoStackMissing::kNone);
+  expect_whole_after(read(), 1);
 }
 
 // A stack that moves after every read: bounded re-reads, then partial, and
@@ -437,12 +440,7 @@ TEST_F(GoCensusUnderGc, GoroutineCaughtMidCopyIsReadAgain) {
     rt_->put_on_stack(1);  // the copy completes: sp on the new stack
     rt_->set_status(static_cast<uint32_t>(GoGStatus::kWaiting));
   });
-  const auto r = read();
-  const auto c = census(r);
-  ASSERT_EQ(c.status, SnapshotStatus::kComplete) << c.reason;
-  EXPECT_EQ(r.stacks_reread, 1u);
-  ASSERT_LT(r.goroutines[0].stack, r.stacks.size());
-  EXPECT_EQ(r.stacks[r.goroutines[0].stack], rt_->want_pcs());
+  expect_whole_after(read(), 1);
 }
 
 // Read after copystack switched stacks but before it fixed the frame
@@ -456,12 +454,7 @@ TEST_F(GoCensusUnderGc, StackCaughtBeforeItsFramePointersAreFixedIsReadAgain) {
     rt_->set_frame_pointers(/*torn=*/false);
     rt_->set_status(static_cast<uint32_t>(GoGStatus::kWaiting));
   });
-  const auto r = read();
-  const auto c = census(r);
-  ASSERT_EQ(c.status, SnapshotStatus::kComplete) << c.reason;
-  EXPECT_EQ(r.stacks_reread, 1u);
-  ASSERT_LT(r.goroutines[0].stack, r.stacks.size());
-  EXPECT_EQ(r.stacks[r.goroutines[0].stack], rt_->want_pcs());
+  expect_whole_after(read(), 1);
 }
 
 // The same torn chain without the GC: a goroutine that woke, ran and parked
@@ -472,11 +465,7 @@ TEST_F(GoCensusUnderGc, GoroutineThatRanBetweenTwoParksIsReadAgain) {
   after_stack_reads([this](int n) {
     if (n == 0) rt_->set_frame_pointers(/*torn=*/false);
   });
-  const auto r = read();
-  const auto c = census(r);
-  ASSERT_EQ(c.status, SnapshotStatus::kComplete) << c.reason;
-  EXPECT_EQ(r.stacks_reread, 1u);
-  ASSERT_LT(r.goroutines[0].stack, r.stacks.size());
+  expect_whole_after(read(), 1);
 }
 
 // A chain that stays torn through every re-read is a stack that lies:
