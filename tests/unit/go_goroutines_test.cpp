@@ -486,6 +486,19 @@ TEST_F(GoCensusUnderGc, ChainThatStaysTornIsRefused) {
   ASSERT_LT(ok.goroutines[0].stack, ok.stacks.size());
 }
 
+// A runnable goroutine (preempted in a tight loop, so at the same place
+// each time) whose stack was read while it ran in between: no stack, as any
+// running goroutine, and no partial; not read again.
+TEST_F(GoCensusUnderGc, RunnableGoroutineWithATornStackCountsWithoutOne) {
+  rt_->set_status(static_cast<uint32_t>(GoGStatus::kRunnable));
+  rt_->set_frame_pointers(/*torn=*/true);
+  const auto r = read();
+  EXPECT_EQ(r.stacks_reread, 0u);
+  EXPECT_EQ(r.goroutines[0].stack, kNoStack);
+  EXPECT_EQ(r.goroutines[0].missing, GoStackMissing::kNone);
+  EXPECT_EQ(census(r).status, SnapshotStatus::kComplete);
+}
+
 // The runtime's own goroutines (start in package runtime) are left out of
 // the census, and so is what their stacks did: a GC worker that never holds
 // still does not make the user's census partial.

@@ -501,9 +501,13 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
         again.push_back({p.g, p.index, GoStackMissing::kStackKeptMoving});
       else
         g.missing = moves_anyway(g) ? GoStackMissing::kNone : GoStackMissing::kChangedState;
-    } else if (!p.unwound && g.missing == GoStackMissing::kNone) {
-      // Where it was, yet its stack does not unwind: read mid-copy, or while
-      // it ran between two parks at the same place. Another read decides.
+    } else if (!p.unwound && g.missing == GoStackMissing::kNone && !moves_anyway(g)) {
+      // Parked where it was, yet its stack does not unwind: read mid-copy,
+      // or while it ran between two parks at the same place. Another read
+      // decides. (A runnable or GC-stopped goroutine has no stack the census
+      // vouches for: one preempted twice at the same instruction of a tight
+      // loop looks unmoved while its stack was written in between. It counts
+      // without a stack, like any running goroutine.)
       again.push_back({p.g, p.index, p.fp_mismatch ? GoStackMissing::kFramePointers : GoStackMissing::kUnwindFailed});
     }
     return true;
