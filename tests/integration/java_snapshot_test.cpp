@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -130,9 +131,10 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> jcmd_histogram(const Jdk& j
   std::map<std::string, std::pair<uint64_t, uint64_t>> m;
   const std::vector<std::string> args = {"-J-XX:-UsePerfData", std::to_string(pid), "GC.class_histogram", "-all"};
   auto argv = jdk_command(j, "jcmd", args);
-  if (j.feature == 8) {
-    // JDK 8's jcmd looks for the attach socket in its own /tmp (9+ through
-    // /proc/PID/root): it runs in the JVM's mount namespace, with its /tmp.
+  if (j.feature < 17) {
+    // JDK 8's and 11's jcmd look for the attach socket in their own /tmp
+    // (17+ through /proc/PID/root): they run in the JVM's mount namespace,
+    // with its /tmp.
     argv = {"/usr/bin/nsenter", "--mount", "--target", std::to_string(pid), "/usr/sbin/chroot", rootfs(j),
             std::string(j.home) + "/bin/jcmd"};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -202,7 +204,21 @@ TEST_P(JavaSnapshot, AgreesWithJcmdClassHistogram) {
       // (more int[] bytes on its side).
       EXPECT_GE(static_cast<double>(ours[cls].first), 0.98 * n) << cls << " count";
       EXPECT_LE(static_cast<double>(ours[cls].first), 1.05 * n) << cls << " count";
-      EXPECT_NEAR(static_cast<double>(ours[cls].second), b, 0.05 * b) << cls << " bytes";
+      if (j.feature >= 17) {
+        EXPECT_NEAR(static_cast<double>(ours[cls].second), b, 0.05 * b) << cls << " bytes";
+      } else {
+        // On JDK 11 jcmd's safepoint retired more into int[] fillers than
+        // 5% (0.65 MB of 9.9 MB): at most the live TLAB tails the walk
+        // skipped (parsed bytes that no entry and no filler holds). So jcmd
+        // may see more int[] bytes than ours by 5% or by those tails,
+        // whichever is more, and ours never exceed jcmd's by more than 2%.
+        uint64_t entry_bytes = 0;
+        for (const auto& e : s.entries) entry_bytes += e.bytes;
+        const double tails = static_cast<double>(total(s, "parsed_bytes") - entry_bytes - total(s, "filler_bytes"));
+        std::cout << j.name << ": int[] ours " << ours[cls].second << ", jcmd " << b << ", TLAB tails " << tails << "\n";
+        EXPECT_LE(b - static_cast<double>(ours[cls].second), std::max(0.05 * b, tails)) << cls << " bytes";
+        EXPECT_LE(static_cast<double>(ours[cls].second), 1.02 * b) << cls << " bytes";
+      }
     } else {
       EXPECT_NEAR(static_cast<double>(ours[cls].first), n, 0.02 * n) << cls << " count";
       EXPECT_NEAR(static_cast<double>(ours[cls].second), b, 0.02 * b) << cls << " bytes";
