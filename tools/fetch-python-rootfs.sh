@@ -3,18 +3,20 @@
 # holding newer language runtimes than bookworm ships; they need a newer glibc,
 # so tests run them with chroot, like a container. (The name predates the JDK
 # rootfs; tests and CI call it by this name.)
-# Usage: tools/fetch-python-rootfs.sh [trixie|sid|trixie-jdk ...]
-#        (default: all three)
+# Usage: tools/fetch-python-rootfs.sh [trixie|sid|trixie-jdk|sid-jdk ...]
+#        (default: all four)
 # Result: $OOMSNAP_CACHE/rootfs/trixie/usr/bin/python3.13
 #         $OOMSNAP_CACHE/rootfs/sid/usr/bin/python3.14
 #         $OOMSNAP_CACHE/rootfs/trixie-jdk/usr/lib/jvm/java-21-openjdk-amd64/bin/{java,jcmd}
 #         $OOMSNAP_CACHE/rootfs/trixie-jdk/usr/lib/jvm/java-25-openjdk-amd64/bin/{java,jcmd}
+#         $OOMSNAP_CACHE/rootfs/sid-jdk/usr/lib/jvm/java-{8,11,26}-openjdk-amd64/bin/{java,jcmd}
 #   trixie-jdk: both JDKs are in trixie main (openjdk-25 since a trixie point
 #   release), installed through debootstrap --include, which follows Depends
 #   only (no Recommends: no fonts, cups, alsa). Its jmods (only jlink needs
 #   them) are deleted after install. java needs /proc inside the rootfs (see
 #   version_in); mount it in a private mount namespace (unshare -m), never on
 #   the host's view of the cache.
+#   sid-jdk: the JDKs only sid still (8, 11) or already (26) ships, likewise.
 # A rootfs is built in <root>.tmp and renamed when complete; it counts as
 # complete only if its runtime(s) run under chroot.
 set -euo pipefail
@@ -25,9 +27,16 @@ CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 MIRROR=$(debian_mirror)
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 ROOTS=("$@")
-[ ${#ROOTS[@]} -gt 0 ] || ROOTS=(trixie sid trixie-jdk)
+[ ${#ROOTS[@]} -gt 0 ] || ROOTS=(trixie sid trixie-jdk sid-jdk)
 JVM=/usr/lib/jvm
-JDKS=(21 25)   # trixie-jdk: $JVM/java-N-openjdk-amd64
+
+# JDK rootfs -> its JDK feature versions: $JVM/java-N-openjdk-amd64.
+jdks_of() {
+  case "$1" in
+    trixie-jdk) echo "21 25" ;;
+    sid-jdk) echo "8 11 26" ;;
+  esac
+}
 
 # rootfs -> "suite packages" (packages comma-separated, for debootstrap --include).
 spec_of() {
@@ -35,7 +44,8 @@ spec_of() {
     trixie) echo "trixie python3.13" ;;
     sid) echo "sid python3.14" ;;
     trixie-jdk) echo "trixie openjdk-21-jdk-headless,openjdk-25-jdk-headless" ;;
-    *) echo "usage: tools/fetch-python-rootfs.sh [trixie|sid|trixie-jdk ...] (unknown: $1)" >&2; return 1 ;;
+    sid-jdk) echo "sid openjdk-8-jdk-headless,openjdk-11-jdk-headless,openjdk-26-jdk-headless" ;;
+    *) echo "usage: tools/fetch-python-rootfs.sh [trixie|sid|trixie-jdk|sid-jdk ...] (unknown: $1)" >&2; return 1 ;;
   esac
 }
 for r in "${ROOTS[@]}"; do spec_of "$r" >/dev/null; done
@@ -53,8 +63,8 @@ flock 9
 version_in() {
   local n v out=
   case "$2" in
-    trixie-jdk)
-      for n in "${JDKS[@]}"; do
+    *-jdk)
+      for n in $(jdks_of "$2"); do
         # shellcheck disable=SC2016 # $1, $2 belong to the inner sh
         [ -x "$1$JVM/java-$n-openjdk-amd64/bin/java" ] &&
           [ -x "$1$JVM/java-$n-openjdk-amd64/bin/jcmd" ] &&
@@ -114,7 +124,7 @@ for name in "${ROOTS[@]}"; do
   rm -f "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/cache/apt/*.bin
   find "$tmp/var/lib/apt/lists" -maxdepth 1 -type f -delete
   # The JDKs' jmods (~420 MB of the ~1 GB) serve only jlink.
-  [ "$name" != trixie-jdk ] || rm -rf "$tmp"$JVM/java-*-openjdk-amd64/jmods
+  case "$name" in *-jdk) rm -rf "$tmp"$JVM/java-*-openjdk-amd64/jmods ;; esac
   v=$(version_in "$tmp" "$name" "$pkgs") ||
     { echo "tools/fetch-python-rootfs.sh: $pkgs does not run in $tmp" >&2; exit 1; }
   remove_tree "$root"

@@ -10,11 +10,14 @@
 //     JVM's plus an input word (so unconstrained: any 64-bit value), then
 //     the collector's own sequence: the flags, the G1 layout, the TLAB holes
 //     and, when the layout resolves, the walk with it (regions, objects and
-//     threads in the image).
+//     threads in the image). One more word picks how JDK 8 or 11 would
+//     describe the JVM instead (older_jdk_shapes): fields on base classes,
+//     regions without types, Flag, a linked thread list, ...
 // tests/unit/java_heap_test.cpp runs regression inputs through this entry point.
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -142,6 +145,78 @@ class Tables {
 const char* const kFlagNames[] = {"UseG1GC", "UseCompressedClassPointers", "UseCompactObjectHeaders",
                                   "ObjectAlignmentInBytes"};
 
+struct Field {
+  std::string type, name;
+  bool is_static;
+  uint64_t value;  // offset, or the static's address
+};
+
+Field* find_field(std::vector<Field>& fields, const std::string& type, const std::string& name) {
+  for (auto& f : fields)
+    if (f.type == type && f.name == name) return &f;
+  return nullptr;
+}
+
+// How older JDKs describe the same JVM, each chosen by a bit of one more
+// input word (past every value above, so inputs that end before it describe
+// JDK 17 as before): JDK 11's HeapRegion bottom/end/top on base classes
+// (with their sizes, and now and then a superclass cycle), JDK 8's regions
+// without types, its Flag table, the threads as a linked list from
+// Threads::_thread_list (its head into the image), the narrow klass under
+// Universe, and JDK 9-15's anonymous-class flag.
+void older_jdk_shapes(Values& in, Tables& t, uint64_t base, std::vector<Field>& fields,
+                      std::vector<std::pair<std::string, uint64_t>>& types,
+                      std::vector<std::pair<std::string, std::string>>& supers,
+                      std::vector<std::pair<std::string, uint64_t>>& ints) {
+  const uint64_t shape = in.raw();
+  auto move = [&](const char* type, const char* name, const char* to) {
+    if (Field* f = find_field(fields, type, name)) f->type = to;
+  };
+  auto drop = [&](const char* type, const char* name) {
+    fields.erase(std::remove_if(fields.begin(), fields.end(),
+                                [&](const Field& f) { return f.type == type && f.name == name; }),
+                 fields.end());
+  };
+  const char* region = find_field(fields, "G1HeapRegion", "_bottom") ? "G1HeapRegion" : "HeapRegion";
+  if (shape & 1) {
+    const char* space = shape & 4 ? "G1OffsetTableContigSpace" : "G1ContiguousSpace";
+    move(region, "_bottom", "Space"), move(region, "_end", "Space"), move(region, "_top", space);
+    types.emplace_back(space, in.near(248)), types.emplace_back("CompactibleSpace", in.near(80));
+    types.emplace_back("Space", in.near(48));
+    supers.emplace_back(region, space), supers.emplace_back(space, "CompactibleSpace");
+    supers.emplace_back("CompactibleSpace", "Space");
+    if (shape & 2) supers.emplace_back("Space", region);  // a cycle
+  }
+  if (shape & 4) {
+    fields.erase(std::remove_if(fields.begin(), fields.end(),
+                                [&](const Field& f) { return f.name == "_tag" || (f.type == region && f.name == "_type"); }),
+                 fields.end());
+    ints.clear();
+  }
+  if (shape & 8) {
+    for (const char* f : {"flags", "numFlags", "_addr", "_name"}) move("JVMFlag", f, "Flag");
+    for (auto& ty : types)
+      if (ty.first == "JVMFlag") ty.first = "Flag";
+  }
+  if (shape & 16) {
+    drop("ThreadsSMRSupport", "_java_thread_list");
+    fields.push_back({"Threads", "_thread_list", true, t.var(base + in.raw() % (kImage - 8))});
+    fields.push_back({"JavaThread", "_next", false, in.near(560)});
+    types.emplace_back("JavaThread", in.near(1072));
+    types.emplace_back("Threads", 1);
+    supers.emplace_back("JavaThread", "Thread");
+  }
+  if (shape & 32) {
+    move("CompressedKlassPointers", "_narrow_klass._base", "Universe");
+    move("CompressedKlassPointers", "_narrow_klass._shift", "Universe");
+  }
+  if (shape & 64) {
+    fields.push_back({"InstanceKlass", "_misc_flags", false, in.near(314)});
+    types.emplace_back("InstanceKlass", in.near(440));
+    ints.emplace_back("InstanceKlass::_misc_is_anonymous", in.near(32));
+  }
+}
+
 // Part 2: VMStructs naming what the collector resolves, values from the input.
 void fuzz_resolution(const uint8_t* data, size_t size, uint64_t base) {
   Values in(data, size);
@@ -191,11 +266,6 @@ void fuzz_resolution(const uint8_t* data, size_t size, uint64_t base) {
   put_inside(list, kListBytes, list_len, in.near(1));  // a u32 count: the low half
   put_inside(list, kListBytes, list_threads, image_ptr());
 
-  struct Field {
-    const char *type, *name;
-    bool is_static;
-    uint64_t value;  // offset, or the static's address
-  };
   const bool renamed = in.raw() & 1;  // JDK 23+ names for the region types
   const char* region = renamed ? "G1HeapRegion" : "HeapRegion";
   const char* region_type = renamed ? "G1HeapRegionType" : "HeapRegionType";
@@ -236,13 +306,20 @@ void fuzz_resolution(const uint8_t* data, size_t size, uint64_t base) {
   // Now and then a field is static where it should not be, or the reverse.
   for (auto& f : fields)
     if ((in.raw() & 0xff) == 0xff) f.is_static = !f.is_static;
-  const std::pair<const char*, uint64_t> types[] = {
+  std::vector<std::pair<std::string, uint64_t>> types = {
       {"G1CollectedHeap", 1464}, {manager, 248}, {"G1HeapRegionTable", 56}, {region, 296}, {region_type, 4},
       {"Klass", 208}, {"Symbol", 8}, {"JVMFlag", flag_size}, {"ThreadsList", 32}, {"Thread", 648},
       {"ThreadLocalAllocBuffer", 120}, {"CollectedHeap", 96}, {"Universe", 1}, {"java_lang_Class", 1},
       {"CompressedKlassPointers", 1}, {"ThreadsSMRSupport", 1}};
+  for (auto& t : types) t.second = in.near(t.second);
   const char* tags[] = {"FreeTag", "StartsHumongousTag", "ContinuesHumongousTag"};
-  const uint64_t tag_values[] = {0, 4, 5};
+  uint64_t tag_values[] = {0, 4, 5};
+  for (auto& v : tag_values) v = in.near(v);
+  const uint64_t klass_shift = in.near(42);
+  std::vector<std::pair<std::string, std::string>> supers;  // type -> superclass
+  std::vector<std::pair<std::string, uint64_t>> int_constants;
+  for (size_t i = 0; i < 3; ++i) int_constants.emplace_back(std::string(region_type) + "::" + tags[i], tag_values[i]);
+  older_jdk_shapes(in, t, base, fields, types, supers, int_constants);
 
   // The tables, with the real entry layouts (48, 40 and 16 bytes).
   const uint64_t structs = t.alloc(48 * (fields.size() + 1));
@@ -254,17 +331,18 @@ void fuzz_resolution(const uint8_t* data, size_t size, uint64_t base) {
     // then has the same input value in the slot it is read from.
     Tables::put(e + 32, fields[i].value), Tables::put(e + 40, fields[i].value);
   }
-  const size_t ntypes = sizeof types / sizeof types[0];
+  const size_t ntypes = types.size();
   const uint64_t type_table = t.alloc(40 * (ntypes + 1));
-  for (size_t i = 0; i < ntypes; ++i)
-    Tables::put(type_table + 40 * i, t.str(types[i].first)),
-        Tables::put(type_table + 40 * i + 32, in.near(types[i].second));
-  const uint64_t ints = t.alloc(16 * 4);
-  for (size_t i = 0; i < 3; ++i)
-    Tables::put(ints + 16 * i, t.str(std::string(region_type) + "::" + tags[i])),
-        Tables::put(ints + 16 * i + 8, in.near(tag_values[i]));
+  for (size_t i = 0; i < ntypes; ++i) {
+    Tables::put(type_table + 40 * i, t.str(types[i].first)), Tables::put(type_table + 40 * i + 32, types[i].second);
+    for (const auto& [sub, super] : supers)
+      if (sub == types[i].first) Tables::put(type_table + 40 * i + 8, t.str(super));
+  }
+  const uint64_t ints = t.alloc(16 * (int_constants.size() + 1));
+  for (size_t i = 0; i < int_constants.size(); ++i)
+    Tables::put(ints + 16 * i, t.str(int_constants[i].first)), Tables::put(ints + 16 * i + 8, int_constants[i].second);
   const uint64_t longs = t.alloc(16 * 2);
-  Tables::put(longs, t.str("markWord::klass_shift")), Tables::put(longs + 8, in.near(42));
+  Tables::put(longs, t.str("markWord::klass_shift")), Tables::put(longs + 8, klass_shift);
   oomsnap::HotSpotSymbols y;
   y.structs = t.var(structs), y.types = t.var(type_table), y.int_constants = t.var(ints);
   y.long_constants = t.var(longs);
@@ -272,6 +350,7 @@ void fuzz_resolution(const uint8_t* data, size_t size, uint64_t base) {
   y.struct_is_static = t.var(24), y.struct_offset = t.var(32), y.struct_address = t.var(40);
   y.struct_stride = t.var(48);
   y.type_type_name = t.var(0), y.type_size = t.var(32), y.type_stride = t.var(40);
+  y.type_superclass_name = t.var(8);
   y.int_name = t.var(0), y.int_value = t.var(8), y.int_stride = t.var(16);
   y.long_name = t.var(0), y.long_value = t.var(8), y.long_stride = t.var(16);
 

@@ -95,6 +95,17 @@ class FakeVm {
       if (f.type == type && f.name == name) return f;
     throw std::runtime_error("no field " + type + "::" + name);
   }
+  // The field described as declared by another type, or no longer described.
+  void move(const std::string& type, const std::string& name, const std::string& to_type,
+            const std::string& to_name = "") {
+    Field& f = find(type, name);
+    f.type = to_type;
+    if (!to_name.empty()) f.name = to_name;
+  }
+  void drop(const std::string& type, const std::string& name) {
+    Field& f = find(type, name);
+    fields.erase(fields.begin() + (&f - fields.data()));
+  }
   // Writes the tables and the entry layout variables; the symbols point at them.
   const HotSpotSymbols& build() {
     auto var = [&](uint64_t v) {
@@ -106,6 +117,7 @@ class FakeVm {
     syms.struct_is_static = var(24), syms.struct_offset = var(32), syms.struct_address = var(40);
     syms.struct_stride = var(48);
     syms.type_type_name = var(0), syms.type_size = var(32), syms.type_stride = var(40);
+    syms.type_superclass_name = var(8);
     syms.int_name = var(0), syms.int_value = var(8), syms.int_stride = var(16);
     syms.long_name = var(0), syms.long_value = var(8), syms.long_stride = var(16);
     const uint64_t st = a.alloc(48 * (fields.size() + 1));
@@ -117,7 +129,11 @@ class FakeVm {
     }
     const uint64_t ty = a.alloc(40 * (types.size() + 1));
     size_t i = 0;
-    for (const auto& [name, size] : types) Arena::put(ty + 40 * i, a.str(name)), Arena::put(ty + 40 * i + 32, size), ++i;
+    for (const auto& [name, size] : types) {
+      Arena::put(ty + 40 * i, a.str(name)), Arena::put(ty + 40 * i + 32, size);
+      if (auto it = supers.find(name); it != supers.end()) Arena::put(ty + 40 * i + 8, a.str(it->second));
+      ++i;
+    }
     auto constants = [&](const auto& m) {
       const uint64_t t = a.alloc(16 * (m.size() + 1));
       size_t j = 0;
@@ -134,6 +150,7 @@ class FakeVm {
   Arena a;
   std::vector<Field> fields;
   std::map<std::string, uint64_t> types;
+  std::map<std::string, std::string> supers;  // type -> its superclass (types without one are top-level)
   std::map<std::string, int32_t> ints;
   std::map<std::string, uint64_t> longs;
   HotSpotSymbols syms;
@@ -290,29 +307,138 @@ TEST(HotSpotVmStructs, StringsNextToAnUnreadablePageCostFewReads) {
   munmap(p, 2 * page);
 }
 
+// A field moves to a base class between versions (HeapRegion's _bottom,
+// _end and _top are Space's and G1ContiguousSpace's in JDK 11): it is found
+// through the superclasses gHotSpotVMTypes names, the nearest declaration
+// first, and checked against the base class's size as well as the type's.
+TEST(HotSpotVmStructs, FieldsOfBaseClassesAreFoundThroughTheTypeHierarchy) {
+  FakeVm v = generic_vm(20, 20);
+  v.types.insert({{"HeapRegion", 376}, {"G1ContiguousSpace", 248}, {"CompactibleSpace", 80}, {"Space", 48}});
+  v.supers = {{"HeapRegion", "G1ContiguousSpace"}, {"G1ContiguousSpace", "CompactibleSpace"},
+              {"CompactibleSpace", "Space"}};
+  v.field("Space", "_bottom", 8), v.field("Space", "_end", 16);
+  v.field("G1ContiguousSpace", "_top", 80);
+  v.field("Space", "_top", 40);    // hidden by G1ContiguousSpace's own
+  v.field("Space", "_far", 44);    // fits HeapRegion, not Space
+  v.field("HeapRegion", "_type", 260);
+  v.build();
+  RemoteMemory mem(getpid());
+  auto c = cache_of_self(mem);
+  std::string err, decl;
+  auto vm = HotSpotVm::read(c, v.syms, no_deadline(), err);
+  ASSERT_TRUE(vm) << err;
+  EXPECT_EQ(vm->superclass("HeapRegion"), "G1ContiguousSpace");
+  EXPECT_EQ(vm->superclass("Space"), "");
+  ASSERT_TRUE(vm->field("HeapRegion", "_bottom", &decl));
+  EXPECT_EQ(decl, "Space");
+  EXPECT_EQ(vm->field_offset({"G1HeapRegion", "HeapRegion"}, "_bottom", 8, err).value_or(0), 8u) << err;
+  EXPECT_EQ(vm->field_offset({"HeapRegion"}, "_end", 8, err).value_or(0), 16u) << err;
+  EXPECT_EQ(vm->field_offset({"HeapRegion"}, "_top", 8, err).value_or(0), 80u) << err;  // the nearest
+  EXPECT_EQ(vm->field_offset({"HeapRegion"}, "_type", 4, err).value_or(0), 260u) << err;
+  EXPECT_FALSE(vm->field_offset({"HeapRegion"}, "_far", 8, err));
+  EXPECT_NE(err.find("HeapRegion::_far (declared in Space)"), std::string::npos) << err;
+  EXPECT_NE(err.find("48 bytes"), std::string::npos) << err;
+  EXPECT_FALSE(vm->field("Space", "_type"));  // never down the hierarchy
+}
+
+// The superclass names come from the target: a chain that loops (or goes on
+// longer than any HotSpot's) ends the lookup after kMaxTypeDepth types.
+TEST(HotSpotVmStructs, ACircularOrEndlessTypeHierarchyEndsTheLookup) {
+  FakeVm v = generic_vm(20, 20);
+  v.types.insert({{"A", 8}, {"B", 8}});
+  v.supers = {{"A", "B"}, {"B", "A"}};
+  for (int i = 0; i < HotSpotVm::kMaxTypeDepth + 4; ++i) {
+    v.types["C" + std::to_string(i)] = 8;
+    v.supers["C" + std::to_string(i)] = "C" + std::to_string(i + 1);
+  }
+  v.field("C" + std::to_string(HotSpotVm::kMaxTypeDepth - 1), "_near", 0);
+  v.field("C" + std::to_string(HotSpotVm::kMaxTypeDepth + 2), "_far", 0);
+  v.build();
+  RemoteMemory mem(getpid());
+  auto c = cache_of_self(mem);
+  std::string err;
+  auto vm = HotSpotVm::read(c, v.syms, no_deadline(), err);
+  ASSERT_TRUE(vm) << err;
+  EXPECT_FALSE(vm->field("A", "_missing"));
+  EXPECT_FALSE(vm->field_offset({"B"}, "_missing", 8, err));
+  EXPECT_TRUE(vm->field("C0", "_near"));
+  EXPECT_FALSE(vm->field("C0", "_far"));
+}
+
+// Without the superclass layout variable (0: not exported) every type is a
+// top-level one; with one outside the type record, the tables are refused.
+TEST(HotSpotVmStructs, SuperclassLayoutIsOptionalButChecked) {
+  RemoteMemory mem(getpid());
+  std::string err;
+  {
+    FakeVm v = generic_vm(20, 20);
+    v.types.insert({{"Sub", 16}, {"Base", 16}});
+    v.supers = {{"Sub", "Base"}};
+    v.field("Base", "_x", 0);
+    v.build();
+    v.syms.type_superclass_name = 0;
+    auto c = cache_of_self(mem);
+    auto vm = HotSpotVm::read(c, v.syms, no_deadline(), err);
+    ASSERT_TRUE(vm) << err;
+    EXPECT_FALSE(vm->field("Sub", "_x"));
+    EXPECT_TRUE(vm->field("Base", "_x"));
+  }
+  {
+    FakeVm v = generic_vm(20, 20);
+    v.build();
+    Arena::put<uint64_t>(v.syms.type_superclass_name, 36);  // 8 bytes at 36 of a 40-byte record
+    auto c = cache_of_self(mem);
+    EXPECT_FALSE(HotSpotVm::read(c, v.syms, no_deadline(), err));
+    EXPECT_NE(err.find("stride"), std::string::npos) << err;
+  }
+}
+
+// java -version's build line, from the VM's info string: JDK 8's VM release
+// (25.504-b01) is not the JDK's version.
+TEST(HotSpotVmStructs, JreVersionFromTheVmInfoString) {
+  EXPECT_EQ(jre_version_of("OpenJDK 64-Bit Server VM (25.504-b01) for linux-amd64 JRE (1.8.0_504-8u504-ga-1-b01), "
+                           "built on Aug 20 2026 02:12:31 by \"sbuild\" with gcc 16.2.0"),
+            "1.8.0_504-8u504-ga-1-b01");
+  EXPECT_EQ(jre_version_of("OpenJDK 64-Bit Server VM (26.0.2.1+1-1-Debian) for linux-amd64 JRE "
+                           "(26.0.2.1+1-1-Debian), built on 2026-08-18T23:31:08Z with gcc 15.3.0"),
+            "26.0.2.1+1-1-Debian");
+  EXPECT_EQ(jre_version_of("no such part"), "");
+  EXPECT_EQ(jre_version_of("x JRE ()"), "");
+  EXPECT_EQ(jre_version_of("x JRE (1.8.0 with a space)"), "");
+  EXPECT_EQ(jre_version_of("x JRE (1.8.0\n)"), "");
+  EXPECT_EQ(jre_version_of("x JRE (" + std::string(65, '1') + ")"), "");
+  EXPECT_EQ(jre_version_of("x JRE (unterminated"), "");
+}
+
 // --- The JVM's flags ----------------------------------------------------------
 
 namespace {
 
 // JVMFlag::flags[numFlags] as JDK 17-25 lay it out (_addr at 0, _name at 8,
-// 24-byte records), with a few flags and their values.
+// 24-byte records), with a few flags and their values; or JDK 8's
+// Flag::flags (_name at 8, _addr at 16, 32-byte records).
 struct FakeFlags {
-  explicit FakeFlags(FakeVm& v) {
+  struct Layout {
+    const char* type;
+    uint64_t record, addr, name;
+  };
+  static constexpr Layout kJdk17{"JVMFlag", 24, 0, 8}, kJdk8{"Flag", 32, 16, 8};
+  explicit FakeFlags(FakeVm& v, Layout l = kJdk17) {
     const std::vector<std::pair<std::string, uint64_t>> flags = {
         {"UseSerialGC", 0}, {"UseG1GC", 1}, {"UseCompressedClassPointers", 1}, {"ObjectAlignmentInBytes", 8}};
-    const uint64_t table = v.a.alloc(24 * flags.size());
+    const uint64_t table = v.a.alloc(l.record * flags.size());
     for (size_t i = 0; i < flags.size(); ++i) {
       const uint64_t value = v.a.alloc(8);
       Arena::put(value, flags[i].second);
       values[flags[i].first] = value;
-      Arena::put(table + 24 * i, value);
-      Arena::put(table + 24 * i + 8, v.a.str(flags[i].first));
+      Arena::put(table + l.record * i + l.addr, value);
+      Arena::put(table + l.record * i + l.name, v.a.str(flags[i].first));
     }
-    v.global("JVMFlag", "flags", table);
-    v.global("JVMFlag", "numFlags", flags.size());
-    v.field("JVMFlag", "_addr", 0);
-    v.field("JVMFlag", "_name", 8);
-    v.types["JVMFlag"] = 24;
+    v.global(l.type, "flags", table);
+    v.global(l.type, "numFlags", flags.size());
+    v.field(l.type, "_addr", l.addr);
+    v.field(l.type, "_name", l.name);
+    v.types[l.type] = l.record;
   }
   std::map<std::string, uint64_t> values;  // flag -> address of its value
 };
@@ -339,6 +465,32 @@ TEST(HotSpotFlags, ReadsTheWantedFlags) {
   auto none = read_jvm_flags(c, *vm2, {"UseG1GC"}, no_deadline(), err);
   ASSERT_TRUE(none) << err;
   EXPECT_TRUE(none->empty());
+}
+
+// JDK 8 names the record Flag (JVMFlag from 11 on), with a layout of its own.
+TEST(HotSpotFlags, ReadsJdk8sFlagTable) {
+  FakeVm v = generic_vm(20, 20);
+  FakeFlags f(v, FakeFlags::kJdk8);
+  v.build();
+  RemoteMemory mem(getpid());
+  auto c = cache_of_self(mem);
+  std::string err;
+  auto vm = HotSpotVm::read(c, v.syms, no_deadline(), err);
+  ASSERT_TRUE(vm) << err;
+  auto flags = read_jvm_flags(c, *vm, {"UseG1GC", "UseSerialGC"}, no_deadline(), err);
+  ASSERT_TRUE(flags) << err;
+  EXPECT_EQ(*flags, (std::map<std::string, uint64_t>{{"UseG1GC", f.values["UseG1GC"]},
+                                                     {"UseSerialGC", f.values["UseSerialGC"]}}));
+  // Its record offsets are checked like JVMFlag's.
+  FakeVm bad = generic_vm(20, 20);
+  FakeFlags g(bad, FakeFlags::kJdk8);
+  bad.find("Flag", "_addr").offset = 28;
+  bad.build();
+  auto c2 = cache_of_self(mem);
+  auto vm2 = HotSpotVm::read(c2, bad.syms, no_deadline(), err);
+  ASSERT_TRUE(vm2) << err;
+  EXPECT_FALSE(read_jvm_flags(c2, *vm2, {"UseG1GC"}, no_deadline(), err));
+  EXPECT_NE(err.find("Flag::_addr"), std::string::npos) << err;
 }
 
 // The record offsets come from the target: ones that do not fit the record
@@ -479,6 +631,19 @@ class FakeG1 {
     Arena::put<int32_t>(hr + L.region_tag, static_cast<int32_t>(tag));
     regions_.push_back(hr);
     return hr;
+  }
+  // n regions one after the other in memory (a humongous series), untagged.
+  std::vector<uint64_t> series(size_t n) {
+    const uint64_t base = a_.alloc(n * kGrain, kGrain);
+    std::vector<uint64_t> out;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t hr = a_.alloc(kRegionBytes), bottom = base + i * kGrain;
+      Arena::put(hr + L.region_bottom, bottom), Arena::put(hr + L.region_end, bottom + kGrain);
+      Arena::put(hr + L.region_top, bottom);
+      regions_.push_back(hr);
+      out.push_back(hr);
+    }
+    return out;
   }
   uint64_t bottom(uint64_t hr) const { return at(hr + L.region_bottom); }
   uint64_t top(uint64_t hr) const { return at(hr + L.region_top); }
@@ -646,6 +811,84 @@ TEST(G1Heap, ImplausibleTableFails) {
   EXPECT_NE(r.reason.find("implausible"), std::string::npos);
 }
 
+// JDK 8 describes no region types: a region whose first object is half a
+// region or more is humongous, the regions that object covers are its
+// continues-humongous ones (JDK 8 sets a series' first region's end and
+// top to the series' end), and each region counts at most GrainBytes.
+TEST(G1Heap, RegionsWithoutTypesAreToldByTheirObjects) {
+  FakeG1 h;
+  h.L.region_types = false;
+  const uint32_t marker = h.klass("Marker", 24), bytes = h.klass("[B", FakeG1::array_lh(false, 0));
+  const uint64_t first = h.region(0);
+  for (int i = 0; i < 100; ++i) h.obj(first, marker, 24);
+  h.region(0);  // empty (free): not a region in use
+  auto s = h.series(3);
+  const uint32_t big = 2 * FakeG1::kGrain + 4096;
+  h.array(s[0], bytes, big, 0);
+  const uint64_t big_bytes = (16 + big + 7) & ~7ull;
+  h.set_end(s[0], h.bottom(s[0]) + 3 * FakeG1::kGrain);  // JDK 8: the series' end
+  h.set_top(s[1], h.bottom(s[1]) + FakeG1::kGrain);
+  h.set_top(s[2], h.bottom(s[0]) + big_bytes);
+  const uint64_t one = h.region(0);
+  const uint32_t half = FakeG1::kGrain / 2;
+  h.array(one, bytes, half, 0);  // humongous in one region
+  const uint64_t last = h.region(0);
+  for (int i = 0; i < 50; ++i) h.obj(last, marker, 24);
+  auto r = h.walk();
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  auto m = classes(r);
+  EXPECT_EQ(m["Marker"], std::make_pair(uint64_t{150}, uint64_t{150 * 24}));
+  const uint64_t half_bytes = (16 + half + 7) & ~7ull;
+  EXPECT_EQ(m["byte[]"], std::make_pair(uint64_t{2}, big_bytes + half_bytes));
+  EXPECT_EQ(r.humongous_objects, 2u);
+  EXPECT_EQ(r.humongous_bytes, big_bytes + half_bytes);
+  EXPECT_EQ(r.regions, 6u);
+  EXPECT_EQ(r.used_bytes, 150 * 24 + big_bytes + half_bytes);
+  EXPECT_EQ(r.unparsed_bytes, 0u);
+  EXPECT_DOUBLE_EQ(r.coverage, 1.0);
+}
+
+// Without region types, a humongous object is one of half a region or more
+// that ends at its region's top: a stale header of one at the bottom of a
+// region in use for allocation (its top elsewhere) is not counted.
+TEST(G1Heap, RegionsWithoutTypesNeedTheHumongousObjectToEndAtTheTop) {
+  FakeG1 h;
+  h.L.region_types = false;
+  const uint32_t marker = h.klass("Marker", 24), bytes = h.klass("[B", FakeG1::array_lh(false, 0));
+  const uint64_t reused = h.region(0);
+  h.array(reused, bytes, FakeG1::kGrain / 2, 0);
+  h.set_top(reused, h.bottom(reused) + 4096);
+  const uint64_t next = h.region(0);
+  for (int i = 0; i < 10; ++i) h.obj(next, marker, 24);
+  auto r = h.walk();
+  EXPECT_EQ(r.humongous_objects, 0u);
+  EXPECT_EQ(classes(r).count("byte[]"), 0u) << r.reason;
+  EXPECT_EQ(classes(r)["Marker"].first, 10u);
+  EXPECT_EQ(r.unparsed_bytes, 4096u);
+}
+
+// Without region types a region's end may lie past GrainBytes (a humongous
+// series' first region); one whose first object is not humongous is still
+// walked for GrainBytes only, and one claiming to end past the whole table
+// is not a region.
+TEST(G1Heap, RegionsWithoutTypesAreNeverWalkedPastTheGrain) {
+  FakeG1 h;
+  h.L.region_types = false;
+  const uint32_t marker = h.klass("Marker", 24);
+  auto s = h.series(4);
+  const uint64_t per_region = FakeG1::kGrain / 24;
+  for (uint64_t i = 0; i < 4 * per_region; ++i) h.obj(s[0], marker, 24);
+  h.set_end(s[0], h.top(s[0]));  // 4 regions' worth claimed by the first
+  auto wide = h.region(0);
+  for (int i = 0; i < 10; ++i) h.obj(wide, marker, 24);
+  h.set_end(wide, h.bottom(wide) + (uint64_t{1} << 40));
+  h.set_top(wide, h.bottom(wide) + (uint64_t{1} << 40));
+  auto r = h.walk();
+  EXPECT_EQ(classes(r)["Marker"].first, per_region) << r.reason;
+  EXPECT_EQ(r.regions, 1u);
+  EXPECT_LE(r.used_bytes, FakeG1::kGrain);
+}
+
 // --- Many classes: only the top ones named; the klass cap --------------------
 
 namespace {
@@ -773,6 +1016,34 @@ TEST(G1Heap, HiddenClassesAreNamedAsJcmdNamesThem) {
     EXPECT_EQ(m[o + "[]"], std::make_pair(uint64_t{1}, uint64_t{40})) << archive;
     EXPECT_EQ(m.size(), 6u) << archive;
   }
+}
+
+// JDK 9-15 name a VM-anonymous class (a lambda's) by its Symbol plus "/" and
+// the InstanceKlass's address, which is how jcmd prints it; the flag is
+// InstanceKlass::_misc_flags' _misc_is_anonymous bit. Arrays of one keep
+// the plain name (Klass::external_name() adds the address to instance
+// classes only).
+TEST(G1Heap, AnonymousClassesAreNamedWithTheirAddress) {
+  FakeG1 h;
+  h.L.instance_misc_flags = 208, h.L.misc_is_anonymous = 32;
+  const uint64_t hr = h.region(2);
+  const uint32_t lam = h.klass("p/Foo$$Lambda$14", 16), plain = h.klass("p/Plain", 24);
+  const uint32_t lam_array = h.klass("[Lp/Foo$$Lambda$14;", FakeG1::array_lh(true, 2));
+  Arena::put<uint16_t>(h.klass_area() + lam + 208, 32 | 4);
+  Arena::put<uint16_t>(h.klass_area() + plain + 208, 4 | 8);
+  Arena::put<uint16_t>(h.klass_area() + lam_array + 208, 32);  // not an instance klass: not read
+  h.obj(hr, lam, 16), h.obj(hr, plain, 24);
+  h.array(hr, lam_array, 3, 2);
+  auto r = h.walk();
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  char name[80];
+  std::snprintf(name, sizeof name, "p.Foo$$Lambda$14/0x%016llx",
+                static_cast<unsigned long long>(h.klass_area() + lam));
+  auto m = classes(r);
+  EXPECT_EQ(m[name], std::make_pair(uint64_t{1}, uint64_t{16}));
+  EXPECT_EQ(m["p.Plain"], std::make_pair(uint64_t{1}, uint64_t{24}));
+  EXPECT_EQ(m["p.Foo$$Lambda$14[]"], std::make_pair(uint64_t{1}, uint64_t{32}));
+  EXPECT_EQ(m.size(), 3u);
 }
 
 // More distinct klasses than the cap (4 here; 2^20 in a real walk): the
@@ -1010,6 +1281,7 @@ TEST(G1Heap, LayoutOffsetsBeyondTheCapsAreRefused) {
       {"narrow klass shift", [](G1Layout& L) { L.narrow_klass_shift = 64; }},
       {"ObjectAlignmentInBytes", [](G1Layout& L) { L.object_alignment = 12; }},
       {"GrainBytes", [](G1Layout& L) { L.grain_bytes = 3 << 20; }},
+      {"InstanceKlass::_misc_flags", [](G1Layout& L) { L.instance_misc_flags = 0xffffffffu; }},
   };
   for (auto [what, spoil] : cases) {
     FakeG1 h;
@@ -1165,6 +1437,50 @@ class FakeJvm {
     Arena::put(thread + kTlab + 8, top);
     Arena::put(thread + kTlab + 16, end);
   }
+  static constexpr uint64_t kNext = 480;  // JavaThread::_next (JDK 8, 11)
+  // JDK 11's description of the same JVM: HeapRegion's bottom and end are
+  // Space's, its top G1ContiguousSpace's; the narrow klass base and shift
+  // Universe's; the Java threads a linked list from Threads::_thread_list
+  // through JavaThread::_next.
+  void as_jdk11() {
+    vm.types.insert({{"G1ContiguousSpace", 200}, {"CompactibleSpace", 80}, {"Space", 48}, {"JavaThread", 512}});
+    vm.supers.insert({{"HeapRegion", "G1ContiguousSpace"}, {"G1ContiguousSpace", "CompactibleSpace"},
+                      {"CompactibleSpace", "Space"}, {"JavaThread", "Thread"}});
+    vm.move("HeapRegion", "_bottom", "Space"), vm.move("HeapRegion", "_end", "Space");
+    vm.move("HeapRegion", "_top", "G1ContiguousSpace");
+    vm.move("CompressedKlassPointers", "_narrow_klass._base", "Universe");
+    vm.move("CompressedKlassPointers", "_narrow_klass._shift", "Universe");
+    vm.drop("ThreadsSMRSupport", "_java_thread_list");
+    vm.drop("ThreadsList", "_length"), vm.drop("ThreadsList", "_threads");
+    vm.global("Threads", "_thread_list", thread);
+    vm.field("JavaThread", "_next", kNext);
+    vm.types["Threads"] = 1;
+  }
+  // JDK 8's: as 11's, with G1OffsetTableContigSpace for G1ContiguousSpace,
+  // no region type (nor its tags), and the flags as Flag.
+  void as_jdk8() {
+    as_jdk11();
+    vm.types["G1OffsetTableContigSpace"] = vm.types["G1ContiguousSpace"];
+    vm.types.erase("G1ContiguousSpace");
+    vm.supers["HeapRegion"] = "G1OffsetTableContigSpace";
+    vm.supers.erase("G1ContiguousSpace");
+    vm.supers["G1OffsetTableContigSpace"] = "CompactibleSpace";
+    vm.move("G1ContiguousSpace", "_top", "G1OffsetTableContigSpace");
+    vm.drop("HeapRegion", "_type"), vm.drop("HeapRegionType", "_tag");
+    vm.ints.clear();
+    for (const char* f : {"flags", "numFlags", "_addr", "_name"}) vm.move("JVMFlag", f, "Flag");
+    vm.types["Flag"] = vm.types["JVMFlag"];
+    vm.types.erase("JVMFlag");
+  }
+  // The linked list of as_jdk11() made longer: n more threads after the
+  // first, the last pointing back at `loop_to` (0: none).
+  std::vector<uint64_t> chain_threads(size_t n, size_t loop_to_index = SIZE_MAX) {
+    std::vector<uint64_t> t{thread};
+    for (size_t i = 0; i < n; ++i) t.push_back(vm.a.alloc(512));
+    for (size_t i = 0; i + 1 < t.size(); ++i) Arena::put(t[i] + kNext, t[i + 1]);
+    Arena::put<uint64_t>(t.back() + kNext, loop_to_index < t.size() ? t[loop_to_index] : 0);
+    return t;
+  }
   struct Resolved {
     std::optional<std::string> error;  // from any step
     G1Layout L;
@@ -1309,4 +1625,110 @@ TEST(G1LayoutResolution, UnreadableThreadsEndTheTlabScan) {
   ASSERT_FALSE(r.error) << *r.error;
   EXPECT_TRUE(r.L.holes.empty());
   EXPECT_LT(r.syscalls, 1000u);
+}
+
+// JDK 11 describes HeapRegion's bottom, end and top on its base classes, the
+// narrow klass under Universe and the threads as a linked list: the same
+// layout resolves, and the walk with it skips the TLAB tail.
+TEST(G1LayoutResolution, Jdk11sDescriptionResolvesTheSameLayout) {
+  FakeJvm j;
+  j.as_jdk11();
+  const uint32_t marker = j.g.klass("Marker", 24);
+  const uint64_t r1 = j.g.region(2);
+  for (int i = 0; i < 10; ++i) j.g.obj(r1, marker, 24);
+  const uint64_t tail = j.g.top(r1);
+  std::memset(reinterpret_cast<void*>(tail), 0xAB, 4096);
+  j.g.set_top(r1, tail + 4096);
+  j.set_tlab(tail, tail + 4096 - 16);
+  for (int i = 0; i < 5; ++i) j.g.obj(r1, marker, 24);
+  auto r = j.resolve();
+  ASSERT_FALSE(r.error) << *r.error;
+  EXPECT_EQ(r.L.region_bottom, 0u);
+  EXPECT_EQ(r.L.region_end, 8u);
+  EXPECT_EQ(r.L.region_top, 16u);
+  EXPECT_TRUE(r.L.region_types);
+  EXPECT_EQ(r.L.narrow_klass_base, j.g.klass_area());
+  EXPECT_EQ(r.L.holes, (std::vector<std::pair<uint64_t, uint64_t>>{{tail, tail + 4096}}));
+  j.g.L = r.L;
+  auto w = j.g.walk();
+  ASSERT_EQ(w.status, SnapshotStatus::kComplete) << w.reason;
+  EXPECT_EQ(classes(w)["Marker"].first, 15u);
+  EXPECT_EQ(w.unparsed_bytes, 0u);
+}
+
+// A base class's field is checked against the base class: Space::_end 44
+// bytes into a 48-byte Space fits HeapRegion but not Space.
+TEST(G1LayoutResolution, BaseClassFieldsAreCheckedAgainstTheBaseClass) {
+  FakeJvm j;
+  j.as_jdk11();
+  j.vm.find("Space", "_end").offset = 44;
+  auto r = j.resolve();
+  ASSERT_TRUE(r.error);
+  EXPECT_NE(r.error->find("HeapRegion::_end (declared in Space)"), std::string::npos) << *r.error;
+}
+
+// JDK 8 describes no region type, its flags as Flag, G1OffsetTableContigSpace.
+TEST(G1LayoutResolution, Jdk8sDescriptionResolvesWithoutRegionTypes) {
+  FakeJvm j;
+  j.as_jdk8();
+  const uint32_t marker = j.g.klass("Marker", 24);
+  const uint64_t r1 = j.g.region(0);  // no tag: 0 is what the record holds
+  for (int i = 0; i < 10; ++i) j.g.obj(r1, marker, 24);
+  auto r = j.resolve();
+  ASSERT_FALSE(r.error) << *r.error;
+  EXPECT_FALSE(r.L.region_types);
+  EXPECT_EQ(r.L.region_top, 16u);
+  EXPECT_TRUE(r.L.compressed_klass);  // from Flag::flags
+  j.g.L = r.L;
+  auto w = j.g.walk();
+  ASSERT_EQ(w.status, SnapshotStatus::kComplete) << w.reason;
+  EXPECT_EQ(classes(w)["Marker"].first, 10u);
+}
+
+// The linked list of threads comes from the target: one that loops back, or
+// runs on past any JVM's thread count, ends (at the thread seen twice, or at
+// the cap) instead of looping; every thread before is read.
+TEST(G1LayoutResolution, ALinkedThreadListThatLoopsOrNeverEndsIsCut) {
+  {
+    FakeJvm j;
+    j.as_jdk11();
+    auto t = j.chain_threads(5, 2);  // the last points back at the third
+    for (size_t i = 0; i < t.size(); ++i)
+      Arena::put(t[i] + FakeJvm::kTlab + 8, 0x100000 * (i + 1)), Arena::put(t[i] + FakeJvm::kTlab + 16, 0x100000 * (i + 1) + 64);
+    auto r = j.resolve();
+    ASSERT_FALSE(r.error) << *r.error;
+    EXPECT_EQ(r.L.holes.size(), t.size());
+  }
+  {
+    FakeJvm j;
+    j.as_jdk11();
+    auto t = j.chain_threads(0, 0);  // the only thread is its own next
+    auto r = j.resolve();
+    ASSERT_FALSE(r.error) << *r.error;
+  }
+  {
+    // More threads than any JVM has: the list is followed for 100,000, no further.
+    FakeJvm j;
+    j.as_jdk11();
+    const size_t n = 100010;
+    const uint64_t block = j.vm.a.alloc(n * 512);
+    Arena::put(j.thread + FakeJvm::kNext, block);
+    j.set_tlab(0x800, 0x808);
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t t = block + i * 512;
+      Arena::put<uint64_t>(t + FakeJvm::kNext, i + 1 < n ? t + 512 : 0);
+      Arena::put<uint64_t>(t + FakeJvm::kTlab + 8, 0x1000 + 16 * i), Arena::put<uint64_t>(t + FakeJvm::kTlab + 16, 0x1008 + 16 * i);
+    }
+    auto r = j.resolve();
+    ASSERT_FALSE(r.error) << *r.error;
+    EXPECT_EQ(r.L.holes.size(), 100000u);
+  }
+  {
+    FakeJvm j;
+    j.as_jdk11();
+    j.vm.find("JavaThread", "_next").offset = 510;  // 8 bytes at 510 of 512
+    auto r = j.resolve();
+    ASSERT_TRUE(r.error);
+    EXPECT_NE(r.error->find("JavaThread::_next"), std::string::npos) << *r.error;
+  }
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string_view>
 #include <tuple>
+#include <unordered_set>
 
 #include "core/checked_bytes.h"
 #include "java/hotspot_vmstructs.h"
@@ -160,6 +161,7 @@ std::optional<std::string> check_g1_layout(const G1Layout& L) {
       {"Symbol::_length", L.symbol_length, 2},
       {"Symbol::_body", L.symbol_body, 1},
       {"ObjArrayKlass::_bottom_klass", L.objarray_bottom_klass, 8},
+      {"InstanceKlass::_misc_flags", L.instance_misc_flags, 2},
       {"the array length", L.array_length_offset, 4},
       {"java_lang_Class::_oop_size_offset", static_cast<uint64_t>(int64_t{L.mirror_size_offset}), 4},
   };
@@ -197,8 +199,9 @@ class Walker {
 
  private:
   struct Region {
+    enum Kind : uint8_t { kWalkable, kStartsHumongous, kContinuesHumongous };
     uint64_t bottom, top;
-    int64_t tag;
+    Kind kind;
   };
   KlassEntry* klass_at(uint64_t klass);
   // The entry of a klass met once the table is full: decoded again unless
@@ -216,6 +219,8 @@ class Walker {
   // names with a '+'.
   bool hidden(const KlassEntry& k, std::string_view name);
   bool in_archive(uint64_t addr) const;
+  // Whether a counted instance class is VM-anonymous (G1Layout::misc_is_anonymous).
+  bool anonymous(const KlassEntry& k);
   void count(KlassEntry& k, uint64_t size, bool sampled) {
     KlassEntry& into = k.has(KlassEntry::kPastCap) ? past_cap_ : k;
     (sampled ? into.sampled : into.exact).add(size);
@@ -234,7 +239,10 @@ class Walker {
   // bytes in use outside humongous regions. Sets the result's reason when
   // the table itself cannot be read.
   std::vector<Region> read_regions(uint64_t& walkable_used);
-  bool region_plausible(const Region& g, uint64_t end) const;
+  bool region_plausible(const Region& g, int64_t tag, uint64_t end) const;
+  // Without region types (G1Layout::region_types): the kind of each region
+  // (sorted, in use) from the objects at their bottoms.
+  void classify_untyped(std::vector<Region>& regions);
   void walk_humongous(const Region& g);
   // Parses [from, top) and counts the objects that start before count_until
   // (a sampling window's end; top for a full walk). from must be an object
@@ -354,8 +362,15 @@ KlassEntry* Walker::past_cap(uint64_t klass) {
 std::string Walker::class_name(const KlassEntry& k) {
   int32_t lh = 0;
   std::string_view name;
-  if (read_klass_name(k.addr, lh, name) && lh == k.lh && name_check(name) == k.name_check)
-    return java_class_name(std::string(name), hidden(k, name));
+  if (read_klass_name(k.addr, lh, name) && lh == k.lh && name_check(name) == k.name_check) {
+    std::string java = java_class_name(std::string(name), hidden(k, name));
+    if (anonymous(k)) {
+      char addr[24];
+      std::snprintf(addr, sizeof addr, "/0x%016llx", static_cast<unsigned long long>(k.addr));
+      java += addr;
+    }
+    return java;
+  }
   char buf[80];
   std::snprintf(buf, sizeof buf, "<unreadable class name: Klass 0x%llx>", static_cast<unsigned long long>(k.addr));
   return buf;
@@ -368,6 +383,12 @@ bool Walker::hidden(const KlassEntry& k, std::string_view name) {
       (!L_.objarray_bottom_klass || !mem_.get(k.addr + L_.objarray_bottom_klass, element)))
     element = 0;
   return hotspot_hidden_class_name(name, element, element != 0 && in_archive(element));
+}
+
+bool Walker::anonymous(const KlassEntry& k) {
+  uint16_t misc = 0;
+  return L_.instance_misc_flags && L_.misc_is_anonymous && !k.has(KlassEntry::kArray) &&
+         mem_.get(k.addr + L_.instance_misc_flags, misc) && (misc & L_.misc_is_anonymous) != 0;
 }
 
 bool Walker::in_archive(uint64_t addr) const {
@@ -489,10 +510,42 @@ void Walker::walk_region(uint64_t from, uint64_t top, uint64_t count_until, bool
   if (unreadable && a < end) res_.unparsed_bytes += end - a;
 }
 
-bool Walker::region_plausible(const Region& g, uint64_t end) const {
-  // Every G1 region spans exactly GrainBytes: a record claiming more is not
-  // one, and walking it would take as long as it claims.
-  return g.tag != L_.tag_free && g.bottom != 0 && g.top >= g.bottom && g.top <= end && end - g.bottom <= L_.grain_bytes;
+bool Walker::region_plausible(const Region& g, int64_t tag, uint64_t end) const {
+  if (g.bottom == 0 || g.top < g.bottom || g.top > end) return false;
+  if (L_.region_types) {
+    // Every G1 region spans exactly GrainBytes: a record claiming more is not
+    // one, and walking it would take as long as it claims.
+    return tag != L_.tag_free && end - g.bottom <= L_.grain_bytes;
+  }
+  // JDK 8 sets a starts-humongous region's end (and top) to its series'
+  // end: up to the whole table. Only its first object is ever read, and
+  // only GrainBytes of it are counted as this region's (classify_untyped).
+  return g.top > g.bottom && end - g.bottom <= L_.grain_bytes * L_.region_count;
+}
+
+void Walker::classify_untyped(std::vector<Region>& regions) {
+  uint64_t series_end = 0;  // the end of the last humongous object met
+  for (Region& g : regions) {
+    if (!keep_going()) break;
+    const uint64_t top = g.top;
+    g.top = std::min(g.top, g.bottom + L_.grain_bytes);
+    if (g.bottom < series_end) {
+      g.kind = Region::kContinuesHumongous;
+      continue;
+    }
+    KlassEntry* k = nullptr;
+    uint64_t size = 0;
+    // An object of half a region or more at the bottom that ends at the
+    // region's top (JDK 8 sets a humongous region's top to its object's
+    // end) is humongous and covers the regions up to its end. A stale
+    // header at the bottom of a region reused for allocation ends
+    // elsewhere.
+    if (decode(g.bottom, g.bottom + (1ull << 40), k, size, false) == Decoded::kObject &&
+        size >= L_.grain_bytes / 2 && top - g.bottom == size) {
+      g.kind = Region::kStartsHumongous;
+      series_end = g.bottom + size;
+    }
+  }
 }
 
 std::vector<Walker::Region> Walker::read_regions(uint64_t& walkable_used) {
@@ -514,20 +567,24 @@ std::vector<Walker::Region> Walker::read_regions(uint64_t& walkable_used) {
       stop("stopped reading the G1 region table after " + std::to_string(failed) + " unreadable region records");
       break;
     }
-    Region g{0, 0, 0};
+    Region g{0, 0, Region::kWalkable};
     uint64_t end = 0;
     int32_t tag = 0;
     // The record is sized to hold every field: these reads cannot fail.
     rv.read_u64(L_.region_bottom, g.bottom), rv.read_u64(L_.region_top, g.top), rv.read_u64(L_.region_end, end);
-    rv.read_i32(L_.region_tag, tag);
-    g.tag = tag;
-    if (!region_plausible(g, end)) continue;
-    ++r.regions;
-    r.used_bytes += g.top - g.bottom;
-    if (g.tag != L_.tag_starts_humongous && g.tag != L_.tag_continues_humongous) walkable_used += g.top - g.bottom;
+    if (L_.region_types) rv.read_i32(L_.region_tag, tag);
+    if (!region_plausible(g, tag, end)) continue;
+    if (L_.region_types && tag == L_.tag_starts_humongous) g.kind = Region::kStartsHumongous;
+    if (L_.region_types && tag == L_.tag_continues_humongous) g.kind = Region::kContinuesHumongous;
     regions.push_back(g);
   }
   std::sort(regions.begin(), regions.end(), [](const Region& x, const Region& y) { return x.bottom < y.bottom; });
+  if (!L_.region_types) classify_untyped(regions);
+  for (const Region& g : regions) {
+    ++r.regions;
+    r.used_bytes += g.top - g.bottom;
+    if (g.kind == Region::kWalkable) walkable_used += g.top - g.bottom;
+  }
   return regions;
 }
 
@@ -645,11 +702,11 @@ G1WalkResult Walker::run() {
   uint64_t window_no = 0, window_bytes = 0;
   for (const Region& g : regions) {
     if (!keep_going()) break;
-    if (g.tag == L_.tag_continues_humongous) {
+    if (g.kind == Region::kContinuesHumongous) {
       r.parsed_bytes += g.top - g.bottom;  // covered by the object of its starts-humongous region
       continue;
     }
-    if (g.tag == L_.tag_starts_humongous) {
+    if (g.kind == Region::kStartsHumongous) {
       walk_humongous(g);
       continue;
     }
@@ -821,10 +878,23 @@ std::optional<std::string> find_statics(const HotSpotVm& vm, G1Statics& s) {
 // (compact headers), as the flags say the JVM encodes klass pointers.
 std::optional<std::string> resolve_klass_encoding(ChunkCache& mem, const HotSpotVm& vm, G1Layout& L) {
   if (L.compressed_klass) {
-    auto kb = read_static<uint64_t>(mem, vm.field("CompressedKlassPointers", "_narrow_klass._base"));
-    if (!kb) kb = read_static<uint64_t>(mem, vm.field("CompressedKlassPointers", "_base"));
-    auto ks = read_static<int32_t>(mem, vm.field("CompressedKlassPointers", "_narrow_klass._shift"));
-    if (!ks) ks = read_static<int32_t>(mem, vm.field("CompressedKlassPointers", "_shift"));
+    // Where each JDK keeps them, the first pair VMStructs describes:
+    // Universe (8, 11), CompressedKlassPointers::_narrow_klass (17, 21),
+    // CompressedKlassPointers' own statics (25).
+    struct Names {
+      const char *type, *base, *shift;
+    };
+    std::optional<uint64_t> kb;
+    std::optional<int32_t> ks;
+    for (const Names& n : {Names{"CompressedKlassPointers", "_narrow_klass._base", "_narrow_klass._shift"},
+                           Names{"CompressedKlassPointers", "_base", "_shift"},
+                           Names{"Universe", "_narrow_klass._base", "_narrow_klass._shift"}}) {
+      const VmField *b = vm.field(n.type, n.base), *sh = vm.field(n.type, n.shift);
+      if (!b || !sh) continue;
+      kb = read_static<uint64_t>(mem, b);
+      ks = read_static<int32_t>(mem, sh);
+      break;
+    }
     if (!kb || !ks || *ks < 0 || *ks > 32) return "cannot read the compressed class pointer base/shift";
     L.narrow_klass_base = *kb;
     L.narrow_klass_shift = static_cast<uint32_t>(*ks);
@@ -859,8 +929,12 @@ std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& v
   L.region_bottom = o.field(kRegionTypes, "_bottom", 8);
   L.region_end = o.field(kRegionTypes, "_end", 8);
   L.region_top = o.field(kRegionTypes, "_top", 8);
-  const uint32_t type = o.embedded(kRegionTypes, "_type", kRegionTypeTypes);
-  L.region_tag = type + o.field(kRegionTypeTypes, "_tag", 4);  // both below 64 KiB: no overflow
+  // JDK 8 describes no region type: its regions are told apart by their objects.
+  L.region_types = vm.field_any(kRegionTypes, "_type") != nullptr;
+  if (L.region_types) {
+    const uint32_t type = o.embedded(kRegionTypes, "_type", kRegionTypeTypes);
+    L.region_tag = type + o.field(kRegionTypeTypes, "_tag", 4);  // both below 64 KiB: no overflow
+  }
   L.klass_layout_helper = o.field({"Klass"}, "_layout_helper", 4);
   L.klass_name = o.field({"Klass"}, "_name", 8);
   L.symbol_length = o.field({"Symbol"}, "_length", 2);
@@ -868,6 +942,12 @@ std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& v
   // Optional: without it, arrays of hidden classes keep HotSpot's '+'.
   if (vm.field("ObjArrayKlass", "_bottom_klass"))
     L.objarray_bottom_klass = o.field({"ObjArrayKlass"}, "_bottom_klass", 8);
+  // Optional: without it, VM-anonymous classes are named without their address.
+  if (auto bit = vm.int_constant("InstanceKlass::_misc_is_anonymous");
+      bit && *bit > 0 && *bit <= 0x8000 && vm.field("InstanceKlass", "_misc_flags")) {
+    L.instance_misc_flags = o.field({"InstanceKlass"}, "_misc_flags", 2);
+    L.misc_is_anonymous = static_cast<uint32_t>(*bit);
+  }
   if (o.error) return o.error;
 
   auto heap = read_static<uint64_t>(mem, st.heap);
@@ -884,9 +964,11 @@ std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& v
     if (!v) v = vm.int_constant(std::string("G1HeapRegionType::") + n);
     return v;
   };
-  auto free_t = tag_const("FreeTag"), sh = tag_const("StartsHumongousTag"), ch = tag_const("ContinuesHumongousTag");
-  if (!free_t || !sh || !ch) return "VMStructs has no heap region type tags";
-  L.tag_free = *free_t, L.tag_starts_humongous = *sh, L.tag_continues_humongous = *ch;
+  if (L.region_types) {
+    auto free_t = tag_const("FreeTag"), sh = tag_const("StartsHumongousTag"), ch = tag_const("ContinuesHumongousTag");
+    if (!free_t || !sh || !ch) return "VMStructs has no heap region type tags";
+    L.tag_free = *free_t, L.tag_starts_humongous = *sh, L.tag_continues_humongous = *ch;
+  }
 
   L.compact_headers = flag_bool("UseCompactObjectHeaders");
   L.compressed_klass = L.compact_headers || flag_bool("UseCompressedClassPointers");
@@ -905,21 +987,66 @@ std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& v
   return check_g1_layout(L);
 }
 
+namespace {
+
+constexpr uint32_t kMaxThreads = 100000;
+
+// The JavaThreads, from the first list VMStructs describes: the array
+// ThreadsSMRSupport::_java_thread_list (JDK 10+ exports it from 17 on), or
+// the linked list Threads::_thread_list -> JavaThread::_next (8, 11).
+// Empty when neither is described or the list cannot be read; nullopt +
+// error when one is described with offsets that do not fit their types.
+std::optional<std::vector<uint64_t>> java_threads(ChunkCache& mem, const HotSpotVm& vm, const Deadline& deadline,
+                                                  std::string& error) {
+  std::vector<uint64_t> threads;
+  OffsetResolver o(vm);
+  if (vm.field("ThreadsSMRSupport", "_java_thread_list") && vm.field("ThreadsList", "_length") &&
+      vm.field("ThreadsList", "_threads")) {
+    const uint64_t len_off = o.field({"ThreadsList"}, "_length", 4);
+    const uint64_t thr_off = o.field({"ThreadsList"}, "_threads", 8);
+    if (o.error) {
+      error = *o.error;
+      return std::nullopt;
+    }
+    auto list = read_static<uint64_t>(mem, vm.field("ThreadsSMRSupport", "_java_thread_list"));
+    uint32_t n = 0;
+    uint64_t array = 0;
+    if (!list || !*list || !mem.get(*list + len_off, n) || !mem.get(*list + thr_off, array) || n > kMaxThreads)
+      return threads;
+    threads.resize(n);
+    if (n && !mem.read(array, threads.data(), uint64_t{n} * 8)) threads.clear();
+    return threads;
+  }
+  if (!vm.field("Threads", "_thread_list") || !vm.field("JavaThread", "_next")) return threads;
+  const uint64_t next_off = o.field({"JavaThread"}, "_next", 8);
+  if (o.error) {
+    error = *o.error;
+    return std::nullopt;
+  }
+  auto head = read_static<uint64_t>(mem, vm.field("Threads", "_thread_list"));
+  // A list the target made circular (or longer than any JVM's) ends at the
+  // cap; a thread seen twice ends it at once.
+  std::unordered_set<uint64_t> seen;
+  for (uint64_t t = head.value_or(0); t && threads.size() < kMaxThreads; ) {
+    if ((threads.size() & 255) == 255 && deadline.expired()) break;
+    if (!seen.insert(t).second) break;
+    threads.push_back(t);
+    if (!mem.get(t + next_off, t)) break;
+  }
+  return threads;
+}
+
+}  // namespace
+
 std::optional<std::vector<std::pair<uint64_t, uint64_t>>> read_tlab_holes(ChunkCache& mem, const HotSpotVm& vm,
                                                                           const Deadline& deadline,
                                                                           std::string& error) {
-  constexpr uint32_t kMaxThreads = 100000;
   constexpr int64_t kMaxReserveWords = 1 << 16;  // HotSpot's are a few hundred words at most
   std::vector<std::pair<uint64_t, uint64_t>> holes;
-  auto list = read_static<uint64_t>(mem, vm.field("ThreadsSMRSupport", "_java_thread_list"));
   for (auto [type, name] : std::initializer_list<std::pair<const char*, const char*>>{
-           {"ThreadsList", "_length"}, {"ThreadsList", "_threads"}, {"Thread", "_tlab"},
-           {"ThreadLocalAllocBuffer", "_top"}, {"ThreadLocalAllocBuffer", "_end"}})
+           {"Thread", "_tlab"}, {"ThreadLocalAllocBuffer", "_top"}, {"ThreadLocalAllocBuffer", "_end"}})
     if (!vm.field(type, name)) return holes;  // TLABs not described: the walk resynchronises over their tails
-  if (!list || !*list) return holes;
   OffsetResolver o(vm);
-  const uint64_t len_off = o.field({"ThreadsList"}, "_length", 4);
-  const uint64_t thr_off = o.field({"ThreadsList"}, "_threads", 8);
   const uint64_t tlab = o.embedded({"Thread"}, "_tlab", {"ThreadLocalAllocBuffer"});
   const uint64_t t_top = o.field({"ThreadLocalAllocBuffer"}, "_top", 8);
   const uint64_t t_end = o.field({"ThreadLocalAllocBuffer"}, "_end", 8);
@@ -927,25 +1054,27 @@ std::optional<std::vector<std::pair<uint64_t, uint64_t>>> read_tlab_holes(ChunkC
     error = *o.error;
     return std::nullopt;
   }
-  // The reserve past _end that a TLAB keeps for a filler / prefetch.
+  auto tp = java_threads(mem, vm, deadline, error);
+  if (!tp) return std::nullopt;
+  // The reserve past _end that a TLAB keeps for a filler / prefetch (the
+  // prefetch reserve is VM_Version's in JDK 8).
   int64_t reserve_words = 2;  // an int[] header, as lab_alignment_reserve() before JDK 25 exported it
-  if (auto p = read_static<int32_t>(mem, vm.field("ThreadLocalAllocBuffer", "_reserve_for_allocation_prefetch")))
-    if (*p <= kMaxReserveWords) reserve_words = std::max<int64_t>(reserve_words, *p);
+  for (auto [type, name] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"ThreadLocalAllocBuffer", "_reserve_for_allocation_prefetch"},
+           {"Abstract_VM_Version", "_reserve_for_allocation_prefetch"}})
+    if (auto p = read_static<int32_t>(mem, vm.field(type, name)))
+      if (*p <= kMaxReserveWords) reserve_words = std::max<int64_t>(reserve_words, *p);
   if (auto r = read_static<uint64_t>(mem, vm.field("CollectedHeap", "_lab_alignment_reserve")))
     if (*r <= static_cast<uint64_t>(kMaxReserveWords)) reserve_words = std::max<int64_t>(reserve_words, *r);
-  uint32_t n = 0;
-  uint64_t threads = 0;
-  if (!mem.get(*list + len_off, n) || !mem.get(*list + thr_off, threads) || n > kMaxThreads) return holes;
-  std::vector<uint64_t> tp(n);
-  if (n && !mem.read(threads, tp.data(), uint64_t{n} * 8)) return holes;
   // JavaThreads are C-heap objects: one that cannot be read means the list
   // is not what it claims, and reading on would cost a failed read each.
   int failed = 0;
-  for (size_t i = 0; i < tp.size() && failed < kMaxFailedRecordReads; ++i) {
+  for (size_t i = 0; i < tp->size() && failed < kMaxFailedRecordReads; ++i) {
     if ((i & 255) == 255 && deadline.expired()) break;
+    const uint64_t t = (*tp)[i];
     uint64_t top = 0, end = 0;
-    if (!tp[i]) continue;
-    if (!mem.get(tp[i] + tlab + t_top, top) || !mem.get(tp[i] + tlab + t_end, end)) {
+    if (!t) continue;
+    if (!mem.get(t + tlab + t_top, top) || !mem.get(t + tlab + t_end, end)) {
       ++failed;
       continue;
     }

@@ -28,6 +28,12 @@ struct G1Layout {
   uint64_t grain_bytes = 0;
   uint32_t region_bottom = 0, region_end = 8, region_top = 16, region_tag = 0;  // offsets in HeapRegion
   int64_t tag_free = 0, tag_starts_humongous = 0, tag_continues_humongous = 0;
+  // VMStructs describes the region's type (HeapRegion::_type, JDK 9+). JDK
+  // 8's exports none: a region in use is then told humongous by its first
+  // object (G1 allocates objects of half a region or more as humongous),
+  // the regions that object covers are its continues-humongous ones, and
+  // empty regions (free ones among them) are not counted.
+  bool region_types = true;
 
   // Objects
   bool compact_headers = false;        // JDK 24+ -XX:+UseCompactObjectHeaders: klass in the mark word
@@ -42,6 +48,12 @@ struct G1Layout {
   // ObjArrayKlass::_bottom_klass (0: not described): the element class of
   // an array of hidden classes, whose name ends in that class's address.
   uint32_t objarray_bottom_klass = 0;
+  // JDK 9-15's VM-anonymous classes (Unsafe.defineAnonymousClass: lambdas),
+  // which Klass::external_name() and so jcmd name "Foo$$Lambda$14/0x" +
+  // the InstanceKlass's address: InstanceKlass::_misc_flags and its
+  // _misc_is_anonymous bit (0: not described, as before 9 and from 16 on).
+  uint32_t instance_misc_flags = 0;
+  uint32_t misc_is_anonymous = 0;
   int32_t mirror_size_offset = 0;      // java_lang_Class::_oop_size_offset (size in words)
 
   // [start, end) ranges not to parse: the unused tails of live TLABs.

@@ -53,6 +53,7 @@ std::optional<LibJvm> find_libjvm(const Target& target) {
     y.struct_stride = addr("gHotSpotVMStructEntryArrayStride");
     y.type_type_name = addr("gHotSpotVMTypeEntryTypeNameOffset");
     y.type_size = addr("gHotSpotVMTypeEntrySizeOffset");
+    y.type_superclass_name = addr("gHotSpotVMTypeEntrySuperclassNameOffset");
     y.type_stride = addr("gHotSpotVMTypeEntryArrayStride");
     y.int_name = addr("gHotSpotVMIntConstantEntryNameOffset");
     y.int_value = addr("gHotSpotVMIntConstantEntryValueOffset");

@@ -85,6 +85,19 @@ std::string read_remote_c_string(ChunkCache& mem, uint64_t addr, size_t max) {
   return {};  // no NUL within max bytes (or a null pointer)
 }
 
+std::string jre_version_of(std::string_view info) {
+  constexpr std::string_view kJre = " JRE (";
+  const size_t at = info.find(kJre);
+  if (at == std::string_view::npos) return {};
+  const std::string_view rest = info.substr(at + kJre.size());
+  const size_t close = rest.find(')');
+  if (close == std::string_view::npos || close == 0 || close > 64) return {};
+  const std::string_view v = rest.substr(0, close);
+  for (unsigned char c : v)
+    if (c <= 0x20 || c >= 0x7f) return {};
+  return std::string(v);
+}
+
 std::optional<HotSpotVm> HotSpotVm::read(ChunkCache& mem, const HotSpotSymbols& y, const Deadline& deadline,
                                          std::string& error) {
   HotSpotSymbols s = y;
@@ -116,7 +129,16 @@ std::optional<HotSpotVm> HotSpotVm::read(ChunkCache& mem, const HotSpotSymbols& 
     error = "cannot read the gHotSpotVM* table pointers";
     return std::nullopt;
   }
+  // Optional (every HotSpot since 6 exports it, but the collector needs it
+  // only where a field sits on a base class).
+  uint64_t ty_super = 0;
+  const bool have_super = s.type_superclass_name != 0;
+  if (have_super && !read_layout(mem, {{s.type_superclass_name, &ty_super}}, error)) return std::nullopt;
   auto fits = [](uint64_t off, uint64_t len, uint64_t stride) { return in_bounds(off, len, stride); };
+  if (have_super && !fits(ty_super, 8, ty_stride)) {
+    error = "VMStructs entry layout does not fit its stride";
+    return std::nullopt;
+  }
   if (!fits(st_type, 8, st_stride) || !fits(st_field, 8, st_stride) || !fits(st_tstr, 8, st_stride) ||
       !fits(st_static, 4, st_stride) || !fits(st_off, 8, st_stride) || !fits(st_addr, 8, st_stride) ||
       !fits(ty_name, 8, ty_stride) || !fits(ty_size, 8, ty_stride) || !fits(in_name, 8, in_stride) ||
@@ -139,7 +161,11 @@ std::optional<HotSpotVm> HotSpotVm::read(ChunkCache& mem, const HotSpotSymbols& 
   });
   ok = ok && walk_table(mem, types, ty_stride, ty_name, "gHotSpotVMTypes", deadline, error, [&](ByteView r) {
     std::string name = read_remote_c_string(mem, u64_at(r, ty_name));
-    if (!name.empty()) vm.types_.emplace(std::move(name), u64_at(r, ty_size));
+    if (name.empty()) return;
+    TypeEntry t;
+    t.size = u64_at(r, ty_size);
+    if (have_super) t.superclass = read_remote_c_string(mem, u64_at(r, ty_super));
+    vm.types_.emplace(std::move(name), std::move(t));
   });
   ok = ok && walk_table(mem, ints, in_stride, in_name, "gHotSpotVMIntConstants", deadline, error, [&](ByteView r) {
     std::string name = read_remote_c_string(mem, u64_at(r, in_name));
@@ -158,12 +184,19 @@ std::optional<HotSpotVm> HotSpotVm::read(ChunkCache& mem, const HotSpotSymbols& 
   return vm;
 }
 
-const VmField* HotSpotVm::field(std::string_view type, std::string_view name) const {
-  std::string key(type);
-  key += "::";
-  key += name;
-  auto it = fields_.find(key);
-  return it == fields_.end() ? nullptr : &it->second;
+const VmField* HotSpotVm::field(std::string_view type, std::string_view name, std::string* declared_in) const {
+  std::string t(type);
+  // Up the superclass chain, at most kMaxTypeDepth types: a chain the
+  // target made longer, or circular, ends there.
+  for (int depth = 0; depth < kMaxTypeDepth && !t.empty(); ++depth) {
+    auto it = fields_.find(t + "::" + std::string(name));
+    if (it != fields_.end()) {
+      if (declared_in) *declared_in = t;
+      return &it->second;
+    }
+    t = superclass(t);
+  }
+  return nullptr;
 }
 
 const VmField* HotSpotVm::field_any(std::initializer_list<std::string_view> types, std::string_view name) const {
@@ -175,7 +208,12 @@ const VmField* HotSpotVm::field_any(std::initializer_list<std::string_view> type
 std::optional<uint64_t> HotSpotVm::type_size(std::string_view type) const {
   auto it = types_.find(std::string(type));
   if (it == types_.end()) return std::nullopt;
-  return it->second;
+  return it->second.size;
+}
+
+std::string HotSpotVm::superclass(std::string_view type) const {
+  auto it = types_.find(std::string(type));
+  return it == types_.end() ? std::string() : it->second.superclass;
 }
 
 std::optional<uint64_t> HotSpotVm::checked_type_size(std::initializer_list<std::string_view> types,
@@ -196,15 +234,23 @@ std::optional<uint64_t> HotSpotVm::checked_type_size(std::initializer_list<std::
 std::optional<uint64_t> HotSpotVm::field_offset(std::initializer_list<std::string_view> types, std::string_view name,
                                                 uint64_t bytes, std::string& error) const {
   for (auto t : types) {
-    const VmField* f = field(t, name);
+    std::string decl;
+    const VmField* f = field(t, name, &decl);
     if (!f) continue;
-    const std::string what = std::string(t) + "::" + std::string(name);
+    std::string what = std::string(t) + "::" + std::string(name);
+    if (decl != t) what += " (declared in " + decl + ")";
     if (f->is_static) {
       error = what + " is static, expected a field";
       return std::nullopt;
     }
+    // A base class's field must fit in the base class and in the type read.
     auto size = checked_type_size({t}, error);
     if (!size) return std::nullopt;
+    if (decl != t) {
+      auto base = checked_type_size({decl}, error);
+      if (!base) return std::nullopt;
+      size = std::min(*size, *base);
+    }
     if (!in_bounds(f->offset, bytes, *size)) {
       error = what + " at offset " + std::to_string(f->offset) + " (+" + std::to_string(bytes) +
               " bytes) does not fit in its type's " + std::to_string(*size) + " bytes";
@@ -238,22 +284,31 @@ std::optional<std::map<std::string, uint64_t>> read_jvm_flags(ChunkCache& mem, c
   // Real JVMs: ~1,300 flags of 24 bytes.
   constexpr uint64_t kMaxFlags = 10000, kMinRecord = 16, kMaxRecord = 256;
   std::map<std::string, uint64_t> out;
-  const VmField* flags = vm.field("JVMFlag", "flags");
-  const VmField* num = vm.field("JVMFlag", "numFlags");
-  if (!flags || !num) return out;  // no flag table (not JDK 9+): every flag unknown
-  auto size = vm.checked_type_size({"JVMFlag"}, error);
+  // The flag record: JVMFlag (JDK 11+) or Flag (8), whichever describes a table.
+  const char* type = nullptr;
+  const VmField *flags = nullptr, *num = nullptr;
+  for (const char* t : {"JVMFlag", "Flag"}) {
+    flags = vm.field(t, "flags");
+    num = vm.field(t, "numFlags");
+    if (flags && num) {
+      type = t;
+      break;
+    }
+  }
+  if (!type) return out;  // no flag table: every flag unknown
+  auto size = vm.checked_type_size({type}, error);
   if (!size) return std::nullopt;
   if (*size < kMinRecord || *size > kMaxRecord) {
-    error = "implausible JVMFlag record size " + std::to_string(*size);
+    error = "implausible " + std::string(type) + " record size " + std::to_string(*size);
     return std::nullopt;
   }
-  auto name_off = vm.field_offset({"JVMFlag"}, "_name", 8, error);
+  auto name_off = vm.field_offset({type}, "_name", 8, error);
   if (!name_off) return std::nullopt;
-  auto addr_off = vm.field_offset({"JVMFlag"}, "_addr", 8, error);
+  auto addr_off = vm.field_offset({type}, "_addr", 8, error);
   if (!addr_off) return std::nullopt;
   uint64_t base = 0, n = 0;
   if (!mem.get(flags->address, base) || !mem.get(num->address, n)) {
-    error = "cannot read JVMFlag::flags or JVMFlag::numFlags";
+    error = "cannot read " + std::string(type) + "::flags or ::numFlags";
     return std::nullopt;
   }
   if (n > kMaxFlags) {
@@ -262,7 +317,7 @@ std::optional<std::map<std::string, uint64_t>> read_jvm_flags(ChunkCache& mem, c
   }
   std::vector<uint8_t> all(n * *size);
   if (!mem.read(base, all.data(), all.size())) {
-    error = "cannot read the JVMFlag table (" + std::to_string(n) + " flags)";
+    error = "cannot read the " + std::string(type) + " table (" + std::to_string(n) + " flags)";
     return std::nullopt;
   }
   const ByteView table(all.data(), all.size());

@@ -30,6 +30,9 @@ struct HotSpotSymbols {
   uint64_t struct_type_name = 0, struct_field_name = 0, struct_type_string = 0, struct_is_static = 0,
            struct_offset = 0, struct_address = 0, struct_stride = 0;
   uint64_t type_type_name = 0, type_size = 0, type_stride = 0;
+  // gHotSpotVMTypeEntrySuperclassNameOffset; 0 when libjvm exports none
+  // (then every type is read as a top-level one).
+  uint64_t type_superclass_name = 0;
   uint64_t int_name = 0, int_value = 0, int_stride = 0;
   uint64_t long_name = 0, long_value = 0, long_stride = 0;
 };
@@ -44,6 +47,10 @@ struct VmField {
 class HotSpotVm {
  public:
   static constexpr size_t kMaxEntries = 20000;
+  // Base classes followed up from a type when a field is looked up: HotSpot's
+  // deepest chains are a few levels (HeapRegion < G1ContiguousSpace <
+  // CompactibleSpace < Space in JDK 11); this also ends a cycle.
+  static constexpr int kMaxTypeDepth = 16;
   // The largest type size believed: HotSpot's biggest structs the collector
   // indexes (JavaThread, G1CollectedHeap) are a few KiB.
   static constexpr uint64_t kMaxTypeBytes = 64 << 10;
@@ -52,13 +59,18 @@ class HotSpotVm {
   static std::optional<HotSpotVm> read(ChunkCache& mem, const HotSpotSymbols& syms, const Deadline& deadline,
                                        std::string& error);
 
-  // "Type::field"; for renamed types, the first name that exists wins.
-  const VmField* field(std::string_view type, std::string_view name) const;
+  // "Type::field", declared by the type itself or by one of its base classes
+  // (gHotSpotVMTypes names each type's superclass: a field moves to a base
+  // class between versions, e.g. HeapRegion::_bottom is Space's in JDK 11);
+  // the nearest declaration wins. declared_in, when given, is set to the type
+  // that declares it. For renamed types, the first name that exists wins.
+  const VmField* field(std::string_view type, std::string_view name, std::string* declared_in = nullptr) const;
   const VmField* field_any(std::initializer_list<std::string_view> types, std::string_view name) const;
   // The offset of a non-static field that is read as `bytes` bytes, checked
   // against its own type: offset + bytes must fit in the type's size from
-  // gHotSpotVMTypes, itself at most kMaxTypeBytes. The first of `types` that
-  // has the field is used. nullopt + an error naming the field when it is
+  // gHotSpotVMTypes, itself at most kMaxTypeBytes (and, for a field of a base
+  // class, in the base class's size too). The first of `types` that has the
+  // field (itself or through a base class) is used. nullopt + an error naming the field when it is
   // missing, static, or does not fit.
   std::optional<uint64_t> field_offset(std::initializer_list<std::string_view> types, std::string_view name,
                                        uint64_t bytes, std::string& error) const;
@@ -66,6 +78,9 @@ class HotSpotVm {
   // kMaxTypeBytes; nullopt + error otherwise.
   std::optional<uint64_t> checked_type_size(std::initializer_list<std::string_view> types, std::string& error) const;
   std::optional<uint64_t> type_size(std::string_view type) const;
+  // The superclass gHotSpotVMTypes names for `type`; empty for a top-level
+  // type, an unknown one, or when libjvm exports no superclass names.
+  std::string superclass(std::string_view type) const;
   bool has_type(std::string_view type) const { return types_.count(std::string(type)) != 0; }
   std::optional<int64_t> int_constant(std::string_view name) const;
   std::optional<uint64_t> long_constant(std::string_view name) const;
@@ -73,7 +88,11 @@ class HotSpotVm {
 
  private:
   std::unordered_map<std::string, VmField> fields_;
-  std::unordered_map<std::string, uint64_t> types_;
+  struct TypeEntry {
+    uint64_t size = 0;
+    std::string superclass;
+  };
+  std::unordered_map<std::string, TypeEntry> types_;
   std::unordered_map<std::string, int64_t> ints_;
   std::unordered_map<std::string, uint64_t> longs_;
 };
@@ -90,6 +109,16 @@ std::optional<T> read_static(ChunkCache& mem, const VmField* f) {
 // unreadable or longer. At most a few reads whatever the bytes (a read never
 // crosses a page, so the first one that fails ends it).
 std::string read_remote_c_string(ChunkCache& mem, uint64_t addr, size_t max = 256);
+
+// The JDK's version as `java -version` prints it on its "Runtime
+// Environment (build ...)" line, from HotSpot's internal VM info string
+// (Abstract_VM_Version::_s_internal_vm_info_string: "OpenJDK 64-Bit Server
+// VM (25.504-b01) for linux-amd64 JRE (1.8.0_504-8u504-ga-1-b01), built on
+// ..."): what follows " JRE (" up to ")". JDK 8's VM release (25.504-b01)
+// is not the JDK's version; from JDK 9 on both are the same string. Empty
+// when the string has no such part, or it is not a plausible version (at
+// most 64 printable characters, no space).
+std::string jre_version_of(std::string_view vm_info);
 
 // The JVM's command-line flags among `wanted`, by name, each with the address
 // of its value: JVMFlag::flags[JVMFlag::numFlags], each record holding its

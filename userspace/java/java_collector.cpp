@@ -71,8 +71,12 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
     return finish();
   }
   auto& flags = *found_flags;
-  if (auto vsym = read_static<uint64_t>(mem, vm->field("Abstract_VM_Version", "_s_vm_release")))
-    snap.runtime_version = read_remote_c_string(mem, *vsym, 64);
+  // The JDK's version (java -version's build line), else the VM's release.
+  if (auto info = read_static<uint64_t>(mem, vm->field("Abstract_VM_Version", "_s_internal_vm_info_string")))
+    snap.runtime_version = jre_version_of(read_remote_c_string(mem, *info, 512));
+  if (snap.runtime_version.empty())
+    if (auto vsym = read_static<uint64_t>(mem, vm->field("Abstract_VM_Version", "_s_vm_release")))
+      snap.runtime_version = read_remote_c_string(mem, *vsym, 64);
   uint8_t g1 = 0;
   if (!flags.count("UseG1GC") || !mem.get(flags["UseG1GC"], g1) || !g1) {
     const char* gc = other_collector(mem, flags);
