@@ -1521,6 +1521,16 @@ class FakeJvm {
 
 }  // namespace
 
+// The fake heap walked with a resolved layout: complete, its markers all
+// found, nothing left unparsed.
+void expect_walks_whole(FakeJvm& j, const decltype(FakeJvm().resolve().L)& layout, uint64_t markers) {
+  j.g.L = layout;
+  auto w = j.g.walk();
+  ASSERT_EQ(w.status, SnapshotStatus::kComplete) << w.reason;
+  EXPECT_EQ(classes(w)["Marker"].first, markers);
+  EXPECT_EQ(w.unparsed_bytes, 0u);
+}
+
 TEST(G1LayoutResolution, ResolvesAConsistentLayoutAndWalksWithIt) {
   FakeJvm j;
   const uint32_t marker = j.g.klass("Marker", 24);
@@ -1546,11 +1556,7 @@ TEST(G1LayoutResolution, ResolvesAConsistentLayoutAndWalksWithIt) {
   EXPECT_EQ(r.L.object_alignment, 8u);
   EXPECT_EQ(r.L.mirror_size_offset, 16);
   EXPECT_EQ(r.L.holes, (std::vector<std::pair<uint64_t, uint64_t>>{{tail, tail + 4096}}));
-  j.g.L = r.L;
-  auto w = j.g.walk();
-  ASSERT_EQ(w.status, SnapshotStatus::kComplete) << w.reason;
-  EXPECT_EQ(classes(w)["Marker"].first, 15u);
-  EXPECT_EQ(w.unparsed_bytes, 0u);
+  expect_walks_whole(j, r.L, 15);
 }
 
 // Every offset the target gives is checked, once, against the size of the
@@ -1649,11 +1655,7 @@ TEST(G1LayoutResolution, Jdk11sDescriptionResolvesTheSameLayout) {
   EXPECT_TRUE(r.L.region_types);
   EXPECT_EQ(r.L.narrow_klass_base, j.g.klass_area());
   EXPECT_EQ(r.L.holes, (std::vector<std::pair<uint64_t, uint64_t>>{{tail, tail + 4096}}));
-  j.g.L = r.L;
-  auto w = j.g.walk();
-  ASSERT_EQ(w.status, SnapshotStatus::kComplete) << w.reason;
-  EXPECT_EQ(classes(w)["Marker"].first, 15u);
-  EXPECT_EQ(w.unparsed_bytes, 0u);
+  expect_walks_whole(j, r.L, 15);
 }
 
 // A base class's field is checked against the base class: Space::_end 44
@@ -1679,10 +1681,7 @@ TEST(G1LayoutResolution, Jdk8sDescriptionResolvesWithoutRegionTypes) {
   EXPECT_FALSE(r.L.region_types);
   EXPECT_EQ(r.L.region_top, 16u);
   EXPECT_TRUE(r.L.compressed_klass);  // from Flag::flags
-  j.g.L = r.L;
-  auto w = j.g.walk();
-  ASSERT_EQ(w.status, SnapshotStatus::kComplete) << w.reason;
-  EXPECT_EQ(classes(w)["Marker"].first, 10u);
+  expect_walks_whole(j, r.L, 10);
 }
 
 // The linked list of threads comes from the target: one that loops back, or
