@@ -57,6 +57,16 @@ TEST(AgentEndToEnd, RealOomKillFollowsSnapshotOfLeakingGoProgram) {
   EXPECT_EQ(rec["comm"], "heapfixture");
   EXPECT_GT(rec["score"].get<int64_t>(), 0);
   EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
+  // Where the charge was as the capture started: the leak is anonymous memory.
+  const json& stat = rec["container"]["memory_stat"];
+  EXPECT_GE(stat.value("anon", uint64_t{0}), rec["container"]["usage_bytes"].get<uint64_t>() / 2) << stat.dump(2);
+  for (const char* kind : {"file", "shmem", "kernel", "active_anon", "inactive_anon"})
+    EXPECT_TRUE(stat.contains(kind)) << kind << "\n" << stat.dump(2);
+  // The container's processes as the kernel's OOM report lists them.
+  ASSERT_EQ(rec["container"]["tasks_total"], 1) << rec["container"].dump(2);
+  EXPECT_EQ(rec["container"]["tasks"][0]["pid"], victim);
+  EXPECT_GE(rec["container"]["tasks"][0]["rss_bytes"].get<uint64_t>(), stat.value("anon", uint64_t{0}) / 2);
+  EXPECT_EQ(rec["container"]["tasks"][0]["oom_score_adj"], 0);
 
   // The snapshot: complete, the leaking function on top.
   const json& snap = rec["tracer_data"]["snapshot"];
@@ -70,6 +80,9 @@ TEST(AgentEndToEnd, RealOomKillFollowsSnapshotOfLeakingGoProgram) {
   EXPECT_EQ(rec["oom_kill"]["pid"], victim);
   EXPECT_EQ(rec["oom_kill"]["matches_victim"], true);
   EXPECT_GT(rec["oom_kill"]["lead_ms"].get<double>(), 0.0);
+  // memory.stat again as the kill was taken in (the victim's pages may be
+  // on their way out by then, so only that it was read).
+  EXPECT_TRUE(rec["oom_kill"]["memory_stat"].contains("anon")) << rec["oom_kill"].dump(2);
   ASSERT_TRUE(rec.contains("exit"));
   EXPECT_EQ(rec["exit"]["signal"], SIGKILL);
 

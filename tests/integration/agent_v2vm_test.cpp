@@ -128,6 +128,26 @@ void expect_container_and_snapshot(const json& rec, const std::map<std::string, 
   EXPECT_GT(rec["score"].get<int64_t>(), 0);
   EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
 
+  // v2's memory.stat in the same vocabulary as v1's: the leaker's and the
+  // holder's pages are anonymous.
+  const json& stat = c["memory_stat"];
+  EXPECT_GE(stat.value("anon", uint64_t{0}), c["usage_bytes"].get<uint64_t>() / 2) << stat.dump(2);
+  for (const char* kind : {"file", "shmem", "kernel", "file_mapped", "active_anon", "inactive_anon"})
+    EXPECT_TRUE(stat.contains(kind)) << kind << "\n" << stat.dump(2);
+  EXPECT_TRUE(stat["raw"].contains("anon")) << stat.dump(2);
+  // The task list, largest RSS first, the exempt holder in it with its -1000.
+  ASSERT_GE(c["tasks"].size(), 2u) << c.dump(2);
+  std::map<int64_t, json> tasks;
+  for (size_t i = 0; i < c["tasks"].size(); ++i) {
+    const json& t = c["tasks"][i];
+    tasks[t["pid"].get<int64_t>()] = t;
+    if (i) EXPECT_GE(c["tasks"][i - 1]["rss_bytes"], t["rss_bytes"]) << c["tasks"].dump(2);
+  }
+  ASSERT_TRUE(tasks.count(fact_int(facts, "holder_pid")) && tasks.count(fact_int(facts, "leaker_pid")))
+      << c["tasks"].dump(2);
+  EXPECT_EQ(tasks[fact_int(facts, "holder_pid")]["oom_score_adj"], -1000);
+  EXPECT_GE(tasks[fact_int(facts, "holder_pid")]["rss_bytes"].get<uint64_t>(), 30 * kMiB);
+
   EXPECT_EQ(rec["tracer_data"]["language"], "go");
   const json& snap = rec["tracer_data"]["snapshot"];
   EXPECT_EQ(snap["status"], "complete") << snap.dump(2);
@@ -167,6 +187,7 @@ void check_phase1(const std::string& dir) {
 
     // The holder is exempt, so the kernel killed the leaker, after the snapshot.
     ASSERT_TRUE(r.contains("oom_kill")) << r.dump(2);
+    EXPECT_TRUE(r["oom_kill"]["memory_stat"].contains("anon")) << r["oom_kill"].dump(2);
     EXPECT_EQ(r["oom_kill"]["pid"].get<int64_t>(), fact_int(facts, "leaker_pid"));
     EXPECT_EQ(r["oom_kill"]["matches_victim"], true);
     EXPECT_EQ(r["oom_kill"]["cgroup_path"], kBox);

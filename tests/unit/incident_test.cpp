@@ -75,6 +75,37 @@ TEST(IncidentRecord, CollectedIncidentWithKill) {
   EXPECT_EQ(j["timeline"]["oom_kill_ns"], 9'400'000'000ull);
 }
 
+TEST(IncidentRecord, MemoryStatAtCaptureAndKillAndTheTaskList) {
+  Incident inc = collected();
+  EXPECT_FALSE(to_json(inc, ctx())["container"].contains("memory_stat"));  // not read: absent
+  EXPECT_FALSE(to_json(inc, ctx())["container"].contains("tasks"));
+  inc.container.memory_stat = parse_memory_stat(2, "anon 900\nfile 50\nshmem 10\n", std::nullopt, 0);
+  VictimCandidate t;
+  t.pid = 1234;
+  t.comm = "leaker";
+  t.oom_score_adj = -10;
+  t.memory.rss_bytes = 800;
+  t.memory.page_table_bytes = 16;
+  inc.container.tasks = {t};
+  inc.container.tasks_total = 3;
+  inc.oom_kill = OomKillInfo{1234, "leaker", "/x", 9'400'000'000ull, 4096, true, {}};
+  inc.oom_kill->memory_stat = MemoryStat{};
+  inc.oom_kill->memory_stat->error = "cannot read /x/memory.stat";
+  nlohmann::json j = to_json(inc, ctx());
+  const auto& c = j["container"];
+  EXPECT_EQ(c["memory_stat"]["anon"], 900);
+  EXPECT_EQ(c["memory_stat"]["swap"], 0);
+  EXPECT_EQ(c["memory_stat"]["raw"]["shmem"], 10);
+  ASSERT_EQ(c["tasks"].size(), 1u);
+  EXPECT_EQ(c["tasks"][0], nlohmann::json({{"pid", 1234},
+                                           {"comm", "leaker"},
+                                           {"rss_bytes", 800},
+                                           {"page_table_bytes", 16},
+                                           {"oom_score_adj", -10}}));
+  EXPECT_EQ(c["tasks_total"], 3);
+  EXPECT_EQ(j["oom_kill"]["memory_stat"]["error"], "cannot read /x/memory.stat");
+}
+
 TEST(IncidentRecord, KillBeforeSnapshotHasNegativeLead) {
   Incident inc = collected();
   inc.oom_kill = OomKillInfo{1234, "leaker", "/x", 9'120'000'000ull, 0, true, {}};

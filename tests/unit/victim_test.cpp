@@ -236,3 +236,20 @@ TEST(Victim, LiveRaisedAdjOverridesSize) {
   EXPECT_EQ(v->pid, idle.pid());
   EXPECT_EQ(v->oom_score_adj, 1000);
 }
+
+TEST(Victim, LargestTasksAreTheKernelsTaskListBoundedByRss) {
+  // The unkillable are listed too (the kernel's OOM report lists them), and
+  // a tie in RSS goes to the lower pid.
+  std::vector<VictimCandidate> cands = {cand(70, 100), cand(71, 300, -1000), cand(72, 50),
+                                        cand(73, 100),  cand(74, 400, 0, 9, 2)};
+  auto top = largest_tasks(cands, 3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].pid, 74);
+  EXPECT_EQ(top[0].memory.swap_bytes, 9 * kPage);
+  EXPECT_EQ(top[1].pid, 71);
+  EXPECT_EQ(top[1].oom_score_adj, -1000);
+  EXPECT_EQ(top[2].pid, 70);
+  EXPECT_EQ(largest_tasks(cands, 10).size(), 5u);
+  EXPECT_EQ(largest_tasks(cands, 10)[4].pid, 72);
+  EXPECT_TRUE(largest_tasks({}, 3).empty());
+}

@@ -682,6 +682,7 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   if (match) {
     Incident& inc = match->inc;
     inc.oom_kill = k;
+    inc.oom_kill->memory_stat = read_memory_stat(cgroups_->fs(), inc.container.cgroup_path);
     inc.timeline.oom_kill = e.ktime_ns;
     if (!match->collecting) {
       inc.oom_kill->matches_victim = inc.victim && inc.oom_kill->killed_pid(inc.victim->pid);
@@ -704,6 +705,7 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
                           {"rss_shmem_pages", e.rss_shmem_pages}};
   describe_container(inc.container, cgroups_->limited_container_of(*memcg).value_or(*memcg));
   inc.oom_kill = k;
+  inc.oom_kill->memory_stat = read_memory_stat(cgroups_->fs(), inc.container.cgroup_path);
   inc.timeline.oom_kill = e.ktime_ns;
   inc.reason = why_no_snapshot(inc.container.cgroup_path, monotonic_now_ns());
   log_->info("incident {}: OOM kill of {} ({}) in {} without a prior snapshot", id, pid, printable(k.comm),

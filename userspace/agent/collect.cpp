@@ -119,9 +119,12 @@ bool no_runtime(const CandidateCapture& c) {
 
 std::vector<VictimCandidate> rank_container(Incident& inc, const CgroupFs& fs) {
   const auto pids = container_pids(fs, inc.container.cgroup_path);
+  auto candidates = read_candidates(pids);
+  inc.container.tasks_total = candidates.size();
+  inc.container.tasks = largest_tasks(candidates, kMaxRecordedTasks);
   // The kernel scales oom_score_adj by the limit of the OOM-ing cgroup.
   const uint64_t limit = inc.container.stats.limit_bytes.value_or(0);
-  auto ranked = rank_victims(read_candidates(pids), limit);
+  auto ranked = rank_victims(std::move(candidates), limit);
   if (ranked.empty()) {
     inc.outcome = CollectionOutcome::kNoVictim;
     inc.reason = pids.empty() ? "the container has no processes"
@@ -138,6 +141,9 @@ std::optional<VictimCandidate> choose_victim(Incident& inc, const CgroupFs& fs) 
 
 void collect_incident(Incident& inc, const CgroupFs& fs, const CaptureOptions& options, const CaptureFn& capture,
                       size_t max_processes) {
+  // The container's charge by kind as the capture starts, before the
+  // capture's own reads move anything.
+  inc.container.memory_stat = read_memory_stat(fs, inc.container.cgroup_path);
   auto ranked = rank_container(inc, fs);
   if (ranked.empty()) return;
   capture_victim(inc, ranked.front(), fs, options, capture);

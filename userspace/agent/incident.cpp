@@ -78,6 +78,23 @@ nlohmann::json container_json(const IncidentContainer& c) {
   if (c.stats.high_bytes) j["high_bytes"] = *c.stats.high_bytes;
   if (c.stats.swap_bytes) j["swap_bytes"] = *c.stats.swap_bytes;
   if (!c.stats.events.empty()) j["events"] = c.stats.events;
+  if (c.memory_stat) j["memory_stat"] = to_json(*c.memory_stat);
+  if (c.tasks_total) {
+    nlohmann::json tasks = nlohmann::json::array();
+    for (const VictimCandidate& t : c.tasks) {
+      nlohmann::json e;
+      e["pid"] = t.pid;
+      e["comm"] = t.comm;
+      // The columns of the kernel's OOM task dump (mm/oom_kill.c dump_task).
+      if (t.memory.rss_bytes) e["rss_bytes"] = *t.memory.rss_bytes;
+      if (t.memory.swap_bytes) e["swap_bytes"] = *t.memory.swap_bytes;
+      if (t.memory.page_table_bytes) e["page_table_bytes"] = *t.memory.page_table_bytes;
+      e["oom_score_adj"] = t.oom_score_adj;
+      tasks.push_back(std::move(e));
+    }
+    j["tasks"] = std::move(tasks);
+    j["tasks_total"] = c.tasks_total;
+  }
   return j;
 }
 
@@ -181,6 +198,7 @@ nlohmann::json to_json(const Incident& inc, const RecordContext& ctx) {
     k["kernel_ts_ns"] = inc.oom_kill->kernel_ns;
     k["rss_bytes"] = inc.oom_kill->rss_bytes;
     if (!inc.oom_kill->pid_source.empty()) k["pid_source"] = inc.oom_kill->pid_source;
+    if (inc.oom_kill->memory_stat) k["memory_stat"] = to_json(*inc.oom_kill->memory_stat);
     auto lead = lead_ms(inc);
     k["lead_ms"] = lead ? nlohmann::json(*lead) : nlohmann::json(nullptr);
     k["group_kill"] = inc.oom_kill->group_kill;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/cgroup.h"
+#include "agent/memory_stat.h"
 #include "agent/pod_identity.h"
 #include "agent/policy.h"
 #include "agent/victim.h"
@@ -22,6 +23,12 @@ struct IncidentContainer {
   std::string cgroup_path;  // relative to the memory cgroup mount
   uint64_t inode = 0;
   MemcgStats stats;         // usage/limit/high when the decision was made
+  // memory.stat as the collection started (the agent's worker reads it).
+  std::optional<MemoryStat> memory_stat;
+  // The container's largest processes (kMaxRecordedTasks, by RSS) as the
+  // collection found them, and how many it found.
+  std::vector<VictimCandidate> tasks;
+  size_t tasks_total = 0;
   std::optional<ContainerRef> ref;
   // Names from kubelet's log directories, filled as the record is built.
   std::optional<PodIdentity> pod;
@@ -50,6 +57,9 @@ struct OomKillInfo {
   bool group_kill = false;   // more than one process killed, or the memcg's oom_group_kill counter rose
   uint32_t invoker = 0;      // thread that ran the OOM killer (the event's identity, with the memcg)
   std::string pid_source;    // how `pid` was obtained: task | current | proc_status | trace_entry
+  // The container's memory.stat as the agent took the kill in: read after
+  // the kill, so the victim's pages may already be on their way out.
+  std::optional<MemoryStat> memory_stat;
 
   // Adds a process killed in this event; false when it was already in it.
   bool add_killed(KilledProcess k);
@@ -61,6 +71,9 @@ struct OomKillInfo {
 // Marks by the same invoker in the same container within this window are one
 // event; another invoker is another event.
 constexpr MonoNs kOomEventWindowNs = 1'000'000'000;
+
+// At most this many of a container's processes are listed in its record.
+inline constexpr size_t kMaxRecordedTasks = 32;
 
 struct ExitInfo {
   pid_t pid = 0;

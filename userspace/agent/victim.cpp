@@ -65,6 +65,20 @@ std::vector<VictimCandidate> rank_victims(std::vector<VictimCandidate> cands, ui
   return ranked;
 }
 
+std::vector<VictimCandidate> largest_tasks(std::vector<VictimCandidate> cands, size_t n) {
+  auto larger = [](const VictimCandidate& a, const VictimCandidate& b) {
+    const uint64_t ra = a.memory.rss_bytes.value_or(0), rb = b.memory.rss_bytes.value_or(0);
+    return ra != rb ? ra > rb : a.pid < b.pid;
+  };
+  if (cands.size() > n) {
+    std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(n), cands.end(), larger);
+    cands.resize(n);
+  } else {
+    std::sort(cands.begin(), cands.end(), larger);
+  }
+  return cands;
+}
+
 std::optional<VictimCandidate> pick_victim(std::vector<VictimCandidate> cands, uint64_t limit_bytes) {
   auto ranked = rank_victims(std::move(cands), limit_bytes);
   if (ranked.empty()) return std::nullopt;

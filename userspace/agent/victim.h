@@ -36,6 +36,11 @@ std::optional<VictimCandidate> pick_victim(std::vector<VictimCandidate> cands, u
 // them (pick_victim's order), score_pages set; the unkillable left out.
 std::vector<VictimCandidate> rank_victims(std::vector<VictimCandidate> cands, uint64_t limit_bytes);
 
+// Pure: the n candidates with the largest RSS (then the lower pid), as the
+// kernel's OOM report lists a memcg's tasks (rss, swap, page tables,
+// oom_score_adj), the unkillable among them.
+std::vector<VictimCandidate> largest_tasks(std::vector<VictimCandidate> cands, size_t n);
+
 // Live: reads identity, /proc/PID/status and /proc/PID/oom_score_adj. Pids that
 // vanish (or are reused) while being read are left out, not reported as errors.
 std::vector<VictimCandidate> read_candidates(const std::vector<pid_t>& pids);

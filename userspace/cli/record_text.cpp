@@ -141,6 +141,38 @@ class Block {
 
 // ------------------------------------------------------------- the parts
 
+// memory.stat's kinds that add up to the charge, and shmem (part of file),
+// in that order; the kinds the record lacks are left out.
+std::string charge_text(const json& stat) {
+  if (auto error = text_at(stat, "error")) return "memory.stat not read: " + *error;
+  std::string t;
+  for (const char* kind : {"anon", "file", "shmem", "kernel", "swap"}) {
+    auto v = u64_at(stat, kind);
+    if (!v) continue;
+    if (!t.empty()) t += ", ";
+    t += std::string(kind) + " " + human_bytes(*v);
+  }
+  return t.empty() ? "(no memory.stat kinds)" : t;
+}
+
+// The container's largest processes, as the kernel's OOM report lists them.
+void render_tasks(Block& b, const json& c) {
+  const json* tasks = array_at(c, "tasks");
+  if (!tasks) return;
+  constexpr size_t kShown = 3;
+  size_t shown = 0;
+  for (const json& task : *tasks) {
+    if (shown == kShown || !task.is_object()) break;
+    std::string t = "pid " + std::to_string(i64_at(task, "pid").value_or(0)) + " " +
+                    text_at(task, "comm", kMaxTextBytes).value_or("?") + ", rss " +
+                    human_bytes(u64_at(task, "rss_bytes").value_or(0));
+    if (auto adj = i64_at(task, "oom_score_adj"); adj && *adj) t += ", oom_score_adj " + std::to_string(*adj);
+    b.line(shown++ ? "" : "processes", t);
+  }
+  if (auto total = u64_at(c, "tasks_total"); total && *total > shown)
+    b.more("and " + count_of(*total - shown, "more process", "more processes"));
+}
+
 void render_container(Block& b, const json& rec) {
   const json* c = object_at(rec, "container");
   if (!c) {
@@ -172,6 +204,8 @@ void render_container(Block& b, const json& rec) {
   if (auto high = u64_at(*c, "high_bytes")) t += ", high " + human_bytes(*high);
   if (auto swap = u64_at(*c, "swap_bytes"); swap && *swap) t += ", swap " + human_bytes(*swap);
   b.line("usage", t);
+  if (const json* stat = object_at(*c, "memory_stat")) b.line("charge", charge_text(*stat));
+  render_tasks(b, *c);
 }
 
 void render_trigger(Block& b, const json& rec, bool exit_record) {
