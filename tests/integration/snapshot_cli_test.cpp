@@ -1,4 +1,5 @@
-// The `oomsnap snapshot` command line contract, run as a real process.
+// The command line contract of `oomsnap snapshot` and of every subcommand,
+// run as a real process.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -175,4 +176,62 @@ TEST(SnapshotCli, RefusedExecutableSaysWhy) {
   EXPECT_NE(reason.find("the executable was not read: "), std::string::npos) << reason;
   EXPECT_NE(reason.find("70000 section headers"), std::string::npos) << reason;
   std::filesystem::remove_all(dir);
+}
+
+// Every subcommand reads its command line the same way (CLI11): help on
+// stdout with exit 0, `--k=v` as `--k v`, usage errors exit 2 naming the
+// option, with the command's usage.
+TEST(CliConventions, HelpGoesToStdoutWithExitZero) {
+  for (const char* args : {"--help", "-h", "snapshot --help", "show --help", "watch --help", "watch -h"}) {
+    CliRun r = run_oomsnap(args);
+    EXPECT_EQ(r.status, 0) << args;
+    EXPECT_NE(r.out.find("usage: oomsnap"), std::string::npos) << args << ": " << r.out;
+    EXPECT_TRUE(r.err.empty()) << args << ": " << r.err;
+  }
+}
+
+TEST(CliConventions, EqualsFormTakesTheValueAsTheSpacedForm) {
+  const std::string self = std::to_string(getpid());
+  for (const std::string& form : {"--pid " + self + " --max-entries 2", "--pid=" + self + " --max-entries=2"}) {
+    CliRun r = run_oomsnap("snapshot " + form + " --in-process");
+    EXPECT_EQ(r.status, 0) << form << ": " << r.err;
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << form << ": " << r.out;
+    EXPECT_EQ(j["pid"], getpid()) << form;
+  }
+  // A value that is not one, in the equals form too, is an error naming the option.
+  for (const char* option : {"show --last=0", "watch --bpf-mode=fentry", "watch --log-level=loud",
+                             "watch --http-listen=nope", "snapshot --pid=1 --format=xml"}) {
+    CliRun r = run_oomsnap(option);
+    EXPECT_EQ(r.status, 2) << option;
+    const std::string args = option, name = args.substr(args.rfind("--"), args.rfind('=') - args.rfind("--"));
+    EXPECT_NE(r.err.find(name + ":"), std::string::npos) << option << ": " << r.err;
+    EXPECT_NE(r.err.find("usage: oomsnap"), std::string::npos) << option << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << option;
+  }
+}
+
+TEST(CliConventions, UsageErrorsNameTheOptionAndExitTwo) {
+  struct Case {
+    const char *args, *names;
+  };
+  for (const Case& c : {Case{"snapshot", "--pid"}, Case{"snapshot --pid", "--pid"},
+                        Case{"snapshot --pid 1 --bogus", "--bogus"}, Case{"show --container ''", "--container"},
+                        Case{"show a.jsonl --config c.toml", "--config"}, Case{"watch --config", "--config"},
+                        Case{"watch --frob", "--frob"}}) {
+    CliRun r = run_oomsnap(c.args);
+    EXPECT_EQ(r.status, 2) << c.args;
+    EXPECT_NE(r.err.find(c.names), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args;
+  }
+}
+
+TEST(CliConventions, VersionNamesTheReleaseTheCommitAndTheBpfModes) {
+  CliRun r = run_oomsnap("--version");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("oomsnap 0.", 0), 0u) << r.out;
+  // The commit this binary was built from (a clean or dirty checkout's describe).
+  EXPECT_NE(r.out.find("\ncommit "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("commit unknown"), std::string::npos) << "built from a git checkout: " << r.out;
+  EXPECT_NE(r.out.find("bpf attach modes: raw_tp, tracepoint"), std::string::npos) << r.out;
 }

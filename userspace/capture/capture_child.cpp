@@ -6,13 +6,14 @@
 
 #include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <mutex>
 #include <thread>
+
+#include <CLI/CLI.hpp>
 
 #include "capture/capture.h"
 #include "capture/sandbox_policy.h"
@@ -27,23 +28,23 @@ struct ChildArgs {
   uint64_t result_max = 64ull << 20;
 };
 
-bool parse_u64(const std::string& s, uint64_t& out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
+// The agent's own arguments for the child (capture_sandbox.cpp); anything
+// else is refused, as a command line only the agent writes.
 bool parse_args(const std::vector<std::string>& args, ChildArgs& a) {
-  for (size_t i = 0; i + 1 < args.size(); i += 2) {
-    uint64_t v = 0;
-    if (!parse_u64(args[i + 1], v)) return false;
-    if (args[i] == "--parent") a.parent = static_cast<pid_t>(v);
-    else if (args[i] == "--memory-max") a.limits.memory_bytes = v;
-    else if (args[i] == "--cpu-seconds") a.limits.cpu_seconds = v;
-    else if (args[i] == "--grace-ms") a.grace = std::chrono::milliseconds(v);
-    else if (args[i] == "--result-max") a.result_max = v;
-    else return false;
+  CLI::App app("", kCaptureChildCommand);
+  uint64_t grace_ms = static_cast<uint64_t>(a.grace.count());
+  app.add_option("--parent", a.parent)->required()->check(CLI::PositiveNumber);
+  app.add_option("--memory-max", a.limits.memory_bytes);
+  app.add_option("--cpu-seconds", a.limits.cpu_seconds);
+  app.add_option("--grace-ms", grace_ms);
+  app.add_option("--result-max", a.result_max);
+  try {
+    app.parse(std::vector<std::string>(args.rbegin(), args.rend()));
+  } catch (const CLI::ParseError&) {
+    return false;
   }
-  return args.size() % 2 == 0 && a.parent > 0;
+  a.grace = std::chrono::milliseconds(grace_ms);
+  return true;
 }
 
 uint64_t now_ns() {

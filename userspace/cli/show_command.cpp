@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -14,6 +13,7 @@
 
 #include "agent/config.h"
 #include "agent/sink.h"
+#include "cli/command_line.h"
 #include "cli/record_text.h"
 #include "cli/terminal_text.h"
 
@@ -91,47 +91,25 @@ bool matches_container(const nlohmann::json& rec, const std::string& needle) {
          contains(*c, "container_name", needle);
 }
 
-// Returns 0, or the exit status of a bad command line (usage printed).
-int parse_args(const std::vector<std::string>& args, Options& o, std::ostream& out, std::ostream& err) {
-  auto bad = [&](const std::string& why) {
-    err << "oomsnap show: " << terminal_safe(why, 512) << "\n" << kUsage;
-    return 2;
-  };
-  bool options_done = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string& v) {
-      if (i + 1 >= args.size()) return false;
-      v = args[++i];
-      return true;
-    };
-    std::string v;
-    if (options_done || a == "-" || a.empty() || a[0] != '-') {
-      if (o.file) return bad("more than one FILE ('" + *o.file + "', '" + a + "')");
-      o.file = a;
-    } else if (a == "--") {
-      options_done = true;
-    } else if (a == "-h" || a == "--help") {
-      out << kUsage;
-      return -1;
-    } else if (a == "--last") {
-      size_t n = 0;
-      if (!value(v)) return bad("--last needs a number");
-      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-      if (ec != std::errc() || p != v.data() + v.size() || n == 0 || n > 1000000)
-        return bad("--last needs a number from 1 to 1000000, not '" + v + "'");
-      o.last = n;
-    } else if (a == "--container") {
-      if (!value(o.container) || o.container.empty()) return bad("--container needs a non-empty SUBSTR");
-    } else if (a == "--config") {
-      o.config_path.emplace();
-      if (!value(*o.config_path)) return bad("--config needs a file");
-    } else {
-      return bad("unknown option '" + a + "'");
-    }
-  }
-  if (o.file && o.config_path) return bad("--config selects the record store; it does not go with FILE");
-  return 0;
+// nullopt, or the exit status of a help or bad command line (printed).
+std::optional<int> parse_args(const std::vector<std::string>& args, Options& o, std::ostream& out,
+                              std::ostream& err) {
+  CLI::App app("", "oomsnap show");
+  size_t last = 0;
+  std::string file, config;
+  // A file named like an option goes after "--" ("-" alone is stdin).
+  auto* file_opt = app.add_option("FILE", file)->check(file_name(true));
+  auto* last_opt = app.add_option("--last", last)->check(CLI::Range(size_t{1}, size_t{1'000'000}));
+  app.add_option("--container", o.container)->check(CLI::Validator(
+      [](const std::string& v) { return v.empty() ? std::string("needs a non-empty SUBSTR") : std::string(); },
+      "SUBSTR"));
+  // --config selects the record store; it does not go with FILE.
+  auto* config_opt = app.add_option("--config", config)->excludes(file_opt);
+  if (auto rc = parse_command_line(app, args, kUsage, out, err)) return rc;
+  if (file_opt->count()) o.file = file;
+  if (config_opt->count()) o.config_path = config;
+  if (last_opt->count()) o.last = last;
+  return std::nullopt;
 }
 
 // Opens `path` or says why not, naming it.
@@ -196,7 +174,7 @@ int open_store(const std::string& config_path, std::vector<Input>& inputs, std::
 int run_show_command(const std::vector<std::string>& args, std::istream& stdin_stream, std::ostream& out,
                      std::ostream& err) {
   Options o;
-  if (int rc = parse_args(args, o, out, err)) return rc < 0 ? 0 : rc;
+  if (auto rc = parse_args(args, o, out, err)) return *rc;
 
   std::vector<Input> inputs;
   if (o.file && *o.file == "-") {

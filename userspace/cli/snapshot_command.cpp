@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -12,6 +11,7 @@
 
 #include "capture/capture.h"
 #include "capture/capture_sandbox.h"
+#include "cli/command_line.h"
 #include "core/log_escape.h"
 
 namespace oomsnap {
@@ -27,15 +27,6 @@ constexpr const char* kUsage =
     "  --in-process skips the sandbox (benchmarks and debugging only).\n"
     "  --recent-pprof FILE (Go): also write the allocations since the last GC\n"
     "  (snapshot.recent) as a profile.proto; the main output is unchanged.\n";
-
-template <typename T>
-bool parse_number(const std::string& s, T& out, T min, T max) {
-  T v{};
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size() || v < min || v > max) return false;
-  out = v;
-  return true;
-}
 
 bool write_all(const std::string& path, const std::string& data, std::string& why) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -77,104 +68,43 @@ bool write_output(const std::string& path, const std::string& data, std::string&
 }  // namespace
 
 int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::optional<pid_t> pid;
-  std::string format = "json", output, recent_output;
+  pid_t pid = 0;
+  std::string format = "json", profile = "heap", output, recent_output;
   CaptureOptions opts;
   SandboxOptions sandbox;
   bool in_process = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string& v) {
-      if (i + 1 >= args.size()) return false;
-      v = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "-h" || a == "--help") {
-      out << kUsage;
-      return 0;
-    } else if (a == "--pid") {
-      pid_t p = 0;
-      if (!value(v) || !parse_number<pid_t>(v, p, 1, 1 << 30)) {
-        err << "oomsnap snapshot: --pid needs a positive process id, got '" << v << "'\n" << kUsage;
-        return 2;
-      }
-      pid = p;
-    } else if (a == "--format") {
-      if (!value(v) || (v != "json" && v != "pprof")) {
-        err << "oomsnap snapshot: --format must be json or pprof, got '" << v << "'\n" << kUsage;
-        return 2;
-      }
-      format = v;
-    } else if (a == "--profile") {
-      auto kind = value(v) ? profile_kind_from_name(v) : std::nullopt;
-      if (!kind) {
-        std::string names;
-        for (const auto& [k, name] : kProfileKinds) names += (names.empty() ? "" : "|") + std::string(name);
-        err << "oomsnap snapshot: --profile must be one of " << names << ", got '" << v << "'\n" << kUsage;
-        return 2;
-      }
-      opts.profile = *kind;
-    } else if (a == "-o" || a == "--output") {
-      if (!value(output) || output.empty()) {
-        err << "oomsnap snapshot: " << a << " needs a file name\n" << kUsage;
-        return 2;
-      }
-    } else if (a == "--max-entries") {
-      size_t n = 0;
-      if (!value(v) || !parse_number<size_t>(v, n, 1, 1'000'000)) {
-        err << "oomsnap snapshot: --max-entries needs a number from 1 to 1000000, got '" << v << "'\n";
-        return 2;
-      }
-      opts.max_entries = n;
-    } else if (a == "--budget-ms") {
-      long ms = 0;
-      if (!value(v) || !parse_number<long>(v, ms, 1, 600'000)) {
-        err << "oomsnap snapshot: --budget-ms needs a number from 1 to 600000, got '" << v << "'\n";
-        return 2;
-      }
-      opts.budget = std::chrono::milliseconds(ms);
-    } else if (a == "--grace-ms") {
-      long ms = 0;
-      if (!value(v) || !parse_number<long>(v, ms, 100, 600'000)) {
-        err << "oomsnap snapshot: --grace-ms needs a number from 100 to 600000, got '" << v << "'\n";
-        return 2;
-      }
-      sandbox.grace = std::chrono::milliseconds(ms);
-    } else if (a == "--memory-max-mb") {
-      uint64_t mb = 0;
-      if (!value(v) || !parse_number<uint64_t>(v, mb, 64, 1 << 20)) {
-        err << "oomsnap snapshot: --memory-max-mb needs a number from 64 to 1048576, got '" << v << "'\n";
-        return 2;
-      }
-      sandbox.memory_bytes = mb << 20;
-    } else if (a == "--recent-pprof") {
-      if (!value(recent_output) || recent_output.empty() || recent_output == "-") {
-        err << "oomsnap snapshot: --recent-pprof needs a file name\n" << kUsage;
-        return 2;
-      }
-    } else if (a == "--in-process") {
-      in_process = true;
-    } else {
-      err << "oomsnap snapshot: unknown argument '" << a << "'\n" << kUsage;
-      return 2;
-    }
-  }
-  if (!pid) {
-    err << "oomsnap snapshot: --pid is required\n" << kUsage;
-    return 2;
-  }
+  long budget_ms = opts.budget.count(), grace_ms = sandbox.grace.count();
+  uint64_t memory_mb = sandbox.memory_bytes >> 20;
+  std::vector<std::string> profiles;
+  for (const auto& [k, name] : kProfileKinds) profiles.emplace_back(name);
+
+  CLI::App app("", "oomsnap snapshot");
+  app.add_option("--pid", pid)->required()->check(CLI::Range(1, 1 << 30));
+  app.add_option("--format", format)->check(CLI::IsMember({"json", "pprof"}));
+  app.add_option("--profile", profile)->check(CLI::IsMember(profiles));
+  app.add_option("-o,--output", output)->check(file_name(true));
+  app.add_option("--max-entries", opts.max_entries)->check(CLI::Range(size_t{1}, size_t{1'000'000}));
+  app.add_option("--budget-ms", budget_ms)->check(CLI::Range(1L, 600'000L));
+  app.add_option("--grace-ms", grace_ms)->check(CLI::Range(100L, 600'000L));
+  app.add_option("--memory-max-mb", memory_mb)->check(CLI::Range(uint64_t{64}, uint64_t{1} << 20));
+  app.add_option("--recent-pprof", recent_output)->check(file_name(false));
+  app.add_flag("--in-process", in_process);
+  if (auto rc = parse_command_line(app, args, kUsage, out, err)) return *rc;
+  opts.profile = *profile_kind_from_name(profile);
+  opts.budget = std::chrono::milliseconds(budget_ms);
+  sandbox.grace = std::chrono::milliseconds(grace_ms);
+  sandbox.memory_bytes = memory_mb << 20;
   opts.want_pprof = format == "pprof";
   opts.want_recent_pprof = !recent_output.empty();
 
   std::string error;
   std::optional<CaptureRecord> rec;
   if (in_process) {
-    rec = capture_process(*pid, opts, error);
+    rec = capture_process(pid, opts, error);
   } else {
     sandbox.max_budget = opts.budget;
     CaptureSandbox box(sandbox);
-    rec = box.capture(*pid, opts, error);
+    rec = box.capture(pid, opts, error);
   }
   if (!rec) {
     err << "oomsnap snapshot: " << printable(error) << "\n";
@@ -196,7 +126,7 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
       if (opts.profile == ProfileKind::kGoroutine) take(s.goroutines);
       if (opts.profile == ProfileKind::kBlock) take(s.block);
       if (opts.profile == ProfileKind::kMutex) take(s.mutex);
-      err << "oomsnap snapshot: no " << profile_kind_name(opts.profile) << " pprof profile for pid " << *pid
+      err << "oomsnap snapshot: no " << profile_kind_name(opts.profile) << " pprof profile for pid " << pid
           << " (language " << rec->result.language << ", status " << to_string(status)
           << (reason.empty() ? "" : ": " + printable(reason)) << ")\n";
       return 1;
@@ -219,7 +149,7 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
   // The main output is written either way: the recent profile is an extra.
   if (!rec->result.recent_pprof) {
     const Snapshot& s = rec->result.snapshot;
-    err << "oomsnap snapshot: no recent-allocations profile for pid " << *pid << " (language "
+    err << "oomsnap snapshot: no recent-allocations profile for pid " << pid << " (language "
         << rec->result.language << ", status " << to_string(s.status)
         << (s.reason.empty() ? "" : ": " + printable(s.reason)) << ")\n";
     return 1;

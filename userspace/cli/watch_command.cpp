@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 
 #include <boost/asio/io_context.hpp>
 #include <spdlog/pattern_formatter.h>
@@ -14,6 +13,7 @@
 
 #include "agent/agent.h"
 #include "agent/listen_address.h"
+#include "cli/command_line.h"
 #include "core/log_escape.h"
 
 namespace oomsnap {
@@ -54,46 +54,30 @@ void raise_fd_limit() {
 
 }  // namespace
 
-int run_watch_command(const std::vector<std::string>& args, std::ostream& err) {
+int run_watch_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   AgentOptions options;
-  std::string level = "info";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string& out) {
-      if (i + 1 >= args.size()) return false;
-      out = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "-h" || a == "--help") {
-      err << kUsage;
-      return 0;
-    } else if (a == "--config") {
-      if (!value(options.config_path)) return err << "oomsnap watch: --config needs a file\n" << kUsage, 2;
-    } else if (a == "--http-listen" || a.rfind("--http-listen=", 0) == 0) {
-      // --http-listen=$(POD_IP):9463 is how the DaemonSet passes it.
-      if (a == "--http-listen" && !value(v)) return err << "oomsnap watch: --http-listen needs HOST:PORT\n" << kUsage, 2;
-      if (a != "--http-listen") v = a.substr(std::strlen("--http-listen="));
-      std::string why;
-      if (!v.empty() && !parse_listen_address(v, why))
-        return err << "oomsnap watch: --http-listen '" << v << "': " << why << "\n", 2;
-      options.http_listen = v;
-    } else if (a == "--capture-in-process") {
-      options.capture_in_process = true;  // benchmarks only: no capture process
-    } else if (a == "--bpf-mode") {
-      if (!value(v)) return err << "oomsnap watch: --bpf-mode needs a value\n" << kUsage, 2;
-      if (v == "auto") options.bpf_mode = BpfAttachMode::Auto;
-      else if (v == "raw_tp") options.bpf_mode = BpfAttachMode::RawTracepoint;
-      else if (v == "tracepoint") options.bpf_mode = BpfAttachMode::Tracepoint;
-      else return err << "oomsnap watch: unknown --bpf-mode '" << v << "'\n" << kUsage, 2;
-    } else if (a == "--log-level") {
-      if (!value(level)) return err << "oomsnap watch: --log-level needs a value\n" << kUsage, 2;
-      if (spdlog::level::from_str(level) == spdlog::level::off && level != "off")
-        return err << "oomsnap watch: unknown --log-level '" << level << "'\n" << kUsage, 2;
-    } else {
-      return err << "oomsnap watch: unknown argument '" << a << "'\n" << kUsage, 2;
-    }
-  }
+  std::string level = "info", http_listen;
+  CLI::App app("", "oomsnap watch");
+  app.add_option("--config", options.config_path)->check(file_name(false));
+  // --http-listen=$(POD_IP):9463 is how the DaemonSet passes it; "" serves nothing.
+  auto* listen_opt = app.add_option("--http-listen", http_listen)->check(CLI::Validator(
+      [](const std::string& v) {
+        std::string why;
+        return v.empty() || parse_listen_address(v, why) ? std::string() : "'" + v + "': " + why;
+      },
+      "HOST:PORT"));
+  app.add_flag("--capture-in-process", options.capture_in_process);  // benchmarks only: no capture process
+  std::string bpf_mode = to_string(options.bpf_mode);
+  std::vector<std::string> mode_names;
+  for (BpfAttachMode m : {BpfAttachMode::Auto, BpfAttachMode::RawTracepoint, BpfAttachMode::Tracepoint})
+    mode_names.emplace_back(to_string(m));
+  app.add_option("--bpf-mode", bpf_mode)->check(CLI::IsMember(mode_names));
+  app.add_option("--log-level", level)->check(CLI::IsMember({"trace", "debug", "info", "warn", "warning", "error",
+                                                              "err", "critical", "off"}));
+  if (auto rc = parse_command_line(app, args, kUsage, out, err)) return *rc;
+  if (listen_opt->count()) options.http_listen = http_listen;
+  for (BpfAttachMode m : {BpfAttachMode::Auto, BpfAttachMode::RawTracepoint, BpfAttachMode::Tracepoint})
+    if (bpf_mode == to_string(m)) options.bpf_mode = m;
   // Tests only: see AgentOptions::test_stall_on_sigusr2.
   if (const char* stall = std::getenv("OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2"); stall && *stall)
     options.test_stall_on_sigusr2 = std::chrono::seconds(std::clamp(std::atoi(stall), 0, 60));
