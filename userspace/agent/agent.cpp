@@ -13,6 +13,7 @@
 #include <boost/asio/post.hpp>
 
 #include "agent/collect.h"
+#include "agent/incident_book.h"
 #include "agent/incident_metrics.h"
 #include "agent/version.h"
 #include "agent/no_snapshot_reason.h"
@@ -23,15 +24,6 @@
 namespace oomsnap {
 
 namespace asio = boost::asio;
-
-// An incident between its decision and its record.
-struct Agent::Pending {
-  explicit Pending(asio::io_context& io) : timer(io) {}
-  Incident inc;
-  bool collecting = false;
-  MonoNs window_end = 0;  // an OOM kill in the container until then belongs to it
-  Agent::Timer timer;     // window / wait-for-exit
-};
 
 namespace {
 
@@ -66,8 +58,6 @@ std::string sink_kind(const std::string& name) { return name.substr(0, name.find
 // How often the loop proves it turns (AgentHealth allows 5 s without).
 constexpr std::chrono::seconds kHeartbeat{1};
 
-// How long a record waits for the exit of a process the kernel chose.
-constexpr std::chrono::milliseconds kExitWait{1000};
 // How long the record writer may take to write what is pending at shutdown
 // (each sink operation is bounded by 1 s; SIGTERM must stop within 2 s).
 constexpr std::chrono::milliseconds kSinkStopWait{1000};
@@ -96,6 +86,7 @@ Agent::Agent(asio::io_context& io, AgentOptions options, std::shared_ptr<spdlog:
       policy_timer_(io),
       heartbeat_timer_(io),
       watchdog_timer_(io),
+      book_timer_(io),
       metrics_(kOomsnapVersion),
       sandbox_(std::make_unique<CaptureSandbox>(SandboxOptions{})),
       worker_(std::make_unique<SerialWorker>(16)) {}
@@ -348,7 +339,7 @@ void Agent::arm_watchdog() {
 std::string Agent::systemd_status() const {
   const size_t watched = cgroups_ ? cgroups_->watched() : 0;
   return "watching " + std::to_string(watched) + " memory cgroups; " + std::to_string(records_written_) +
-         " records written; " + std::to_string(pending_.size()) + " incidents open";
+         " records written; " + std::to_string(book_.size()) + " incidents open";
 }
 
 // STATUS= only when it changed (every heartbeat otherwise).
@@ -508,16 +499,7 @@ void Agent::offer(const std::string& memcg, Trigger trigger) {
   // An incident is an episode of one container: while it is open (collecting,
   // or waiting for the kill within OomKillWindow), the container's triggers
   // belong to its timeline, not to new incidents.
-  bool open = false;
-  for (auto& [id, p] : pending_) {
-    Incident& inc = p->inc;
-    if (inc.container.cgroup_path != memcg || inc.trigger.type == "oom_kill" || inc.trigger.type == "process_exit")
-      continue;
-    open = true;
-    ++inc.merged_triggers;
-    if (inc.triggers_seen.size() < kMaxSeenTriggers) inc.triggers_seen.push_back({trigger.type, trigger.kernel_ns});
-  }
-  if (open) {
+  if (book_.merge_trigger(memcg, {trigger.type, trigger.kernel_ns})) {
     log_->debug("trigger {} ({}) for {}: part of its open incident", trigger.type, trigger.source, printable(memcg));
     return;
   }
@@ -552,8 +534,7 @@ void Agent::on_policy_deadline() {
 
 void Agent::start_collection(Candidate c, MonoNs decided) {
   const uint64_t id = next_id_++;
-  auto p = std::make_unique<Pending>(io_);
-  Incident& inc = p->inc;
+  Incident inc;
   inc.id = id;
   inc.trigger = c.trigger;
   inc.merged_triggers = c.merged;
@@ -565,14 +546,13 @@ void Agent::start_collection(Candidate c, MonoNs decided) {
   inc.timeline.trigger = c.trigger.kernel_ns;
   inc.timeline.received = c.trigger.received_ns;
   inc.timeline.decided = decided;
-  p->collecting = true;
-  p->window_end = decided + static_cast<MonoNs>(
-                                std::chrono::duration_cast<std::chrono::nanoseconds>(options_.config.oom_kill_window).count());
+  const MonoNs window_end =
+      decided + static_cast<MonoNs>(
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(options_.config.oom_kill_window).count());
   log_->info("incident {}: collecting in {} ({:.1f}% of the limit, trigger {})", id, printable(c.memcg),
              c.ratio * 100.0, c.trigger.type);
 
-  Incident job_inc = inc;
-  pending_[id] = std::move(p);
+  Incident job_inc = book_.open_collection(std::move(inc), window_end);
   CgroupFs fs = cgroups_->fs();
   CaptureOptions opts = capture_options();
   CaptureFn capture = [box = sandbox_.get()](pid_t pid, const CaptureOptions& o, std::string& error) {
@@ -589,31 +569,18 @@ void Agent::start_collection(Candidate c, MonoNs decided) {
   });
   if (!queued) {
     ++queue_overflows_;
-    Incident& pinc = pending_[id]->inc;
-    pinc.outcome = CollectionOutcome::kQueueFull;
-    pinc.reason = "the collection queue was full; incident recorded without a snapshot";
-    pending_[id]->collecting = false;
+    Incident none = book_.find(id) ? *book_.find(id) : Incident{};
+    none.outcome = CollectionOutcome::kQueueFull;
+    none.reason = "the collection queue was full; incident recorded without a snapshot";
+    book_.collected(std::move(none), monotonic_now_ns());
     finalize(id);
   }
 }
 
 void Agent::on_collected(Incident done) {
-  auto it = pending_.find(done.id);
-  if (it == pending_.end()) return;
-  Pending& p = *it->second;
-  // What arrived while the worker was busy stays.
-  if (p.inc.oom_kill) {
-    done.oom_kill = p.inc.oom_kill;
-    done.timeline.oom_kill = p.inc.timeline.oom_kill;
-  }
-  if (p.inc.exit) {
-    done.exit = p.inc.exit;
-    done.timeline.exit = p.inc.timeline.exit;
-  }
-  if (done.oom_kill) done.oom_kill->matches_victim = done.victim && done.oom_kill->killed_pid(done.victim->pid);
-  p.inc = std::move(done);
-  p.collecting = false;
-  const Incident& inc = p.inc;
+  const uint64_t id = done.id;
+  if (!book_.collected(std::move(done), monotonic_now_ns())) return;
+  const Incident& inc = *book_.find(id);
   last_collection_[inc.container.cgroup_path] = {inc.id, monotonic_now_ns(), inc.outcome, inc.reason};
   log_->info("incident {}: {}{}{} in {} ms", inc.id, to_string(inc.outcome),
              inc.victim ? " victim " + std::to_string(inc.victim->pid) + " (" + printable(inc.victim->comm) + ")" : "",
@@ -622,13 +589,7 @@ void Agent::on_collected(Incident done) {
                  ? (inc.timeline.snapshot_complete - inc.timeline.collection_start) / 1'000'000
                  : 0);
   if (inc.victim && !inc.exit) bpf_->track_pid(inc.victim->pid);
-  if (inc.exit) {
-    finalize(inc.id);
-  } else if (inc.oom_kill) {
-    wait_then_finalize(inc.id, kExitWait);
-  } else {
-    wait_then_finalize(inc.id, std::chrono::duration_cast<std::chrono::milliseconds>(until(p.window_end)));
-  }
+  finalize_due();
 }
 
 void Agent::on_oom_kill(const oomsnap_event& e) {
@@ -645,60 +606,33 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   k.invoker = e.oom_invoker;
   k.pid_source = pid_source_name(e.pid_source);
   k.killed.push_back({k.pid, k.comm, k.rss_bytes, k.pid_source});
-  note_oom_killed(pid, e.ktime_ns);
 
-  // A further mark of an OOM event already recorded (a group kill's members,
-  // the chosen victim marked again): the same event, the same record.
-  for (auto& [id, p] : pending_) {
-    Incident& inc = p->inc;
-    if (!inc.oom_kill || inc.oom_kill->invoker != e.oom_invoker || !memcg_within(*memcg, inc.container.cgroup_path))
-      continue;
-    const MonoNs first = inc.oom_kill->kernel_ns;
-    if ((e.ktime_ns > first ? e.ktime_ns - first : first - e.ktime_ns) > kOomEventWindowNs) continue;
-    if (inc.oom_kill->add_killed({pid, k.comm, k.rss_bytes, k.pid_source})) {
-      if (!p->collecting && inc.victim && inc.victim->pid == pid) inc.oom_kill->matches_victim = true;
-      log_->info("incident {}: OOM kill of {} ({}) in {}, same OOM event ({} killed)", inc.id, pid, printable(k.comm),
-                 printable(*memcg), inc.oom_kill->killed.size());
-    }
+  const MonoNs now = monotonic_now_ns();
+  const IncidentBook::KillMatch m = book_.oom_kill(k, now);
+  if (m.kind == IncidentBook::KillMatch::kSameEvent) {
+    if (m.added)
+      log_->info("incident {}: OOM kill of {} ({}) in {}, same OOM event ({} killed)", m.id, pid, printable(k.comm),
+                 printable(*memcg), book_.find(m.id)->oom_kill->killed.size());
     return;
   }
-
-  // An open incident of a container that holds the killed process: the
-  // latest one whose snapshot is of the killed process, else the latest one
-  // (a container collected twice before its kill keeps the kill with the
-  // snapshot of its victim, not with a later collection that found it dying).
-  Pending* match = nullptr;
-  bool match_has_victim = false;
-  for (auto& [id, p] : pending_) {
-    if (p->inc.oom_kill || e.ktime_ns > p->window_end) continue;
-    if (!memcg_within(*memcg, p->inc.container.cgroup_path)) continue;
-    const bool has_victim = !p->collecting && p->inc.capture && p->inc.victim && p->inc.victim->pid == pid;
-    const bool later = match && p->inc.timeline.decided > match->inc.timeline.decided;
-    if (!match || (has_victim && !match_has_victim) || (has_victim == match_has_victim && later)) {
-      match = p.get();
-      match_has_victim = has_victim;
-    }
-  }
-  if (match) {
-    Incident& inc = match->inc;
-    inc.oom_kill = k;
+  if (m.kind == IncidentBook::KillMatch::kAttached) {
+    Incident& inc = *book_.find(m.id);
     inc.oom_kill->memory_stat = read_memory_stat(cgroups_->fs(), inc.container.cgroup_path);
-    inc.timeline.oom_kill = e.ktime_ns;
-    if (!match->collecting) {
-      inc.oom_kill->matches_victim = inc.victim && inc.oom_kill->killed_pid(inc.victim->pid);
+    if (m.collecting) {
+      log_->info("incident {}: OOM kill of {} arrived during collection", inc.id, pid);
+    } else {
       auto lead = lead_ms(inc);
       log_->info("incident {}: OOM kill of {} ({}) in {}; matches victim: {}; lead {} ms", inc.id, pid,
                  printable(k.comm), printable(*memcg), inc.oom_kill->matches_victim,
                  lead ? std::to_string(*lead) : "n/a");
-      wait_then_finalize(inc.id, kExitWait);
-    } else {
-      log_->info("incident {}: OOM kill of {} arrived during collection", inc.id, pid);
     }
+    arm_book_timer();
     return;
   }
 
-  // No snapshot before this kill: the kill is recorded anyway.
-  Incident& inc = open_kernel_incident(e, "oom_kill", "mark_victim");
+  // No snapshot before this kill: the kill is recorded anyway, after the
+  // victim's exit or a second.
+  Incident& inc = open_kernel_incident(e, "oom_kill", "mark_victim", now + IncidentBook::kExitWaitNs);
   const uint64_t id = inc.id;
   inc.trigger.counters = {{"rss_anon_pages", e.rss_anon_pages},
                           {"rss_file_pages", e.rss_file_pages},
@@ -710,7 +644,7 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   inc.reason = why_no_snapshot(inc.container.cgroup_path, monotonic_now_ns());
   log_->info("incident {}: OOM kill of {} ({}) in {} without a prior snapshot", id, pid, printable(k.comm),
              printable(*memcg));
-  wait_then_finalize(id, kExitWait);
+  arm_book_timer();
 }
 
 void Agent::on_exit(const oomsnap_event& e) {
@@ -720,30 +654,17 @@ void Agent::on_exit(const oomsnap_event& e) {
   x.pid = pid;
   x.kernel_ns = e.ktime_ns;
   x.exit_code = e.exit_code;
-  for (auto& [id, p] : pending_) {
-    Incident& inc = p->inc;
-    if (inc.exit) continue;
-    bool killed = inc.oom_kill && inc.oom_kill->pid == pid;
-    bool victim = inc.victim && inc.victim->pid == pid;
-    if (!killed && !victim) continue;
-    inc.exit = x;
-    inc.timeline.exit = e.ktime_ns;
+  if (const IncidentBook::ExitMatch m = book_.exit(x, monotonic_now_ns()); m.id) {
     // The exits the kernel suppressed before this one still belong to the
     // container's next exit record.
-    if (e.suppressed) exit_limiter_.add_suppressed(exit_record_key(inc.container.cgroup_path), e.suppressed);
-    if (p->collecting) return;
-    // The rest of a group kill is marked right after the first mark, while
-    // the victim may already be exiting on another CPU: the record waits out
-    // a short part of the event's window (the marks come in one call).
-    if (inc.oom_kill && e.ktime_ns < inc.oom_kill->kernel_ns + kOomEventWindowNs)
-      wait_then_finalize(id, std::chrono::milliseconds(200));
-    else
-      finalize(id);  // frees inc
+    if (e.suppressed)
+      exit_limiter_.add_suppressed(exit_record_key(book_.find(m.id)->container.cgroup_path), e.suppressed);
+    if (!m.collecting) finalize_due();
     return;
   }
   // A process killed in an OOM event: its exit is part of that event's
   // record, not an exit record of its own.
-  if (oom_killed_recently(pid, e.ktime_ns)) return;
+  if (book_.oom_killed_recently(pid, e.ktime_ns)) return;
   if (!(e.exit_code & 0x7f) || blacklisted("process_exit")) return;
   auto memcg = memcg_of_event(e.cgroup_id, 0);
   if (!memcg) return;
@@ -757,25 +678,6 @@ void Agent::on_exit(const oomsnap_event& e) {
   write_exit_record(held, v.suppressed, false);
 }
 
-void Agent::note_oom_killed(pid_t pid, MonoNs at) {
-  // Bounded: entries older than the window go first; past the cap, the oldest.
-  constexpr MonoNs kKeep = 30'000'000'000ull;
-  constexpr size_t kMax = 4096;
-  for (auto it = recent_oom_killed_.begin(); it != recent_oom_killed_.end();)
-    it = at > it->second + kKeep ? recent_oom_killed_.erase(it) : std::next(it);
-  if (recent_oom_killed_.size() >= kMax) {
-    auto oldest = std::min_element(recent_oom_killed_.begin(), recent_oom_killed_.end(),
-                                   [](const auto& a, const auto& b) { return a.second < b.second; });
-    recent_oom_killed_.erase(oldest);
-  }
-  recent_oom_killed_[pid] = at;
-}
-
-bool Agent::oom_killed_recently(pid_t pid, MonoNs exit_at) const {
-  auto it = recent_oom_killed_.find(pid);
-  return it != recent_oom_killed_.end() && exit_at >= it->second && exit_at - it->second <= 30'000'000'000ull;
-}
-
 // The bound is per container: the nearest memcg with a limit, so a container
 // that can create child cgroups does not get a fresh budget in each.
 std::string Agent::exit_record_key(const std::string& memcg) const {
@@ -784,7 +686,7 @@ std::string Agent::exit_record_key(const std::string& memcg) const {
 
 void Agent::write_exit_record(const HeldExit& held, const SuppressedExits& suppressed, bool held_back) {
   const oomsnap_event& e = held.event;
-  Incident& inc = open_kernel_incident(e, "process_exit", "sched_process_exit");
+  Incident& inc = open_kernel_incident(e, "process_exit", "sched_process_exit", monotonic_now_ns());
   inc.trigger.counters = {{"comm", std::string(e.comm, strnlen(e.comm, sizeof e.comm))},
                           {"exit_code", e.exit_code},
                           {"suppressed_exits", suppressed.total},
@@ -837,11 +739,9 @@ void Agent::describe_container(IncidentContainer& c, const std::string& memcg) c
   c.ref = container_of(memcg);
 }
 
-Incident& Agent::open_kernel_incident(const oomsnap_event& e, const char* type, const char* tracepoint) {
-  const uint64_t id = next_id_++;
-  auto p = std::make_unique<Pending>(io_);
-  Incident& inc = p->inc;
-  inc.id = id;
+Incident& Agent::open_kernel_incident(const oomsnap_event& e, const char* type, const char* tracepoint, MonoNs due) {
+  Incident inc;
+  inc.id = next_id_++;
   inc.trigger.type = type;
   inc.trigger.source = std::string("bpf ") + to_string(bpf_->mode_of(e.type)) + ": " + tracepoint;
   inc.trigger.kernel_ns = e.ktime_ns;
@@ -850,38 +750,35 @@ Incident& Agent::open_kernel_incident(const oomsnap_event& e, const char* type, 
   inc.trigger.pid = static_cast<pid_t>(e.tgid);
   inc.timeline.trigger = e.ktime_ns;
   inc.timeline.received = inc.trigger.received_ns;
-  pending_[id] = std::move(p);
-  return inc;
+  return book_.open_kernel(std::move(inc), due);
 }
 
-void Agent::wait_then_finalize(uint64_t id, std::chrono::milliseconds wait) {
-  auto it = pending_.find(id);
-  if (it == pending_.end()) return;
-  it->second->timer.expires_after(wait);
-  it->second->timer.async_wait([this, id](const boost::system::error_code& ec) {
-    if (ec) return;
-    finalize(id);
+void Agent::arm_book_timer() {
+  book_timer_.cancel();
+  auto next = book_.next_due();
+  if (!next || stopping_) return;
+  book_timer_.expires_after(until(*next));
+  book_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) finalize_due();
   });
 }
 
+void Agent::finalize_due() {
+  for (uint64_t id : book_.due(monotonic_now_ns())) finalize(id);
+  arm_book_timer();
+}
+
 void Agent::finalize(uint64_t id) {
-  auto it = pending_.find(id);
-  if (it == pending_.end()) return;
-  std::unique_ptr<Pending> p = std::move(it->second);
-  pending_.erase(it);
-  p->timer.cancel();
-  Incident& inc = p->inc;
+  std::optional<Incident> taken = book_.take(id);
+  if (!taken) return;
+  Incident& inc = *taken;
   if (inc.victim && bpf_) bpf_->untrack_pid(inc.victim->pid);
   // A group kill of one process (the others had exited, or were exempt) still
   // shows in the memcg's oom_group_kill counter (v2), against the figure read
   // when the collection was decided.
-  if (inc.oom_kill && !inc.oom_kill->group_kill && cgroups_) {
-    const auto& before = inc.container.stats.events;
-    if (auto b = before.find("oom_group_kill"); b != before.end()) {
-      const MemcgStats now = read_memcg(cgroups_->fs(), inc.container.cgroup_path);
-      if (auto a = now.events.find("oom_group_kill"); a != now.events.end() && a->second > b->second)
-        inc.oom_kill->group_kill = true;
-    }
+  if (inc.oom_kill && !inc.oom_kill->group_kill && cgroups_ && inc.container.stats.events.count("oom_group_kill")) {
+    const MemcgStats now = read_memcg(cgroups_->fs(), inc.container.cgroup_path);
+    inc.oom_kill->group_kill = IncidentBook::group_kill_counter_rose(inc.container.stats.events, now.events);
   }
   name_pod(inc.container, options_.config.pod_log_root, id, *log_);
   RecordContext ctx;
@@ -907,6 +804,7 @@ void Agent::stop() {
   rescan_timer_.cancel();
   heartbeat_timer_.cancel();
   watchdog_timer_.cancel();
+  book_timer_.cancel();
   signals_.cancel();
   if (bpf_desc_) bpf_desc_->cancel();
   // A running capture is killed now (its incident says so); its result is
@@ -915,16 +813,8 @@ void Agent::stop() {
   size_t dropped = worker_->stop();
   if (dropped) log_->warn("{} queued collections dropped at shutdown", dropped);
   asio::post(io_, [this] {
-    std::vector<uint64_t> ids;
     flush_exit_records(true);  // logs what the exit-record bound still owes
-    for (auto& [id, p] : pending_) {
-      if (p->collecting) {
-        p->inc.reason = "the agent stopped before this collection ran";
-        p->collecting = false;
-      }
-      ids.push_back(id);
-    }
-    for (uint64_t id : ids) finalize(id);
+    for (uint64_t id : book_.close_all(monotonic_now_ns(), "the agent stopped before this collection ran")) finalize(id);
     cgroups_.reset();
     bpf_desc_.reset();
     if (sink_writer_) {

@@ -33,6 +33,7 @@
 #include "agent/systemd_notify.h"
 #include "agent/http_server.h"
 #include "agent/incident.h"
+#include "agent/incident_book.h"
 #include "agent/metrics.h"
 #include "agent/no_snapshot_reason.h"
 #include "agent/policy.h"
@@ -76,7 +77,6 @@ class Agent {
   void stop();
 
  private:
-  struct Pending;
   using Timer = boost::asio::steady_timer;
 
   void apply_config();
@@ -108,10 +108,6 @@ class Agent {
   std::string exit_record_key(const std::string& memcg) const;
   void write_exit_record(const HeldExit& x, const SuppressedExits& suppressed, bool held_back);
   void flush_exit_records(bool stopping);
-  // Processes killed in an OOM event (30 s, at most 4096): their exits belong
-  // to that event's record, not to exit records of their own.
-  void note_oom_killed(pid_t pid, MonoNs at);
-  bool oom_killed_recently(pid_t pid, MonoNs exit_at) const;
   void offer(const std::string& memcg, Trigger trigger);
   void on_policy_deadline();
   void start_collection(Candidate c, MonoNs decided);
@@ -119,8 +115,11 @@ class Agent {
   // A pending incident for a kernel event that is its own trigger (an OOM
   // kill without a prior snapshot, an exit by signal).
   void describe_container(IncidentContainer& c, const std::string& memcg) const;
-  Incident& open_kernel_incident(const oomsnap_event& e, const char* type, const char* tracepoint);
-  void wait_then_finalize(uint64_t id, std::chrono::milliseconds wait);
+  Incident& open_kernel_incident(const oomsnap_event& e, const char* type, const char* tracepoint, MonoNs due);
+  // The one timer of the open incidents: armed for the book's next due
+  // record; finalize_due writes every record due now and re-arms it.
+  void arm_book_timer();
+  void finalize_due();
   void finalize(uint64_t id);
   std::optional<std::string> memcg_of_event(uint64_t cgroup_id, pid_t pid);
   bool blacklisted(const std::string& trigger) const;
@@ -140,8 +139,8 @@ class Agent {
   std::unique_ptr<BpfEventSource> bpf_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> bpf_desc_;
   boost::asio::signal_set signals_;
-  Timer rescan_timer_, policy_timer_, heartbeat_timer_, watchdog_timer_;
-  std::map<uint64_t, std::unique_ptr<Pending>> pending_;
+  Timer rescan_timer_, policy_timer_, heartbeat_timer_, watchdog_timer_, book_timer_;
+  IncidentBook book_;  // the open incidents and which one each event belongs to
   uint64_t next_id_ = 1;
   MonoNs last_unknown_rescan_ = 0;
   // Per container: what the policy said to its last trigger, and how its
@@ -149,7 +148,6 @@ class Agent {
   // Entries go when the cgroup goes.
   std::map<std::string, OfferResult> last_offer_;
   std::map<std::string, LastCollection> last_collection_;
-  std::map<pid_t, MonoNs> recent_oom_killed_;
   bool stopping_ = false;
   // Counters reported in every record and in the log.
   uint64_t events_seen_ = 0, unknown_cgroup_events_ = 0, records_written_ = 0, suppressed_pressure_ = 0,
