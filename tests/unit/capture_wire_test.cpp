@@ -3,6 +3,10 @@
 // error naming what is wrong, never a crash.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <type_traits>
+#include <variant>
+
 #include <nlohmann/json.hpp>
 
 #include "capture/capture_wire.h"
@@ -391,4 +395,42 @@ TEST(CaptureWire, RequestCarriesTheProfileKind) {
   std::string why;
   EXPECT_FALSE(decode_request(j.dump(), why));
   EXPECT_NE(why.find("unknown profile"), std::string::npos) << why;
+}
+
+// The option table drives the request both ways: every row, set to a value
+// no default has, comes back; every row is required on the wire; names are
+// unique. A field added to CaptureOptions without a row is not sent, and
+// this is where its row goes.
+TEST(CaptureWire, EveryOptionInTheTableRoundTripsAndIsRequired) {
+  CaptureRequest r;
+  r.pid = 4242;
+  uint64_t n = 1000;
+  for (const CaptureOptionField& field : kCaptureOptionFields) {
+    std::visit(
+        [&](auto member) {
+          auto& v = r.options.*member;
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::chrono::milliseconds>) v = std::chrono::milliseconds(++n);
+          else if constexpr (std::is_same_v<T, ProfileKind>) v = ProfileKind::kMutex;
+          else if constexpr (std::is_same_v<T, bool>) v = !v;
+          else v = ++n;
+        },
+        field.member);
+  }
+  std::string why;
+  auto back = decode_request(encode_request(r), why);
+  ASSERT_TRUE(back) << why;
+  std::set<std::string> names;
+  for (const CaptureOptionField& field : kCaptureOptionFields) {
+    EXPECT_TRUE(names.insert(field.wire_name).second) << "two rows named " << field.wire_name;
+    std::visit([&](auto member) { EXPECT_EQ(back->options.*member, r.options.*member) << field.wire_name; },
+               field.member);
+    auto j = nlohmann::json::parse(encode_request(r));
+    ASSERT_TRUE(j.contains(field.wire_name)) << field.wire_name;
+    j.erase(field.wire_name);
+    EXPECT_FALSE(decode_request(j.dump(), why)) << field.wire_name << " missing was taken";
+    EXPECT_NE(why.find(field.wire_name), std::string::npos) << why;
+  }
+  // What the request carries is the table, pid and skip: nothing else.
+  EXPECT_EQ(nlohmann::json::parse(encode_request(r)).size(), std::size(kCaptureOptionFields) + 2);
 }

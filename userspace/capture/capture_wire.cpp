@@ -3,6 +3,9 @@
 #include <cstring>
 #include <limits>
 
+#include <type_traits>
+#include <variant>
+
 #include <nlohmann/json.hpp>
 
 namespace oomsnap {
@@ -228,19 +231,21 @@ bool record_from_json(const json& j, const CaptureOptions& bounds, CaptureRecord
 
 std::string encode_request(const CaptureRequest& r) {
   const CaptureOptions& o = r.options;
-  json j = {{"pid", r.pid},
-            {"max_entries", o.max_entries},
-            {"budget_ms", o.budget.count()},
-            {"want_pprof", o.want_pprof},
-            {"want_recent_pprof", o.want_recent_pprof},
-            {"profile", profile_kind_name(o.profile)},
-            {"max_records", o.max_records},
-            {"max_objects", o.max_objects},
-            {"max_stack_depth", o.max_stack_depth},
-            {"max_read_bytes", o.max_read_bytes},
-            {"max_goroutine_groups", o.max_goroutine_groups},
-            {"max_goroutines", o.max_goroutines},
-            {"stall_ms", o.stall_after.count()}};
+  json j = {{"pid", r.pid}};
+  for (const CaptureOptionField& field : kCaptureOptionFields) {
+    std::visit(
+        [&](auto member) {
+          const auto& v = o.*member;
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::chrono::milliseconds>)
+            j[field.wire_name] = v.count();
+          else if constexpr (std::is_same_v<T, ProfileKind>)
+            j[field.wire_name] = profile_kind_name(v);
+          else
+            j[field.wire_name] = v;
+        },
+        field.member);
+  }
   json skip = json::array();
   for (const auto& r : o.skip_ranges) skip.push_back({r.start, r.end});
   j["skip"] = std::move(skip);
@@ -257,23 +262,27 @@ std::optional<CaptureRequest> decode_request(std::string_view line, std::string&
   CaptureRequest r;
   uint64_t pid = f.u64("pid");
   r.pid = static_cast<pid_t>(pid);
-  r.options.max_entries = f.u64("max_entries");
-  r.options.budget = std::chrono::milliseconds(f.u64("budget_ms"));
-  r.options.want_pprof = f.boolean("want_pprof");
-  r.options.want_recent_pprof = f.boolean("want_recent_pprof");
-  {
-    const std::string kind = f.str("profile");
-    auto k = profile_kind_from_name(kind);
-    if (f.ok() && !k) f.fail("unknown profile '" + kind.substr(0, 32) + "'");
-    if (k) r.options.profile = *k;
+  // The child is the agent's own binary: every option is required.
+  for (const CaptureOptionField& field : kCaptureOptionFields) {
+    std::visit(
+        [&](auto member) {
+          auto& v = r.options.*member;
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::chrono::milliseconds>) {
+            v = std::chrono::milliseconds(f.u64(field.wire_name));
+          } else if constexpr (std::is_same_v<T, ProfileKind>) {
+            const std::string kind = f.str(field.wire_name);
+            auto k = profile_kind_from_name(kind);
+            if (f.ok() && !k) f.fail("unknown " + std::string(field.wire_name) + " '" + kind.substr(0, 32) + "'");
+            if (k) v = *k;
+          } else if constexpr (std::is_same_v<T, bool>) {
+            v = f.boolean(field.wire_name);
+          } else {
+            v = f.u64(field.wire_name);
+          }
+        },
+        field.member);
   }
-  r.options.max_records = f.u64("max_records");
-  r.options.max_objects = f.u64("max_objects");
-  r.options.max_stack_depth = f.u64("max_stack_depth");
-  r.options.max_read_bytes = f.u64("max_read_bytes");
-  r.options.stall_after = std::chrono::milliseconds(f.u64("stall_ms"));
-  if (f.has("max_goroutine_groups")) r.options.max_goroutine_groups = f.u64("max_goroutine_groups");
-  if (f.has("max_goroutines")) r.options.max_goroutines = f.u64("max_goroutines");
   if (const json* skip = f.get("skip", true)) {
     if (!skip->is_array() || skip->size() > kMaxSkipRanges) {
       f.fail("skip is not an array of at most " + std::to_string(kMaxSkipRanges) + " ranges");

@@ -12,59 +12,13 @@
 #include <utility>
 #include <vector>
 
+#include "core/capture_options.h"
 #include "core/proc_info.h"
 #include "core/remote_memory.h"
 #include "core/snapshot.h"
 #include "elf/elf_file.h"
 
 namespace oomsnap {
-
-// What a capture in progress shows a watchdog on another thread (the capture
-// process's): which collector took the target, and the read in flight.
-struct CaptureProgress {
-  std::atomic<const char*> language{nullptr};  // a collector's language(): static storage
-  ReadInFlight read;
-};
-
-// Which profile a capture produces besides the heap snapshot (`oomsnap snapshot
-// --profile`): one table of kinds and names, so a new kind is one entry.
-enum class ProfileKind { kHeap, kGoroutine, kBlock, kMutex };
-inline constexpr std::pair<ProfileKind, const char*> kProfileKinds[] = {
-    {ProfileKind::kHeap, "heap"}, {ProfileKind::kGoroutine, "goroutine"}, {ProfileKind::kBlock, "block"}, {ProfileKind::kMutex, "mutex"}};
-inline const char* profile_kind_name(ProfileKind k) {
-  for (const auto& [kind, name] : kProfileKinds)
-    if (kind == k) return name;
-  return "heap";
-}
-inline std::optional<ProfileKind> profile_kind_from_name(std::string_view s) {
-  for (const auto& [kind, name] : kProfileKinds)
-    if (s == name) return kind;
-  return std::nullopt;
-}
-
-struct CaptureOptions {
-  size_t max_entries = 10;
-  std::chrono::milliseconds budget{2000};
-  bool want_pprof = false;          // Go: also produce a gzipped profile.proto
-  bool want_recent_pprof = false;   // Go: and one of the allocations since the last GC
-  ProfileKind profile = ProfileKind::kHeap;  // Go: which profile the pprof (and JSON extra) is
-  // Hard bounds on remote data (each loop over target memory has a limit).
-  size_t max_records = 2'000'000;   // Go: profile buckets
-  // Heap walkers (Python, Java): objects visited. Their seen-marks and
-  // reference queues grow with it (~8 bytes per queued reference).
-  size_t max_objects = 10'000'000;
-  size_t max_stack_depth = 1024;    // Go caps stacks at 1024 (maxProfStackDepth)
-  // Go goroutine census: groups kept (0: max_entries); the agent keeps 5.
-  size_t max_goroutine_groups = 0;
-  size_t max_goroutines = 1'000'000;  // allglen above this is refused as implausible
-  uint64_t max_read_bytes = 1ull << 30;
-  CaptureProgress* progress = nullptr;  // published to while capturing; may be null
-  // The capture process: address ranges not to read (where an earlier
-  // attempt's read stalled), and how long one read may hang before the
-  // attempt stops to report it (0: only at the deadline).
-  std::vector<AddressRange> skip_ranges;
-  std::chrono::milliseconds stall_after{0};
-};
 
 // Cooperative deadline: loops check it between batches.
 class Deadline {
