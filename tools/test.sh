@@ -4,8 +4,14 @@
 # fixtures into a cache outside the checkout ($OOMSNAP_CACHE, default
 # /var/cache/oomsnap), builds, runs ctest, the unit tests under ASan + UBSan
 # (tools/test-asan-unit.sh), then runs each fuzz target briefly.
+# tools/test.sh --quick [BASE]: the unit tests and the tests of what the change
+# touched, with the build and caches as they are (tools/lib/quick-tests.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --quick ]; then
+  shift
+  exec tools/lib/quick-tests.sh "$@"
+fi
 export OOMSNAP_CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 [ "$(id -u)" = 0 ] || { echo "tools/test.sh: run as root (tests read other processes, load BPF, create cgroups)" >&2; exit 1; }
 tools/setup.sh

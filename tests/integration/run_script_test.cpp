@@ -140,3 +140,22 @@ TEST_F(RunScript, RealRunWritesNothingButRecordsToStdout) {
   EXPECT_EQ(r.out, "") << "stdout must hold the agent's records only; stderr:\n" << r.err;
   EXPECT_NE(r.err.find("/nonexistent"), std::string::npos) << r.err;
 }
+
+// `tools/test.sh --quick`: which tests a change selects (QUICK_PRINT prints
+// the ctest regexes instead of building and running them).
+TEST_F(RunScript, QuickTestsSelectTheSuitesOfWhatTheChangeTouched) {
+  auto selected = [&](const std::string& files) {
+    ScriptRun r = run_script(dir_, "QUICK_PRINT=1 QUICK_FILES=" + quote(files), kSource + "/tools/test.sh", "--quick", 30);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r.out;
+  };
+  // A changed test file: the suites it defines; a source folder: its suites.
+  EXPECT_EQ(selected("tests/unit/incident_book_test.cpp userspace/python/python_heap.cpp"),
+            "IncidentBook|Python\nexcluding: AgentCgroupV2\n");
+  // The guest-kernel tests only when their own file changed.
+  EXPECT_EQ(selected("tests/integration/agent_v2vm_test.cpp"), "AgentCgroupV2\nexcluding: ^$\n");
+  // The build itself: everything.
+  EXPECT_EQ(selected("userspace/CMakeLists.txt"), ".\nexcluding: AgentCgroupV2\n");
+  // Prose selects nothing but the unit tests.
+  EXPECT_EQ(selected("README.md"), "\nexcluding: AgentCgroupV2\n");
+}
