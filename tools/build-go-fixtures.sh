@@ -4,7 +4,7 @@
 # trap target (tests/fixtures/go/uffdtrap) in the default flavour.
 #
 # Usage: tools/build-go-fixtures.sh [--force] [--verify] [1.N ...]
-#   default versions: 1.19 1.21 1.22 1.23 1.24 1.25 1.26 1.27
+#   default versions: tools/go-versions
 # Toolchains: $OOMSNAP_CACHE/go/1.N (GOROOT), from tools/fetch-go-toolchains.sh.
 # Output:     $OOMSNAP_CACHE/fixtures/go/1.N/<mode>/heapfixture
 #   modes: default       go build                      (CGO_ENABLED=0)
@@ -44,7 +44,8 @@ for a in "$@"; do
     *) echo "build-go-fixtures: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
-[ ${#VERSIONS[@]} -gt 0 ] || VERSIONS=(1.19 1.21 1.22 1.23 1.24 1.25 1.26 1.27)
+. "$(dirname "${BASH_SOURCE[0]}")/lib/go-versions.sh"
+[ ${#VERSIONS[@]} -gt 0 ] || VERSIONS=("${GO_VERSIONS[@]}")
 
 die() { echo "build-go-fixtures: error: $*" >&2; exit 1; }
 

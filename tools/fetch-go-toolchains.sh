@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Fetch Debian's Go toolchains (golang-1.N-go + golang-1.N-src) into a cache,
 # using a private apt configuration so the system's sources are never touched.
-# Usage: tools/fetch-go-toolchains.sh [1.19 1.21 ...]
+# Usage: tools/fetch-go-toolchains.sh [1.19 1.21 ...]   (default: tools/go-versions)
 # Result: $OOMSNAP_CACHE/go/1.N/bin/go (GOROOT = $OOMSNAP_CACHE/go/1.N)
 set -euo pipefail
 CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 VERSIONS=("$@")
-[ ${#VERSIONS[@]} -gt 0 ] || VERSIONS=(1.19 1.21 1.22 1.23 1.24 1.25 1.26 1.27)
+. "$(dirname "${BASH_SOURCE[0]}")/lib/go-versions.sh"
+[ ${#VERSIONS[@]} -gt 0 ] || VERSIONS=("${GO_VERSIONS[@]}")
 
 APTDIR=$CACHE/apt
 GODIR=$CACHE/go

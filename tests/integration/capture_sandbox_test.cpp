@@ -21,6 +21,7 @@
 
 #include "capture/capture_sandbox.h"
 #include "capture/capture_child.h"
+#include "go_versions.h"
 #include "test_process.h"
 #include "trap_targets.h"
 
@@ -375,7 +376,7 @@ TEST(CaptureSandbox, UserfaultfdTrapInCPythonHeap) {
 }
 
 TEST(CaptureSandbox, UserfaultfdTrapInGoBucketList) {
-  for (const char* v : {"1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27"})
+  for (const char* v : oomsnap_test::go_versions())
     expect_trap_reported(oomsnap_test::start_go_uffd_trap(v), std::string("go ") + v, "main.allocSmall");
 }
 
@@ -383,7 +384,7 @@ TEST(CaptureSandbox, UserfaultfdTrapInGoBucketList) {
 // reported like one in the bucket list, and the heap is still read (the
 // retry skips the trapped range; the census says it could not read allgs).
 TEST(CaptureSandbox, UserfaultfdTrapInGoAllgs) {
-  for (const char* v : {"1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27"}) {
+  for (const char* v : oomsnap_test::go_versions()) {
     auto trap = oomsnap_test::start_go_uffd_trap(v, 4, "allgs");
     expect_trap_reported(trap, std::string("go ") + v + " allgs", "main.allocSmall");
     CaptureSandbox box(SandboxOptions{.helper_path = OOMSNAP_BINARY, .grace = 1000ms, .max_budget = 2000ms});

@@ -26,7 +26,7 @@ namespace {
 
 using oomsnap_test::go_fixture_path;
 using oomsnap_test::kGoModes;
-using oomsnap_test::kGoVersions;
+using oomsnap_test::go_versions;
 
 using Started = oomsnap_test::StartedGoFixture;
 Started start_fixture(const std::string& bin, std::vector<std::string> args) {
@@ -226,5 +226,5 @@ TEST(GoContentionCli, PprofOutputReadByGoToolPprof) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllToolchains, GoContention,
-                         ::testing::Combine(::testing::ValuesIn(kGoVersions), ::testing::ValuesIn(kGoModes)),
+                         ::testing::Combine(::testing::ValuesIn(go_versions()), ::testing::ValuesIn(kGoModes)),
                          oomsnap_test::go_matrix_name);

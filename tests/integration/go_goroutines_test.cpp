@@ -25,7 +25,7 @@ namespace {
 
 using oomsnap_test::go_fixture_path;
 using oomsnap_test::kGoModes;
-using oomsnap_test::kGoVersions;
+using oomsnap_test::go_versions;
 
 std::string scratch_dir() {
   std::string d = "/tmp/oomsnap-gor-" + std::to_string(getpid());
@@ -219,7 +219,7 @@ TEST_P(GoGoroutinesUnderGc, CompleteAndEqualWhileTheGcRuns) {
   fs::remove(own);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllToolchains, GoGoroutinesUnderGc, ::testing::ValuesIn(kGoVersions),
+INSTANTIATE_TEST_SUITE_P(AllToolchains, GoGoroutinesUnderGc, ::testing::ValuesIn(go_versions()),
                          [](const auto& i) {
                            std::string n = std::string("go") + i.param;
                            for (auto& c : n)
@@ -228,7 +228,7 @@ INSTANTIATE_TEST_SUITE_P(AllToolchains, GoGoroutinesUnderGc, ::testing::ValuesIn
                          });
 
 INSTANTIATE_TEST_SUITE_P(AllToolchains, GoGoroutines,
-                         ::testing::Combine(::testing::ValuesIn(kGoVersions), ::testing::ValuesIn(kGoModes)),
+                         ::testing::Combine(::testing::ValuesIn(go_versions()), ::testing::ValuesIn(kGoModes)),
                          oomsnap_test::go_matrix_name);
 
 // Goroutines created and ended while we read: every capture finishes, the

@@ -13,14 +13,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "go_versions.h"
 #include "test_process.h"
 
 namespace oomsnap_test {
 
-inline constexpr const char* kGoVersions[] = {"1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27"};
 inline constexpr const char* kGoModes[] = {"default", "pie", "stripped", "pie-stripped"};
 
-// A (version, mode) test parameter: Combine(ValuesIn(kGoVersions), ValuesIn(kGoModes)).
+// A (version, mode) test parameter: Combine(ValuesIn(go_versions()), ValuesIn(kGoModes)).
 using GoMatrixParam = std::tuple<const char*, const char*>;
 
 // "go1_26_pie_stripped": the test-name suffix of a parameter.

@@ -28,7 +28,7 @@ namespace {
 
 using oomsnap_test::go_fixture_path;
 using oomsnap_test::kGoModes;
-using oomsnap_test::kGoVersions;
+using oomsnap_test::go_versions;
 
 std::string scratch_dir() {
   std::string d = "/tmp/oomsnap-it-" + std::to_string(getpid());
@@ -343,7 +343,7 @@ TEST_P(GoSnapshot, RecentAllocationsSinceLastGc) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllToolchains, GoSnapshot,
-                         ::testing::Combine(::testing::ValuesIn(kGoVersions), ::testing::ValuesIn(kGoModes)),
+                         ::testing::Combine(::testing::ValuesIn(go_versions()), ::testing::ValuesIn(kGoModes)),
                          oomsnap_test::go_matrix_name);
 
 TEST(GoSnapshotCgo, ExternalLinkBuildMatchesCensus) {

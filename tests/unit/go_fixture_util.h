@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "elf/elf_file.h"
+#include "go_versions.h"
 
 namespace oomsnap::testutil {
 
 inline const std::vector<std::string>& go_versions() {
-  static const std::vector<std::string> v = {"1.19", "1.21", "1.22", "1.23",
-                                             "1.24", "1.25", "1.26", "1.27"};
+  static const std::vector<std::string> v(oomsnap_test::go_versions().begin(), oomsnap_test::go_versions().end());
   return v;
 }
 inline const std::vector<std::string>& go_modes() {

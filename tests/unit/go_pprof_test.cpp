@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "go_versions.h"
 #include "elf/elf_file.h"
 #include "go/go_heap_profile.h"
 #include "go/go_pclntab.h"
@@ -277,7 +278,7 @@ TEST_P(GoPprofFixture, EncodesHandBuiltProfile) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllGo, GoPprofFixture,
-                         ::testing::Values("1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27"),
+                         ::testing::ValuesIn(oomsnap_test::go_versions()),
                          [](const auto& info) {
                            std::string s = std::string("go") + info.param;
                            for (auto& c : s)
