@@ -18,6 +18,7 @@
 #include "agent/version.h"
 #include "agent/no_snapshot_reason.h"
 #include "agent/pod_identity.h"
+#include "base/text.h"
 #include "core/log_escape.h"
 #include "core/proc_info.h"
 
@@ -37,12 +38,6 @@ std::string host_name() {
 std::chrono::nanoseconds until(MonoNs deadline) {
   MonoNs now = monotonic_now_ns();
   return std::chrono::nanoseconds(deadline > now ? deadline - now : 0);
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
 }
 
 double unix_now() {
@@ -272,7 +267,7 @@ bool Agent::start(std::string& error) {
              "blacklist [{}]; sinks: {}{}; captures {} (budget {}ms, killed at +{}ms, memory cap {} MiB)",
              node_, cgroups_->describe(), c.threshold_percent, c.interval_tracing.count(),
              c.node_max_captures_per_minute, c.batch_window.count(),
-             c.oom_kill_window.count(), join(c.trigger_blacklist), c.stdout_sink ? "stdout " : "",
+             c.oom_kill_window.count(), join(c.trigger_blacklist, ","), c.stdout_sink ? "stdout " : "",
              c.file_sink ? c.storage_path : "",
              options_.capture_in_process ? "IN THE AGENT (--capture-in-process, benchmarks only)" : "in a capture process",
              c.run_tracing_tool_timeout.count(), c.capture_grace.count(), c.capture_memory_max >> 20);

@@ -239,7 +239,7 @@ bool check_kernel(std::string& error) {
 pid_t tgid_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::strtol(line.c_str() + 5, nullptr, 10));
+    if (line.starts_with("Tgid:")) return static_cast<pid_t>(std::strtol(line.c_str() + 5, nullptr, 10));
   }
   return 0;
 }

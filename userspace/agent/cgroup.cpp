@@ -84,7 +84,7 @@ bool is_hex64(const std::string& s) {
 std::string scope_id(const std::string& component, const std::string& prefix) {
   const std::string suffix = ".scope";
   if (component.size() != prefix.size() + 64 + suffix.size()) return "";
-  if (component.compare(0, prefix.size(), prefix) != 0) return "";
+  if (!component.starts_with(prefix)) return "";
   if (component.compare(component.size() - suffix.size(), suffix.size(), suffix) != 0) return "";
   std::string id = component.substr(prefix.size(), 64);
   return is_hex64(id) ? id : "";
@@ -104,7 +104,7 @@ std::string pod_uid_of(const std::string& component, bool under_kubepods) {
   std::string uid;
   const std::string slice = ".slice";
   auto pos = component.rfind("-pod");
-  if (component.rfind("kubepods", 0) == 0 && pos != std::string::npos &&
+  if (component.starts_with("kubepods") && pos != std::string::npos &&
       component.size() > slice.size() &&
       component.compare(component.size() - slice.size(), slice.size(), slice) == 0) {
     uid = component.substr(pos + 4, component.size() - slice.size() - pos - 4);
@@ -112,7 +112,7 @@ std::string pod_uid_of(const std::string& component, bool under_kubepods) {
     for (char& c : uid) {
       if (c == '_') c = '-';
     }
-  } else if (under_kubepods && component.rfind("pod", 0) == 0) {
+  } else if (under_kubepods && component.starts_with("pod")) {
     uid = component.substr(3);
   }
   return is_pod_uid(uid) ? uid : "";
@@ -287,7 +287,7 @@ std::optional<ContainerRef> container_of(const std::string& cgroup_path) {
   std::string prev;
   for (const auto& c : split(cgroup_path, '/')) {
     if (c.empty()) continue;
-    if (c == "kubepods" || c.rfind("kubepods", 0) == 0) under_kubepods = true;
+    if (c == "kubepods" || c.starts_with("kubepods")) under_kubepods = true;
     if (auto uid = pod_uid_of(c, under_kubepods); !uid.empty()) pod_uid = uid;
     ContainerRef ref;
     if (auto id = scope_id(c, "docker-"); !id.empty()) ref = {"docker", id, ""};
@@ -327,7 +327,7 @@ std::optional<std::string> to_mount_relative(const CgroupFs& fs, const std::stri
   if (root == "/") return path;
   if (path == root) return std::string("/");
   // A whole-component prefix: root "/a/b" must not match "/a/bc".
-  if (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/') {
+  if (path.size() > root.size() && path.starts_with(root) && path[root.size()] == '/') {
     return path.substr(root.size());
   }
   return std::nullopt;

@@ -30,7 +30,7 @@ std::optional<std::string> memcg_of_pid(const CgroupFs& fs, pid_t pid) {
 
 bool memcg_within(const std::string& path, const std::string& ancestor) {
   if (ancestor == "/" || path == ancestor) return true;
-  return path.size() > ancestor.size() && path.compare(0, ancestor.size(), ancestor) == 0 &&
+  return path.size() > ancestor.size() && path.starts_with(ancestor) &&
          path[ancestor.size()] == '/';
 }
 

@@ -15,36 +15,16 @@
 #include <set>
 #include <sstream>
 
+#include "base/text.h"
+#include "base/unique_fd.h"
+
 namespace oomsnap {
 namespace {
-
-std::string errno_text(int err) { return std::strerror(err); }
-
-// Closes the fd unless released: every early return in the create functions
-// must not leak what was opened before it.
-class FdGuard {
- public:
-  explicit FdGuard(int fd) : fd_(fd) {}
-  ~FdGuard() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FdGuard(const FdGuard&) = delete;
-  FdGuard& operator=(const FdGuard&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
 
 // Whole-file read through open/read so a failure keeps its errno for the
 // message (a vanished cgroup reads as ENOENT or ENODEV, not as empty).
 bool read_whole_file(const std::string& path, std::string& out, std::string& error) {
-  FdGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     error = "open " + path + ": " + errno_text(errno);
     return false;
@@ -131,7 +111,7 @@ int V1EventFd::register_event(const CgroupFs& fs, const std::string& rel_path, c
             "cgroup v1, this memory controller is v" + std::to_string(fs.version);
     return -1;
   }
-  FdGuard efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  UniqueFd efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (efd.get() < 0) {
     error = "eventfd for " + target + ": " + errno_text(errno);
     return -1;
@@ -139,13 +119,13 @@ int V1EventFd::register_event(const CgroupFs& fs, const std::string& rel_path, c
   // The kernel only looks the target fd up during the write below (to find
   // which file and cgroup the event is for); it keeps the eventfd and a
   // reference to the cgroup, so both helper fds are closed on return.
-  FdGuard tfd(::open(target.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd tfd(::open(target.c_str(), O_RDONLY | O_CLOEXEC));
   if (tfd.get() < 0) {
     error = "open " + target + ": " + errno_text(errno);
     return -1;
   }
   const std::string control = dir + "/cgroup.event_control";
-  FdGuard cfd(::open(control.c_str(), O_WRONLY | O_CLOEXEC));
+  UniqueFd cfd(::open(control.c_str(), O_WRONLY | O_CLOEXEC));
   if (cfd.get() < 0) {
     error = "open " + control + ": " + errno_text(errno);
     return -1;
@@ -337,7 +317,7 @@ std::unique_ptr<PsiTrigger> PsiTrigger::create(const std::string& pressure_file,
   }
   // O_RDWR: the trigger is created by a write, and the same fd is polled;
   // closing it destroys the trigger.
-  FdGuard fd(::open(pressure_file.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC));
+  UniqueFd fd(::open(pressure_file.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) {
     int err = errno;
     error = "open " + pressure_file + ": " + errno_text(err);

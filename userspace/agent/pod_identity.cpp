@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/text.h"
+
 namespace oomsnap {
 
 namespace {
@@ -162,8 +164,6 @@ bool is_directory_entry(int dir_fd, std::string_view name, unsigned char d_type)
   struct stat st;
   return ::fstatat(dir_fd, std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
 }
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 // The container name of `container_id` in pod `id`, whose log directory is
 // pod_dir; nullopt (with notes->why) when it cannot be decided.

@@ -24,6 +24,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/text.h"
+#include "base/unique_fd.h"
+
 namespace oomsnap {
 
 using Clock = SinkDeadline::Clock;
@@ -44,13 +47,6 @@ bool RecordSink::write_line(const std::string& json_line, std::string& error) {
 }
 
 namespace {
-
-std::string errno_str(int err) {
-  // GNU strerror_r (g++ defines _GNU_SOURCE): thread-safe, unlike strerror
-  // on older C libraries, and sinks are written from several threads.
-  char buf[256];
-  return strerror_r(err, buf, sizeof buf);
-}
 
 // `json_line` as exactly one '\n'-terminated line, or false when it is empty
 // or holds a newline inside (it would become two "records" in the file).
@@ -117,29 +113,6 @@ class WriteSignalGuard {
 };
 
 // ---------------------------------------------------------------- common
-
-// Closes the descriptor it holds.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() { reset(); }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 Clock::time_point earliest(Clock::time_point own, const SinkDeadline& deadline) {
   return std::min(own, deadline.get());
@@ -265,7 +238,7 @@ class StreamSink final : public RecordSink {
         return fail(off, prefix, line.size(), why, r);
       }
       guard.discard(err);
-      return fail(off, prefix, line.size(), errno_str(err), r);
+      return fail(off, prefix, line.size(), errno_text(err), r);
     }
     fragment_open_ = false;
     r.status = WriteStatus::written;
@@ -293,9 +266,9 @@ class StreamSink final : public RecordSink {
     if (why_fatal_) {
       // Opening a pipe for writing without blocking fails with ENXIO exactly
       // when nobody has it open for reading: what a write reports as EPIPE.
-      why = errno_str(EPIPE) + " (the pipe has no reader)";
+      why = errno_text(EPIPE) + " (the pipe has no reader)";
     } else {
-      why = "cannot get a non-blocking descriptor for it (open " + path + ": " + errno_str(e) +
+      why = "cannot get a non-blocking descriptor for it (open " + path + ": " + errno_text(e) +
             "), not writing blocking";
     }
     return false;
@@ -371,7 +344,7 @@ bool open_store_dir(const std::string& dir, UniqueFd& out, std::string& error) {
   if (abs.empty() || abs[0] != '/') {
     char cwd[4096];
     if (!::getcwd(cwd, sizeof cwd)) {
-      error = "getcwd: " + errno_str(errno);
+      error = "getcwd: " + errno_text(errno);
       return false;
     }
     abs = std::string(cwd) + "/" + abs;
@@ -387,7 +360,7 @@ bool open_store_dir(const std::string& dir, UniqueFd& out, std::string& error) {
   std::string cur;  // resolved so far, no symlinks; "" is "/"
   struct stat st{};
   if (::lstat("/", &st) != 0) {
-    error = "stat '/': " + errno_str(errno);
+    error = "stat '/': " + errno_text(errno);
     return false;
   }
   if (auto why = untrusted_dir("/", st, todo.empty()); !why.empty()) return refuse(why);
@@ -403,15 +376,15 @@ bool open_store_dir(const std::string& dir, UniqueFd& out, std::string& error) {
     const std::string path = cur + "/" + comp;
     if (::lstat(path.c_str(), &st) != 0) {
       if (errno != ENOENT) {
-        error = "stat '" + path + "': " + errno_str(errno);
+        error = "stat '" + path + "': " + errno_text(errno);
         return false;
       }
       if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-        error = "mkdir '" + path + "': " + errno_str(errno);
+        error = "mkdir '" + path + "': " + errno_text(errno);
         return false;
       }
       if (::lstat(path.c_str(), &st) != 0) {
-        error = "stat '" + path + "': " + errno_str(errno);
+        error = "stat '" + path + "': " + errno_text(errno);
         return false;
       }
     }
@@ -419,13 +392,13 @@ bool open_store_dir(const std::string& dir, UniqueFd& out, std::string& error) {
       if (!trusted_owner(st.st_uid))
         return refuse("'" + path + "' is a symbolic link owned by uid " + std::to_string(st.st_uid));
       if (++links > 40) {
-        error = "resolving '" + dir + "': " + errno_str(ELOOP);
+        error = "resolving '" + dir + "': " + errno_text(ELOOP);
         return false;
       }
       std::string target(4096, '\0');
       const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
       if (n < 0 || static_cast<size_t>(n) >= target.size()) {
-        error = "readlink '" + path + "': " + errno_str(n < 0 ? errno : ENAMETOOLONG);
+        error = "readlink '" + path + "': " + errno_text(n < 0 ? errno : ENAMETOOLONG);
         return false;
       }
       target.resize(static_cast<size_t>(n));
@@ -436,7 +409,7 @@ bool open_store_dir(const std::string& dir, UniqueFd& out, std::string& error) {
     }
     if (!S_ISDIR(st.st_mode)) {
       error = todo.empty() ? "'" + dir + "' exists but is not a directory"
-                           : "'" + path + "': " + errno_str(ENOTDIR);
+                           : "'" + path + "': " + errno_text(ENOTDIR);
       return false;
     }
     if (auto why = untrusted_dir(path, st, todo.empty()); !why.empty()) return refuse(why);
@@ -445,7 +418,7 @@ bool open_store_dir(const std::string& dir, UniqueFd& out, std::string& error) {
   const std::string resolved = cur.empty() ? "/" : cur;
   const int fd = ::open(resolved.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    error = "open directory '" + resolved + "': " + errno_str(errno);
+    error = "open directory '" + resolved + "': " + errno_text(errno);
     return false;
   }
   out.reset(fd);
@@ -570,14 +543,14 @@ class RotatingFileSink final : public RecordSink {
         return r;
       }
       r.status = WriteStatus::written_with_error;
-      r.error = name_ + ": " + join(problems) + "; record written";
+      r.error = name_ + ": " + join(problems, "; ") + "; record written";
       return r;
     }
     if (n < 0) {
       const int e = errno;
       guard.discard(e);
       close_fd();  // EBADF, ESTALE, ...: start over from the name next time
-      return fail_unwritten("write: " + errno_str(e), problems, r);
+      return fail_unwritten("write: " + errno_text(e), problems, r);
     }
     // Short write (a regular file does that only when full: ENOSPC, EFBIG).
     // The rest is NOT written with a second write(2): an unrelated appender
@@ -586,7 +559,7 @@ class RotatingFileSink final : public RecordSink {
     // inspect() finds the unterminated tail and ends it.
     close_fd_after_short_write(n, terminate ? 1 : 0, line.size(), guard, problems);
     r.status = WriteStatus::failed;
-    r.error = name_ + ": " + join(problems);
+    r.error = name_ + ": " + join(problems, "; ");
     return r;
   }
 
@@ -604,7 +577,7 @@ class RotatingFileSink final : public RecordSink {
       if (::flock(dir_fd, LOCK_EX | LOCK_NB) == 0) return true;
       if (errno == EINTR) continue;
       if (errno != EWOULDBLOCK) {
-        warning = "flock '" + dir_ + "': " + errno_str(errno) + " (writing unlocked)";
+        warning = "flock '" + dir_ + "': " + errno_text(errno) + " (writing unlocked)";
         return true;
       }
       const auto now = Clock::now();
@@ -638,23 +611,17 @@ class RotatingFileSink final : public RecordSink {
       } else {
         const int e = t < 0 ? errno : EIO;
         guard.discard(e);
-        what += ", fragment left open (" + errno_str(e) + "), the next write ends it";
+        what += ", fragment left open (" + errno_text(e) + "), the next write ends it";
       }
     }
     close_fd();
     problems.push_back("short write: " + what);
   }
 
-  static std::string join(const std::vector<std::string>& parts) {
-    std::string s;
-    for (const auto& p : parts) s += (s.empty() ? "" : "; ") + p;
-    return s;
-  }
-
   WriteResult& fail_unwritten(const std::string& why, std::vector<std::string>& problems, WriteResult& r) {
     problems.push_back(why);
     r.status = WriteStatus::failed;
-    r.error = name_ + ": " + join(problems) + "; record not written";
+    r.error = name_ + ": " + join(problems, "; ") + "; record not written";
     return r;
   }
 
@@ -701,13 +668,13 @@ class RotatingFileSink final : public RecordSink {
       if (e == ELOOP)
         error = "'" + path_ + "' is a symbolic link; not following it (remove it)";
       else
-        error = "open '" + path_ + "' for append: " + errno_str(e);
+        error = "open '" + path_ + "' for append: " + errno_text(e);
       return false;
     }
     UniqueFd opened(fd);
     struct stat st{};
     if (::fstat(fd, &st) != 0) {
-      error = "fstat '" + path_ + "': " + errno_str(errno);
+      error = "fstat '" + path_ + "': " + errno_text(errno);
       return false;
     }
     if (!S_ISREG(st.st_mode)) {
@@ -788,19 +755,19 @@ class RotatingFileSink final : public RecordSink {
     if (max_files_ == 1) {
       // Only the live file is kept: rotation starts it over.
       if (::unlinkat(dir_fd, kRecordFileName, 0) != 0 && errno != ENOENT) {
-        error = "unlink '" + path_ + "': " + errno_str(errno);
+        error = "unlink '" + path_ + "': " + errno_text(errno);
         return false;
       }
       return remove_beyond(dir_fd, 1, error);
     }
     for (int i = max_files_ - 2; i >= 1; --i) {
       if (::renameat(dir_fd, numbered(i).c_str(), dir_fd, numbered(i + 1).c_str()) != 0 && errno != ENOENT) {
-        error = "rename '" + full(numbered(i)) + "' -> '" + full(numbered(i + 1)) + "': " + errno_str(errno);
+        error = "rename '" + full(numbered(i)) + "' -> '" + full(numbered(i + 1)) + "': " + errno_text(errno);
         return false;
       }
     }
     if (::renameat(dir_fd, kRecordFileName, dir_fd, numbered(1).c_str()) != 0) {
-      error = "rename '" + path_ + "' -> '" + full(numbered(1)) + "': " + errno_str(errno);
+      error = "rename '" + path_ + "' -> '" + full(numbered(1)) + "': " + errno_text(errno);
       return false;
     }
     return remove_beyond(dir_fd, max_files_, error);

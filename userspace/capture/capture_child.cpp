@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/text.h"
 #include "capture/capture.h"
 #include "capture/sandbox_policy.h"
 
@@ -75,12 +76,6 @@ std::string read_request_line() {
     line.append(buf, static_cast<size_t>(n));
   }
   return line;
-}
-
-std::string hex(uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
 }
 
 // Exactly one of the capture thread and the watchdog writes the result.

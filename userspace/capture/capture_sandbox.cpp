@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/text.h"
 #include "capture/capture_child.h"
 #include "capture/capture_wire.h"
 #include "capture/sandbox_policy.h"
@@ -37,12 +38,6 @@ std::string signal_name(int sig) {
 }
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
-
-std::string hex(uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/text.h"
 #include "cli/terminal_text.h"
 
 namespace oomsnap {
@@ -111,15 +112,6 @@ std::string ms_text(double ms) { return format("%.1f ms", ms); }
 // "1 process", "4 processes": counts in sentences.
 std::string count_of(uint64_t n, const char* one, const char* many) {
   return grouped(n) + " " + (n == 1 ? one : many);
-}
-
-std::string join(const std::vector<std::string>& parts, const char* sep = ", ") {
-  std::string out;
-  for (const auto& p : parts) {
-    if (!out.empty()) out += sep;
-    out += p;
-  }
-  return out;
 }
 
 // Lines of a block: a label column, then the text; continuation lines
@@ -230,7 +222,7 @@ void render_trigger(Block& b, const json& rec, bool exit_record) {
     }
     std::vector<std::string> parts;
     for (const auto& [type, n] : kinds) parts.push_back(n > 1 ? type + format(" x%llu", static_cast<unsigned long long>(n)) : type);
-    if (!parts.empty()) b.more("triggers seen: " + join(parts));
+    if (!parts.empty()) b.more("triggers seen: " + join(parts, ", "));
   }
 
   if (!exit_record) return;
@@ -283,14 +275,14 @@ std::string process_memory_text(const json& pm) {
     if (auto v = u64_at(pm, "rss_anon_bytes")) split.push_back("anon " + human_bytes(*v));
     if (auto v = u64_at(pm, "rss_file_bytes")) split.push_back("file " + human_bytes(*v));
     if (auto v = u64_at(pm, "rss_shmem_bytes")) split.push_back("shmem " + human_bytes(*v));
-    parts.push_back("rss " + human_bytes(*rss) + (split.empty() ? "" : " (" + join(split) + ")"));
+    parts.push_back("rss " + human_bytes(*rss) + (split.empty() ? "" : " (" + join(split, ", ") + ")"));
   }
   if (auto v = u64_at(pm, "swap_bytes")) parts.push_back("swap " + human_bytes(*v));
   if (auto v = u64_at(pm, "page_table_bytes")) parts.push_back("page tables " + human_bytes(*v));
   if (auto v = u64_at(pm, "virtual_bytes")) parts.push_back("virtual " + human_bytes(*v));
   auto status = text_at(pm, "status", kMaxTextBytes);
   if (status && *status != "ok") parts.push_back("memory: " + *status);
-  return join(parts);
+  return join(parts, ", ");
 }
 
 std::string process_head(const json& p, const char* pid_key) {
@@ -318,7 +310,7 @@ std::string scope_text(const json& snap) {
   std::vector<std::string> parts;
   if (auto scope = text_at(snap, "scope")) parts.push_back("scope " + *scope);
   if (auto cov = number_at(snap, "coverage")) parts.push_back(format("coverage %.2f%%", *cov * 100.0));
-  return join(parts);
+  return join(parts, ", ");
 }
 
 std::string totals_text(const json& snap) {
@@ -337,7 +329,7 @@ std::string totals_text(const json& snap) {
     if (auto v = u64_at(*t, "sample_stride"); v && *v > 1)
       parts.push_back(format("sampled 1 of every %llu windows", static_cast<unsigned long long>(*v)));
   }
-  return join(parts);
+  return join(parts, ", ");
 }
 
 // The top entries as a table under the text column. Go's name is the leaf
@@ -386,7 +378,7 @@ void render_goroutines(Block& b, const json& snap, size_t max_rows) {
     std::stable_sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
     for (const auto& [n, k] : sorted) states.push_back(k + " " + grouped(n));
   }
-  if (!states.empty()) head += " (" + join(states) + ")";
+  if (!states.empty()) head += " (" + join(states, ", ") + ")";
   if (auto sys = u64_at(*g, "system"); sys && *sys) head += ", " + count_of(*sys, "runtime goroutine", "runtime goroutines") + " apart";
   b.line("goroutines", head);
   if (auto status = text_at(*g, "status"); status && *status != "complete") {
@@ -577,7 +569,7 @@ void render_agent(Block& b, const json& rec) {
   std::vector<std::string> parts;
   for (const char* key : kLosses)
     if (auto v = u64_at(*a, key); v && *v) parts.push_back(std::string(key) + " " + grouped(*v));
-  if (!parts.empty()) b.line("agent", join(parts));
+  if (!parts.empty()) b.line("agent", join(parts, ", "));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "base/text.h"
 #include "core/huge_page_allocator.h"
 
 namespace oomsnap {
@@ -16,12 +17,6 @@ uint64_t load_u64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
   return v;
-}
-
-std::string hex(uint64_t v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
 }
 
 // A small read-through cache of windows of remote memory. A miss reads a window

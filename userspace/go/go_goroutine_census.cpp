@@ -29,7 +29,7 @@ class StartNames {
   }
   bool system(uint64_t startpc) {
     const std::string& n = name(startpc);
-    return n.rfind("runtime.", 0) == 0 && n != "runtime.main" && n != "runtime.corostart";
+    return n.starts_with("runtime.") && n != "runtime.main" && n != "runtime.corostart";
   }
 
  private:

@@ -38,6 +38,7 @@
 #include <sstream>
 #include <vector>
 
+#include "base/text.h"
 #include "elf/elf_file.h"
 #include "go/go_buildinfo.h"
 #include "go/go_contention_reader.h"
@@ -451,12 +452,6 @@ class Recoverer {
     return std::nullopt;
   }
 
-  static std::string hex(uint64_t v) {
-    std::ostringstream o;
-    o << "0x" << std::hex << v;
-    return o.str();
-  }
-
  private:
   static std::string describe(const std::string& fn, uint64_t a) { return fn + "→" + hex(a); }
 
@@ -465,7 +460,7 @@ class Recoverer {
   static bool agree(const char* what, const std::vector<Cand>& cands, const std::vector<std::string>& notes,
                     std::string& err) {
     if (cands.empty()) {
-      err = std::string(what) + ": no candidate function (" + join(notes) + ")";
+      err = std::string(what) + ": no candidate function (" + join(notes, "; ") + ")";
       return false;
     }
     for (const auto& c : cands) {
@@ -477,12 +472,6 @@ class Recoverer {
     }
     return true;
   }
-  static std::string join(const std::vector<std::string>& v) {
-    std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : "; ") + x;
-    return s;
-  }
-
   const ElfFile& elf_;
   const GoPclntab& pcln_;
   const GoVersion& ver_;
@@ -551,7 +540,7 @@ GoContentionGlobals recover_go_contention_globals(const ElfFile& elf, const GoPc
     out.xbuckets = rec.first_bss_load({"runtime.mutexProfileInternal", "runtime.MutexProfile"}, "xbuckets", e);
     note(e), e.clear();
     if (out.bbuckets && out.xbuckets && *out.bbuckets == *out.xbuckets) {
-      note("bbuckets and xbuckets recovered as the same address " + Recoverer::hex(*out.bbuckets));
+      note("bbuckets and xbuckets recovered as the same address " + hex(*out.bbuckets));
       out.bbuckets.reset();
       out.xbuckets.reset();
     }

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "base/text.h"
 #include "core/address_bitmap.h"
 #include "core/address_set.h"
 #include "core/checked_bytes.h"
@@ -88,11 +89,6 @@ inline uint32_t u32(ByteView v, uint64_t off) {
   return x;
 }
 inline uint64_t abs64(int64_t v) { return v < 0 ? static_cast<uint64_t>(-(v + 1)) + 1 : static_cast<uint64_t>(v); }
-std::string hex(uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
 
 // Byte totals of hostile sizes summed over millions of objects: stop at the
 // top instead of wrapping.
