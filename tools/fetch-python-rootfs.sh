@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Build, once, minimal Debian root file systems (debootstrap --variant=minbase)
-# holding newer language runtimes than bookworm ships; they need a newer glibc,
-# so tests run them with chroot, like a container. (The name predates the JDK
+# holding language runtimes bookworm does not ship: newer ones (they need a
+# newer glibc) and bullseye's CPython 3.9, a distribution build unlike pyenv's;
+# tests run them with chroot, like a container. (The name predates the JDK
 # rootfs; tests and CI call it by this name.)
-# Usage: tools/fetch-python-rootfs.sh [trixie|sid|trixie-jdk|sid-jdk ...]
-#        (default: all four)
-# Result: $OOMSNAP_CACHE/rootfs/trixie/usr/bin/python3.13
+# Usage: tools/fetch-python-rootfs.sh [bullseye|trixie|sid|trixie-jdk|sid-jdk ...]
+#        (default: all five)
+# Result: $OOMSNAP_CACHE/rootfs/bullseye/usr/bin/python3.9
+#         $OOMSNAP_CACHE/rootfs/trixie/usr/bin/python3.13
 #         $OOMSNAP_CACHE/rootfs/sid/usr/bin/python3.14
 #         $OOMSNAP_CACHE/rootfs/trixie-jdk/usr/lib/jvm/java-21-openjdk-amd64/bin/{java,jcmd}
 #         $OOMSNAP_CACHE/rootfs/trixie-jdk/usr/lib/jvm/java-25-openjdk-amd64/bin/{java,jcmd}
@@ -27,7 +29,7 @@ CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 MIRROR=$(debian_mirror)
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 ROOTS=("$@")
-[ ${#ROOTS[@]} -gt 0 ] || ROOTS=(trixie sid trixie-jdk sid-jdk)
+[ ${#ROOTS[@]} -gt 0 ] || ROOTS=(bullseye trixie sid trixie-jdk sid-jdk)
 JVM=/usr/lib/jvm
 
 # JDK rootfs -> its JDK feature versions: $JVM/java-N-openjdk-amd64.
@@ -41,11 +43,12 @@ jdks_of() {
 # rootfs -> "suite packages" (packages comma-separated, for debootstrap --include).
 spec_of() {
   case "$1" in
+    bullseye) echo "bullseye python3.9" ;;
     trixie) echo "trixie python3.13" ;;
     sid) echo "sid python3.14" ;;
     trixie-jdk) echo "trixie openjdk-21-jdk-headless,openjdk-25-jdk-headless" ;;
     sid-jdk) echo "sid openjdk-8-jdk-headless,openjdk-11-jdk-headless,openjdk-26-jdk-headless" ;;
-    *) echo "usage: tools/fetch-python-rootfs.sh [trixie|sid|trixie-jdk|sid-jdk ...] (unknown: $1)" >&2; return 1 ;;
+    *) echo "usage: tools/fetch-python-rootfs.sh [bullseye|trixie|sid|trixie-jdk|sid-jdk ...] (unknown: $1)" >&2; return 1 ;;
   esac
 }
 for r in "${ROOTS[@]}"; do spec_of "$r" >/dev/null; done
