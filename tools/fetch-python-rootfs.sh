@@ -6,7 +6,7 @@
 # rootfs; tests and CI call it by this name.)
 # Usage: tools/fetch-python-rootfs.sh [bullseye|trixie|sid|trixie-jdk|sid-jdk ...]
 #        (default: all five)
-# Result: $OOMSNAP_CACHE/rootfs/bullseye/usr/bin/python3.9
+# Result: $OOMSNAP_CACHE/rootfs/bullseye/usr/bin/python3.9, /usr/include/python3.9
 #         $OOMSNAP_CACHE/rootfs/trixie/usr/bin/python3.13
 #         $OOMSNAP_CACHE/rootfs/sid/usr/bin/python3.14
 #         $OOMSNAP_CACHE/rootfs/trixie-jdk/usr/lib/jvm/java-21-openjdk-amd64/bin/{java,jcmd}
@@ -43,7 +43,9 @@ jdks_of() {
 # rootfs -> "suite packages" (packages comma-separated, for debootstrap --include).
 spec_of() {
   case "$1" in
-    bullseye) echo "bullseye python3.9" ;;
+    # Its headers too: the unit tests check the layout table against the
+    # distribution's own struct offsets (tools/dump-cpython-offsets.sh).
+    bullseye) echo "bullseye python3.9,libpython3.9-dev" ;;
     trixie) echo "trixie python3.13" ;;
     sid) echo "sid python3.14" ;;
     trixie-jdk) echo "trixie openjdk-21-jdk-headless,openjdk-25-jdk-headless" ;;
@@ -77,8 +79,12 @@ version_in() {
         out+="${out:+; }$(sed -n 's/.*Runtime Environment (build \(.*\))$/\1/p' <<<"$v")"
       done
       echo "openjdk $out" ;;
-    *)  # the package is the interpreter's name: python3.N
-      local py=$3
+    *)  # the first package is the interpreter's name: python3.N; a
+        # libpython3.N-dev after it must have left its headers
+      local py=${3%%,*}
+      case ",$3," in
+        *",lib$py-dev,"*) [ -f "$1/usr/include/$py/Python.h" ] && [ -f "$1/usr/include/x86_64-linux-gnu/$py/pyconfig.h" ] || return 1 ;;
+      esac
       [ -x "$1/usr/bin/$py" ] && v=$(chroot "$1" "/usr/bin/$py" -c 'import sys; print(sys.version)' 2>/dev/null) &&
         echo "$py $v" ;;
   esac
@@ -128,6 +134,9 @@ for name in "${ROOTS[@]}"; do
   find "$tmp/var/lib/apt/lists" -maxdepth 1 -type f -delete
   # The JDKs' jmods (~420 MB of the ~1 GB) serve only jlink.
   case "$name" in *-jdk) rm -rf "$tmp"$JVM/java-*-openjdk-amd64/jmods ;; esac
+  # Of a libpython3.N-dev only the headers are used: its static library
+  # (~20 MB) links nothing here.
+  rm -f "$tmp"/usr/lib/python3.*/config-*/libpython3.*.a "$tmp"/usr/lib/x86_64-linux-gnu/libpython3.*.a
   v=$(version_in "$tmp" "$name" "$pkgs") ||
     { echo "tools/fetch-python-rootfs.sh: $pkgs does not run in $tmp" >&2; exit 1; }
   remove_tree "$root"
