@@ -15,17 +15,21 @@ ARCH=$(realpath "$2")
 SRC=$(cd "$(dirname "$0")" && pwd)/cpython-offsets.c
 CC=${CC:-gcc}
 
-# Debian's <inc>/pyconfig.h is a wrapper doing
-# `#include <x86_64-linux-gnu/python3.N/pyconfig.h>`: make that resolve to
-# this build's arch dir (…/usr/include) rather than the host's /usr/include.
-EXTRA=()
-case "$ARCH" in
-  */x86_64-linux-gnu/python3.*) EXTRA=(-I"$(dirname "$(dirname "$ARCH")")") ;;
-esac
-FLAGS=(-std=gnu11 -O0 -w -DPy_BUILD_CORE -I"$INC" -I"$ARCH" "${EXTRA[@]}")
-
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Debian's <inc>/pyconfig.h is a wrapper doing
+# `#include <x86_64-linux-gnu/python3.N/pyconfig.h>`: make that resolve to
+# this build's arch dir rather than the host's /usr/include, through a link
+# in a private dir (not -I of the tree's usr/include: in a root file system
+# that would put its libc headers before the host's and mix two glibcs).
+EXTRA=()
+case "$ARCH" in
+  */x86_64-linux-gnu/python3.*)
+    mkdir -p "$work/inc/x86_64-linux-gnu"
+    ln -s "$ARCH" "$work/inc/x86_64-linux-gnu/$(basename "$ARCH")"
+    EXTRA=(-I"$work/inc") ;;
+esac
+FLAGS=(-std=gnu11 -O0 -w -DPy_BUILD_CORE -I"$INC" -I"$ARCH" "${EXTRA[@]}")
 # Report which pyconfig.h the preprocessor really used (guards against the
 # host's /usr/include winning for an extracted tree).
 "$CC" "${FLAGS[@]}" -M "$SRC" | tr ' \\' '\n\n' | grep -E 'pyconfig\.h$' | sort -u | sed 's/^/# pyconfig: /' >&2 || true

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Build, once, minimal Debian root file systems (debootstrap --variant=minbase)
-# holding newer language runtimes than bookworm ships; they need a newer glibc,
-# so tests run them with chroot, like a container. (The name predates the JDK
+# holding language runtimes bookworm does not ship: newer ones (they need a
+# newer glibc) and bullseye's CPython 3.9, a distribution build unlike pyenv's;
+# tests run them with chroot, like a container. (The name predates the JDK
 # rootfs; tests and CI call it by this name.)
-# Usage: tools/fetch-python-rootfs.sh [trixie|sid|trixie-jdk|sid-jdk ...]
-#        (default: all four)
-# Result: $OOMSNAP_CACHE/rootfs/trixie/usr/bin/python3.13
+# Usage: tools/fetch-python-rootfs.sh [bullseye|trixie|sid|trixie-jdk|sid-jdk ...]
+#        (default: all five)
+# Result: $OOMSNAP_CACHE/rootfs/bullseye/usr/bin/python3.9, /usr/include/python3.9
+#         $OOMSNAP_CACHE/rootfs/trixie/usr/bin/python3.13
 #         $OOMSNAP_CACHE/rootfs/sid/usr/bin/python3.14
 #         $OOMSNAP_CACHE/rootfs/trixie-jdk/usr/lib/jvm/java-21-openjdk-amd64/bin/{java,jcmd}
 #         $OOMSNAP_CACHE/rootfs/trixie-jdk/usr/lib/jvm/java-25-openjdk-amd64/bin/{java,jcmd}
@@ -27,7 +29,7 @@ CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 MIRROR=$(debian_mirror)
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 ROOTS=("$@")
-[ ${#ROOTS[@]} -gt 0 ] || ROOTS=(trixie sid trixie-jdk sid-jdk)
+[ ${#ROOTS[@]} -gt 0 ] || ROOTS=(bullseye trixie sid trixie-jdk sid-jdk)
 JVM=/usr/lib/jvm
 
 # JDK rootfs -> its JDK feature versions: $JVM/java-N-openjdk-amd64.
@@ -41,11 +43,14 @@ jdks_of() {
 # rootfs -> "suite packages" (packages comma-separated, for debootstrap --include).
 spec_of() {
   case "$1" in
+    # Its headers too: the unit tests check the layout table against the
+    # distribution's own struct offsets (tools/dump-cpython-offsets.sh).
+    bullseye) echo "bullseye python3.9,libpython3.9-dev" ;;
     trixie) echo "trixie python3.13" ;;
     sid) echo "sid python3.14" ;;
     trixie-jdk) echo "trixie openjdk-21-jdk-headless,openjdk-25-jdk-headless" ;;
     sid-jdk) echo "sid openjdk-8-jdk-headless,openjdk-11-jdk-headless,openjdk-26-jdk-headless" ;;
-    *) echo "usage: tools/fetch-python-rootfs.sh [trixie|sid|trixie-jdk|sid-jdk ...] (unknown: $1)" >&2; return 1 ;;
+    *) echo "usage: tools/fetch-python-rootfs.sh [bullseye|trixie|sid|trixie-jdk|sid-jdk ...] (unknown: $1)" >&2; return 1 ;;
   esac
 }
 for r in "${ROOTS[@]}"; do spec_of "$r" >/dev/null; done
@@ -74,8 +79,12 @@ version_in() {
         out+="${out:+; }$(sed -n 's/.*Runtime Environment (build \(.*\))$/\1/p' <<<"$v")"
       done
       echo "openjdk $out" ;;
-    *)  # the package is the interpreter's name: python3.N
-      local py=$3
+    *)  # the first package is the interpreter's name: python3.N; a
+        # libpython3.N-dev after it must have left its headers
+      local py=${3%%,*}
+      case ",$3," in
+        *",lib$py-dev,"*) [ -f "$1/usr/include/$py/Python.h" ] && [ -f "$1/usr/include/x86_64-linux-gnu/$py/pyconfig.h" ] || return 1 ;;
+      esac
       [ -x "$1/usr/bin/$py" ] && v=$(chroot "$1" "/usr/bin/$py" -c 'import sys; print(sys.version)' 2>/dev/null) &&
         echo "$py $v" ;;
   esac
@@ -125,6 +134,9 @@ for name in "${ROOTS[@]}"; do
   find "$tmp/var/lib/apt/lists" -maxdepth 1 -type f -delete
   # The JDKs' jmods (~420 MB of the ~1 GB) serve only jlink.
   case "$name" in *-jdk) rm -rf "$tmp"$JVM/java-*-openjdk-amd64/jmods ;; esac
+  # Of a libpython3.N-dev only the headers are used: its static library
+  # (~20 MB) links nothing here.
+  rm -f "$tmp"/usr/lib/python3.*/config-*/libpython3.*.a "$tmp"/usr/lib/x86_64-linux-gnu/libpython3.*.a
   v=$(version_in "$tmp" "$name" "$pkgs") ||
     { echo "tools/fetch-python-rootfs.sh: $pkgs does not run in $tmp" >&2; exit 1; }
   remove_tree "$root"

@@ -10,8 +10,9 @@
 # libcli11-dev: the command line of every subcommand (header-only).
 # ccache: the builds (tools/build.sh, the ASan unit build, the fuzzers) compile through it,
 #   its cache in $OOMSNAP_CACHE/ccache, so a fresh clone recompiles only what changed.
-# debootstrap: tools/fetch-python-rootfs.sh builds the trixie/sid root file systems
-#   whose newer CPython interpreters (python3.13, python3.14) the tests run with chroot.
+# debootstrap: tools/fetch-python-rootfs.sh builds the bullseye/trixie/sid root file
+#   systems whose CPython interpreters (Debian's python3.9, python3.13, python3.14) the
+#   tests run with chroot.
 # prometheus: tests/integration/agent_http_test.cpp scrapes the agent with a real
 #   Prometheus of its own (own port and storage) and checks a scrape with promtool.
 #   Its postinst starts a service only where an init system runs one (none in CI

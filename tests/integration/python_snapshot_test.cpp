@@ -1,5 +1,5 @@
-// Live CPython targets: 3.11 (bookworm, on the host), 3.13 (trixie) and 3.14
-// (sid), the newer two in root file systems run with chroot as a container
+// Live CPython targets: 3.11 (bookworm, on the host), 3.9 (bullseye), 3.13
+// (trixie) and 3.14 (sid), the last three in root file systems run with chroot as a container
 // would (another mount namespace view: the collector must open the
 // interpreter through /proc). The oracle is the fixture's own census
 // (gc.get_objects() counted by type, sizes by sys.getsizeof).
@@ -34,6 +34,9 @@ struct PyTarget {
 
 const PyTarget kTargets[] = {
     {"bookworm_3_11", "", "/usr/bin/python3.11", true},
+    // A distribution's 3.9 (Debian 11, RHEL 9 ship it): built unlike pyenv's
+    // (LTO + PGO, libpython linked into a non-PIE executable).
+    {"bullseye_3_9", "bullseye", "/usr/bin/python3.9", true},
     {"trixie_3_13", "trixie", "/usr/bin/python3.13", true},
     {"sid_3_14", "sid", "/usr/bin/python3.14", true},
     // A program embedding CPython through Debian's shared libpython3.11.

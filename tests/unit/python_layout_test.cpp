@@ -229,10 +229,10 @@ namespace {
 
 // "name value" lines of tools/dump-cpython-offsets.sh (offsetof/sizeof
 // compiled against a CPython version's own headers); empty when it fails.
-std::map<std::string, int64_t> header_offsets(const std::string& include_dir) {
+std::map<std::string, int64_t> header_offsets(const std::string& include_dir, const std::string& arch_dir) {
   std::map<std::string, int64_t> out;
   const std::string cmd = std::string(OOMSNAP_SOURCE_DIR) + "/tools/dump-cpython-offsets.sh " + include_dir + " " +
-                          include_dir + " 2>/dev/null";
+                          arch_dir + " 2>/dev/null";
   FILE* f = popen(cmd.c_str(), "r");
   if (!f) return out;
   char line[512];
@@ -250,20 +250,44 @@ std::map<std::string, int64_t> header_offsets(const std::string& include_dir) {
   return out;
 }
 
-}  // namespace
+struct HeaderSet {
+  std::string v;           // label in messages
+  std::string inc, arch;   // include dir, dir of its pyconfig.h
+  bool required;           // the suite installs it (tools/fetch-python-rootfs.sh)
+};
 
-// The tables against each interpreter's own headers, where pyenv has them
-// (upstream builds 3.8-3.13): every offset and size the walker takes from
-// the table is the compiler's offsetof/sizeof for that version. 3.13+ are
-// also checked against their _Py_DebugOffsets above; 3.14's headers are not
-// on this machine.
-TEST(PythonLayout, TablesMatchEachVersionsOwnHeaders) {
-  int checked = 0;
+std::vector<HeaderSet> header_sets() {
+  std::vector<HeaderSet> out;
   for (const char* v : {"3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0"}) {
     const std::string ver(v), minor_text = ver.substr(0, ver.rfind('.'));
     const std::string inc = "/root/.pyenv/versions/" + ver + "/include/python" + minor_text;
-    if (!std::filesystem::exists(inc + "/Python.h")) continue;
-    auto h = header_offsets(inc);
+    out.push_back({"pyenv " + ver, inc, inc, false});
+  }
+  // A distribution's build: Debian puts pyconfig.h in a per-architecture dir
+  // (and its 3.9.2 has a smaller PyInterpreterState than 3.9.18: the table's
+  // fields must not move with that).
+  const std::string deb = std::string(OOMSNAP_ROOTFS) + "/bullseye/usr/include";
+  out.push_back({"bullseye 3.9", deb + "/python3.9", deb + "/x86_64-linux-gnu/python3.9", true});
+  return out;
+}
+
+}  // namespace
+
+// The tables against each interpreter's own headers, where pyenv has them
+// (upstream builds 3.8-3.13), and against Debian bullseye's 3.9: every offset
+// and size the walker takes from the table is the compiler's offsetof/sizeof
+// for that version. 3.13+ are also checked against their _Py_DebugOffsets
+// above; 3.14's headers are not on this machine.
+TEST(PythonLayout, TablesMatchEachVersionsOwnHeaders) {
+  int checked = 0;
+  for (const auto& hs : header_sets()) {
+    const char* v = hs.v.c_str();
+    const std::string& inc = hs.inc;
+    if (!std::filesystem::exists(inc + "/Python.h")) {
+      if (hs.required) ADD_FAILURE() << inc << "/Python.h missing (run tools/fetch-python-rootfs.sh bullseye)";
+      continue;
+    }
+    auto h = header_offsets(inc, hs.arch);
     ASSERT_TRUE(h.count("PY_VERSION_HEX")) << v << ": tools/dump-cpython-offsets.sh failed on " << inc;
     auto L = python_layout_for(static_cast<uint32_t>(h["PY_VERSION_HEX"]));
     ASSERT_TRUE(L) << v;
@@ -321,5 +345,5 @@ TEST(PythonLayout, TablesMatchEachVersionsOwnHeaders) {
     }
     ++checked;
   }
-  if (checked == 0) GTEST_SKIP() << "no pyenv CPython headers under /root/.pyenv/versions";
+  if (checked == 0) GTEST_SKIP() << "no CPython headers (pyenv's or bullseye's)";
 }
