@@ -564,10 +564,9 @@ void Agent::start_collection(Candidate c, MonoNs decided) {
   });
   if (!queued) {
     ++queue_overflows_;
-    Incident none = book_.find(id) ? *book_.find(id) : Incident{};
-    none.outcome = CollectionOutcome::kQueueFull;
-    none.reason = "the collection queue was full; incident recorded without a snapshot";
-    book_.collected(std::move(none), monotonic_now_ns());
+    job_inc.outcome = CollectionOutcome::kQueueFull;  // the lambda that would have filled it was not queued
+    job_inc.reason = "the collection queue was full; incident recorded without a snapshot";
+    book_.collected(std::move(job_inc), monotonic_now_ns());
     finalize(id);
   }
 }
