@@ -1,5 +1,7 @@
 #include "agent/http_server.h"
 
+#include <list>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -23,13 +25,20 @@ struct HttpServer::Impl {
   HttpServerOptions options;
   std::map<std::string, HttpHandler> routes;
   ListenAddress bound;
-  // Declared before io so it outlives the sessions io's destructor frees.
+  // Declared before io so they outlive the sessions io's destructor frees.
+  // All on the server's one thread.
   size_t open_connections = 0;
+  std::map<asio::ip::address, size_t> per_peer;  // open connections by client address
+  // Sessions still reading their request, oldest first: the ones a new
+  // connection at the cap evicts (a client that sent a request is being answered).
+  std::list<std::weak_ptr<Session>> reading;
   asio::io_context io{1};
   tcp::acceptor acceptor{io};
   std::thread thread;
 
   void accept();
+  // Closes the oldest connection still waiting for its request; false if none.
+  bool evict_oldest_reading();
 };
 
 namespace {
@@ -39,12 +48,23 @@ namespace {
 // is cut at io_timeout.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, HttpServer::Impl& server) : stream_(std::move(socket)), server_(server) {
+  Session(tcp::socket socket, asio::ip::address peer, HttpServer::Impl& server)
+      : stream_(std::move(socket)), peer_(peer), server_(server) {
     ++server_.open_connections;
+    ++server_.per_peer[peer_];
   }
-  ~Session() { --server_.open_connections; }
+  ~Session() { release(); }
+
+  // Counted out now (its handlers end with an error and free it later), so
+  // the connection that evicted it takes its place at once.
+  void evict() {
+    release();
+    close();
+  }
 
   void read() {
+    server_.reading.push_back(weak_from_this());
+    reading_ = std::prev(server_.reading.end());
     parser_.header_limit(static_cast<std::uint32_t>(server_.options.header_limit));
     parser_.body_limit(0);
     stream_.expires_after(server_.options.io_timeout);
@@ -54,6 +74,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   void on_read(beast::error_code ec) {
+    done_reading();
     if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
       answer(431, "request header too large\n", false);
       return;
@@ -95,8 +116,26 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.socket().close(ec);
   }
 
+  void done_reading() {
+    if (!reading_) return;
+    server_.reading.erase(*reading_);
+    reading_.reset();
+  }
+
+  void release() {
+    done_reading();
+    if (!counted_) return;
+    counted_ = false;
+    --server_.open_connections;
+    if (auto it = server_.per_peer.find(peer_); it != server_.per_peer.end() && --it->second == 0)
+      server_.per_peer.erase(it);
+  }
+
   beast::tcp_stream stream_;
+  asio::ip::address peer_;
   HttpServer::Impl& server_;
+  bool counted_ = true;
+  std::optional<std::list<std::weak_ptr<Session>>::iterator> reading_;
   // Holds at most a header's worth: the parser stops at header_limit first.
   beast::flat_buffer buffer_{16384};
   http::request_parser<http::empty_body> parser_;
@@ -105,15 +144,38 @@ class Session : public std::enable_shared_from_this<Session> {
 
 }  // namespace
 
+bool HttpServer::Impl::evict_oldest_reading() {
+  while (!reading.empty()) {
+    auto oldest = reading.front().lock();
+    if (!oldest) {
+      reading.pop_front();
+      continue;
+    }
+    oldest->evict();  // leaves `reading`
+    return true;
+  }
+  return false;
+}
+
+// Two rules keep the port usable for the kubelet's probes and the scraper
+// while other clients hold connections open: one client address holds at
+// most max_connections_per_peer (past it, closed at once), and at the cap a
+// new connection takes the place of the oldest one that has not sent its
+// request yet (an idle holder), or is closed at once when every one is
+// being answered.
 void HttpServer::Impl::accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
     if (!ec) {
-      if (open_connections >= options.max_connections) {
+      beast::error_code peer_ec;
+      const auto peer = socket.remote_endpoint(peer_ec).address();
+      auto held = per_peer.find(peer);
+      const bool peer_full = held != per_peer.end() && held->second >= options.max_connections_per_peer;
+      if (peer_ec || peer_full || (open_connections >= options.max_connections && !evict_oldest_reading())) {
         beast::error_code ignored;
-        socket.close(ignored);  // over the cap: refused at once rather than queued
+        socket.close(ignored);  // refused at once rather than queued
       } else {
-        std::make_shared<Session>(std::move(socket), *this)->read();
+        std::make_shared<Session>(std::move(socket), peer, *this)->read();
       }
     }
     accept();

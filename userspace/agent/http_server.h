@@ -3,8 +3,10 @@
 // runs on, or waits for, the agent's event loop (so /healthz can report that
 // loop stalled). Everything a local client can do is bounded: one request per
 // connection, an 8 KiB request header and no body, a deadline on reading the
-// request and on writing the answer, and a cap on open connections (past it
-// a new connection is closed at once). Only GET and HEAD, only the routes given.
+// request and on writing the answer, a cap on open connections per client
+// address and in all (at the cap a new connection replaces the oldest one
+// still waiting for its request, so clients that hold idle connections cannot
+// keep the kubelet's probes out). Only GET and HEAD, only the routes given.
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -30,6 +32,7 @@ struct HttpServerOptions {
   ListenAddress address;
   std::chrono::milliseconds io_timeout{5000};  // to read a whole request; to write a whole answer
   size_t max_connections = 16;
+  size_t max_connections_per_peer = 4;  // a probe and a scrape need one each
   size_t header_limit = 8192;
 };
 
