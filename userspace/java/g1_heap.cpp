@@ -14,6 +14,11 @@ namespace oomsnap {
 namespace {
 
 constexpr uint64_t kMaxRegions = 1ull << 22;
+// Serial and Parallel heaps have four spaces (eden, from, to, old).
+constexpr size_t kMaxSpaces = 8;
+// No space is believed larger than this (HotSpot's heaps stay below 32 TiB
+// with compressed oops off, far below with them on).
+constexpr uint64_t kMaxSpaceBytes = 1ull << 45;
 // G1's regions are at most 512 MiB (JDK 18+; 32 MiB before).
 constexpr uint64_t kMaxGrainBytes = 1ull << 30;
 // No offset into a HotSpot struct is believed beyond this: the walk copies
@@ -29,6 +34,12 @@ constexpr size_t kMaxNameBytes = 2048;
 constexpr uint64_t kDeadlineEvery = 4096;
 
 bool power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
 
 struct Counts {
   uint64_t objects = 0, bytes = 0;
@@ -144,6 +155,10 @@ size_t region_record_bytes(const G1Layout& L) {
   return static_cast<size_t>(std::max({uint64_t{L.region_bottom} + 8, uint64_t{L.region_end} + 8,
                                        uint64_t{L.region_top} + 8, uint64_t{L.region_tag} + 4}));
 }
+size_t space_record_bytes(const G1Layout& L) {
+  return static_cast<size_t>(
+      std::max({uint64_t{L.space_bottom} + 8, uint64_t{L.space_end} + 8, uint64_t{L.space_top} + 8}));
+}
 size_t klass_record_bytes(const G1Layout& L) {
   return static_cast<size_t>(std::max(uint64_t{L.klass_layout_helper} + 4, uint64_t{L.klass_name} + 8));
 }
@@ -169,12 +184,29 @@ std::optional<std::string> check_g1_layout(const G1Layout& L) {
     if (!in_bounds(off, bytes, kMaxRecordBytes))
       return "implausible G1 layout: " + std::string(what) + " at offset " + std::to_string(off) + " (+" +
              std::to_string(bytes) + " bytes) is beyond " + std::to_string(kMaxRecordBytes) + " bytes";
+  if (L.kind != HeapKind::kG1) {
+    for (auto [what, off] : {std::pair<const char*, uint64_t>{"the space's _bottom", L.space_bottom},
+                             {"the space's _end", L.space_end},
+                             {"the space's _top", L.space_top}})
+      if (!in_bounds(off, 8, kMaxRecordBytes))
+        return "implausible heap layout: " + std::string(what) + " at offset " + std::to_string(off) +
+               " is beyond " + std::to_string(kMaxRecordBytes) + " bytes";
+  }
   if (L.narrow_klass_shift > 32)
     return "implausible G1 layout: narrow klass shift " + std::to_string(L.narrow_klass_shift);
   if (L.compact_headers && L.mark_klass_shift >= 64)
     return "implausible G1 layout: markWord::klass_shift " + std::to_string(L.mark_klass_shift);
   if (L.object_alignment < 8 || L.object_alignment > 256 || !power_of_two(L.object_alignment))
     return "implausible G1 layout: ObjectAlignmentInBytes " + std::to_string(L.object_alignment);
+  if (L.kind != HeapKind::kG1) {
+    if (L.spaces.empty() || L.spaces.size() > kMaxSpaces)
+      return "implausible heap layout: " + std::to_string(L.spaces.size()) + " spaces";
+    for (const HeapSpaceRef& sp : L.spaces)
+      if (!sp.addr || (sp.addr & 7))
+        return "implausible heap layout: the " + sp.name + " space's record (" + sp.field + ") at 0x" +
+               hex(sp.addr);
+    return std::nullopt;
+  }
   if (!power_of_two(L.grain_bytes) || L.grain_bytes > kMaxGrainBytes)
     return "implausible G1 layout: GrainBytes " + std::to_string(L.grain_bytes);
   if (!L.region_table || L.region_count == 0 || L.region_count > kMaxRegions)
@@ -240,6 +272,11 @@ class Walker {
   // the table itself cannot be read.
   std::vector<Region> read_regions(uint64_t& walkable_used);
   bool region_plausible(const Region& g, int64_t tag, uint64_t end) const;
+  // Serial / Parallel: the spaces as regions, sorted by address, the empty
+  // ones counted but left out. Sets the result's reason (naming the space
+  // and its field) when a record cannot be read or a space is implausible:
+  // then nothing is walked.
+  std::vector<Region> read_spaces(uint64_t& walkable_used);
   // Without region types (G1Layout::region_types): the kind of each region
   // (sorted, in use) from the objects at their bottoms.
   void classify_untyped(std::vector<Region>& regions);
@@ -588,6 +625,55 @@ std::vector<Walker::Region> Walker::read_regions(uint64_t& walkable_used) {
   return regions;
 }
 
+std::vector<Walker::Region> Walker::read_spaces(uint64_t& walkable_used) {
+  G1WalkResult& r = res_;
+  struct Read {
+    const HeapSpaceRef* ref;
+    uint64_t bottom, top, end;
+  };
+  std::vector<Read> spaces;
+  std::vector<uint8_t> rec(space_record_bytes(L_));
+  const ByteView rv(rec.data(), rec.size());
+  for (const HeapSpaceRef& sp : L_.spaces) {
+    const std::string what = "the " + sp.name + " space (" + sp.field + " -> 0x" + hex(sp.addr) + ")";
+    if (!mem_.read(sp.addr, rec.data(), rec.size())) {
+      r.reason = mem_.target_gone() ? "target exited" : "cannot read " + what;
+      return {};
+    }
+    Read s{&sp, 0, 0, 0};
+    rv.read_u64(L_.space_bottom, s.bottom), rv.read_u64(L_.space_top, s.top), rv.read_u64(L_.space_end, s.end);
+    const char* bad = !s.bottom                                    ? "a null _bottom"
+                      : s.top < s.bottom                           ? "_top below _bottom"
+                      : s.end < s.top                              ? "_top beyond _end"
+                      : ((s.bottom | s.top | s.end) & 7)           ? "unaligned bounds"
+                      : s.end - s.bottom > kMaxSpaceBytes          ? "a size beyond 32 TiB"
+                                                                   : nullptr;
+    if (bad) {
+      r.reason = "implausible " + what + ": " + bad + " (bottom 0x" + hex(s.bottom) + ", top 0x" + hex(s.top) +
+                 ", end 0x" + hex(s.end) + ")";
+      return {};
+    }
+    spaces.push_back(s);
+  }
+  std::sort(spaces.begin(), spaces.end(), [](const Read& x, const Read& y) { return x.bottom < y.bottom; });
+  std::vector<Region> regions;
+  for (size_t i = 0; i < spaces.size(); ++i) {
+    const Read& s = spaces[i];
+    // Spaces are disjoint reservations: two that overlap would have their
+    // objects counted twice (or one space's objects parsed as another's).
+    if (i > 0 && spaces[i - 1].end > s.bottom) {
+      r.reason = "implausible heap: the " + spaces[i - 1].ref->name + " space (" + spaces[i - 1].ref->field +
+                 ") and the " + s.ref->name + " space (" + s.ref->field + ") overlap";
+      return {};
+    }
+    ++r.regions;
+    r.used_bytes += s.top - s.bottom;
+    walkable_used += s.top - s.bottom;
+    if (s.top > s.bottom) regions.push_back(Region{s.bottom, s.top, Region::kWalkable});
+  }
+  return regions;
+}
+
 void Walker::walk_humongous(const Region& g) {
   G1WalkResult& r = res_;
   KlassEntry* k = nullptr;
@@ -688,8 +774,9 @@ G1WalkResult Walker::run() {
   klass_buf_.resize(klass_record_bytes(L_));
   name_buf_.resize(kMaxNameBytes);
   uint64_t walkable_used = 0;
-  const std::vector<Region> regions = read_regions(walkable_used);
-  if (!r.reason.empty()) return r;  // no region table
+  const std::vector<Region> regions =
+      L_.kind == HeapKind::kG1 ? read_regions(walkable_used) : read_spaces(walkable_used);
+  if (!r.reason.empty()) return r;  // no region table, or a space not to be believed
   // Heaps above the walk budget are sampled: 64 KiB windows spread evenly
   // over every walkable region (1 of every k), each entered by
   // resynchronising on its first object; what they hold is scaled by the
@@ -821,39 +908,6 @@ std::string java_class_name(const std::string& internal, bool hidden) {
 
 namespace {
 
-// Offsets resolved one by one from VMStructs, each checked against the size
-// of the type it indexes; the first that is missing or does not fit is the
-// error, and the ones after it are not looked at.
-class OffsetResolver {
- public:
-  explicit OffsetResolver(const HotSpotVm& vm) : vm_(vm) {}
-  // A field read as `bytes` bytes at its offset.
-  uint32_t field(std::initializer_list<std::string_view> types, std::string_view name, uint64_t bytes) {
-    if (error) return 0;
-    auto off = vm_.field_offset(types, name, bytes, err_);
-    if (!off) error = err_;
-    // field_offset keeps offsets below HotSpotVm::kMaxTypeBytes.
-    return static_cast<uint32_t>(off.value_or(0));
-  }
-  // A struct embedded in another (HeapRegion::_type, Thread::_tlab): its
-  // offset must leave room for the member's whole type.
-  uint32_t embedded(std::initializer_list<std::string_view> types, std::string_view name,
-                    std::initializer_list<std::string_view> member_types) {
-    if (error) return 0;
-    auto size = vm_.checked_type_size(member_types, err_);
-    if (!size) {
-      error = err_;
-      return 0;
-    }
-    return field(types, name, *size);
-  }
-  std::optional<std::string> error;
-
- private:
-  const HotSpotVm& vm_;
-  std::string err_;
-};
-
 const std::initializer_list<std::string_view> kRegionTypes = {"HeapRegion", "G1HeapRegion"};
 const std::initializer_list<std::string_view> kRegionTypeTypes = {"HeapRegionType", "G1HeapRegionType"};
 const std::initializer_list<std::string_view> kRegionManagerTypes = {"HeapRegionManager", "G1HeapRegionManager"};
@@ -909,16 +963,53 @@ std::optional<std::string> resolve_klass_encoding(ChunkCache& mem, const HotSpot
 
 }  // namespace
 
-std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& vm,
-                                             const std::map<std::string, uint64_t>& flags, G1Layout& L,
-                                             uint64_t& heap_addr) {
+std::optional<std::string> resolve_object_layout(ChunkCache& mem, const HotSpotVm& vm,
+                                                 const std::map<std::string, uint64_t>& flags, G1Layout& L) {
   auto flag_bool = [&](const char* n) {
     uint8_t v = 0;
     auto it = flags.find(n);
     return it != flags.end() && mem.get(it->second, v) && v != 0;
   };
+  const VmField* mirror = vm.field("java_lang_Class", "_oop_size_offset");
+  if (!mirror) return std::string("VMStructs has no java_lang_Class::_oop_size_offset");
+  OffsetResolver o(vm);
+  L.klass_layout_helper = o.field({"Klass"}, "_layout_helper", 4);
+  L.klass_name = o.field({"Klass"}, "_name", 8);
+  L.symbol_length = o.field({"Symbol"}, "_length", 2);
+  L.symbol_body = o.field({"Symbol"}, "_body", 1);
+  // Optional: without it, arrays of hidden classes keep HotSpot's '+'.
+  if (vm.field("ObjArrayKlass", "_bottom_klass"))
+    L.objarray_bottom_klass = o.field({"ObjArrayKlass"}, "_bottom_klass", 8);
+  // Optional: without it, VM-anonymous classes are named without their address.
+  if (auto bit = vm.int_constant("InstanceKlass::_misc_is_anonymous");
+      bit && *bit > 0 && *bit <= 0x8000 && vm.field("InstanceKlass", "_misc_flags")) {
+    L.instance_misc_flags = o.field({"InstanceKlass"}, "_misc_flags", 2);
+    L.misc_is_anonymous = static_cast<uint32_t>(*bit);
+  }
+  if (o.error) return o.error;
+  L.compact_headers = flag_bool("UseCompactObjectHeaders");
+  L.compressed_klass = L.compact_headers || flag_bool("UseCompressedClassPointers");
+  if (auto e = resolve_klass_encoding(mem, vm, L)) return e;
+  // intx in JDK 17, int in 21+: the low 32 bits (little endian) serve both.
+  int32_t align = 8;
+  if (auto it = flags.find("ObjectAlignmentInBytes"); it != flags.end()) mem.get(it->second, align);
+  if (align < 8 || align > 256 || (align & (align - 1))) return "implausible ObjectAlignmentInBytes";
+  L.object_alignment = static_cast<uint64_t>(align);
+  // Not in VMStructs (SA computes it): after the mark word with compact
+  // headers, in the klass gap with compressed class pointers, else after Klass*.
+  L.array_length_offset = L.compact_headers ? 8 : (L.compressed_klass ? 12 : 16);
+  auto mo = read_static<int32_t>(mem, mirror);
+  if (!mo || *mo <= 0 || *mo > 4096) return "cannot read java_lang_Class::_oop_size_offset";
+  L.mirror_size_offset = *mo;
+  return std::nullopt;
+}
+
+std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& vm,
+                                             const std::map<std::string, uint64_t>& flags, G1Layout& L,
+                                             uint64_t& heap_addr) {
   G1Statics st{};
   if (auto e = find_statics(vm, st)) return e;
+  L.kind = HeapKind::kG1;
   // Every offset, checked once here against the size of the struct it
   // indexes; the walk reads records no larger than these.
   OffsetResolver o(vm);
@@ -935,20 +1026,8 @@ std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& v
     const uint32_t type = o.embedded(kRegionTypes, "_type", kRegionTypeTypes);
     L.region_tag = type + o.field(kRegionTypeTypes, "_tag", 4);  // both below 64 KiB: no overflow
   }
-  L.klass_layout_helper = o.field({"Klass"}, "_layout_helper", 4);
-  L.klass_name = o.field({"Klass"}, "_name", 8);
-  L.symbol_length = o.field({"Symbol"}, "_length", 2);
-  L.symbol_body = o.field({"Symbol"}, "_body", 1);
-  // Optional: without it, arrays of hidden classes keep HotSpot's '+'.
-  if (vm.field("ObjArrayKlass", "_bottom_klass"))
-    L.objarray_bottom_klass = o.field({"ObjArrayKlass"}, "_bottom_klass", 8);
-  // Optional: without it, VM-anonymous classes are named without their address.
-  if (auto bit = vm.int_constant("InstanceKlass::_misc_is_anonymous");
-      bit && *bit > 0 && *bit <= 0x8000 && vm.field("InstanceKlass", "_misc_flags")) {
-    L.instance_misc_flags = o.field({"InstanceKlass"}, "_misc_flags", 2);
-    L.misc_is_anonymous = static_cast<uint32_t>(*bit);
-  }
   if (o.error) return o.error;
+  if (auto e = resolve_object_layout(mem, vm, flags, L)) return e;
 
   auto heap = read_static<uint64_t>(mem, st.heap);
   if (!heap || !*heap) return "cannot read Universe::_collectedHeap";
@@ -969,21 +1048,6 @@ std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& v
     if (!free_t || !sh || !ch) return "VMStructs has no heap region type tags";
     L.tag_free = *free_t, L.tag_starts_humongous = *sh, L.tag_continues_humongous = *ch;
   }
-
-  L.compact_headers = flag_bool("UseCompactObjectHeaders");
-  L.compressed_klass = L.compact_headers || flag_bool("UseCompressedClassPointers");
-  if (auto e = resolve_klass_encoding(mem, vm, L)) return e;
-  // intx in JDK 17, int in 21+: the low 32 bits (little endian) serve both.
-  int32_t align = 8;
-  if (auto it = flags.find("ObjectAlignmentInBytes"); it != flags.end()) mem.get(it->second, align);
-  if (align < 8 || align > 256 || (align & (align - 1))) return "implausible ObjectAlignmentInBytes";
-  L.object_alignment = static_cast<uint64_t>(align);
-  // Not in VMStructs (SA computes it): after the mark word with compact
-  // headers, in the klass gap with compressed class pointers, else after Klass*.
-  L.array_length_offset = L.compact_headers ? 8 : (L.compressed_klass ? 12 : 16);
-  auto mo = read_static<int32_t>(mem, st.mirror);
-  if (!mo || *mo <= 0 || *mo > 4096) return "cannot read java_lang_Class::_oop_size_offset";
-  L.mirror_size_offset = *mo;
   return check_g1_layout(L);
 }
 

@@ -21,8 +21,29 @@
 
 namespace oomsnap {
 
+// Which heap the layout describes: G1's region table, or the few
+// contiguous spaces of a Serial (DefNew eden/from/to + tenured) or Parallel
+// (PSYoungGen eden/from/to + PSOldGen) heap. Either way the walk parses
+// ranges [bottom, top) from their bottoms with the same object rules.
+enum class HeapKind : uint8_t { kG1, kSerial, kParallel };
+
+// One space of a Serial or Parallel heap: where its record (a
+// ContiguousSpace or MutableSpace) lies, and which VMStructs field led
+// there, so that a reason can name what was implausible.
+struct HeapSpaceRef {
+  std::string name;   // "eden", "from", "to", "old"
+  std::string field;  // e.g. "DefNewGeneration::_eden_space"
+  uint64_t addr = 0;
+};
+
 // Everything the walk needs, resolved from VMStructs and the JVM's flags.
 struct G1Layout {
+  HeapKind kind = HeapKind::kG1;
+  // Serial / Parallel: the spaces, read (bottom, top, end at these offsets
+  // in every space record) when the walk starts, since top moves.
+  std::vector<HeapSpaceRef> spaces;
+  uint32_t space_bottom = 0, space_end = 8, space_top = 16;
+
   uint64_t region_table = 0;  // HeapRegion** _base of the region table
   uint64_t region_count = 0;  // its _length
   uint64_t grain_bytes = 0;
@@ -102,8 +123,10 @@ struct G1WalkResult {
   // counted only here (scaled like the rest in a sampled walk).
   bool klass_cap_reached = false;
   uint64_t past_cap_objects = 0, past_cap_bytes = 0;
+  // G1: regions in use and walked; Serial / Parallel: spaces (empty ones
+  // included) and the non-empty ones walked.
   uint64_t regions = 0, regions_walked = 0;
-  uint64_t used_bytes = 0;      // sum of top - bottom over the regions in use
+  uint64_t used_bytes = 0;      // sum of top - bottom over the regions (spaces) in use
   uint64_t parsed_bytes = 0;    // bytes covered by objects read (incl. fillers) and skipped TLAB tails
   uint64_t unparsed_bytes = 0;  // bytes skipped by resynchronisation
   uint64_t objects = 0, filler_bytes = 0;
@@ -119,6 +142,12 @@ std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& v
                                              const std::map<std::string, uint64_t>& flags, G1Layout& layout,
                                              uint64_t& heap_addr);
 
+// What every heap shares: the Klass and Symbol offsets, the klass pointer
+// encoding, the object alignment and the mirror size offset, into L.
+// nullopt when resolved, else the error naming what is missing.
+std::optional<std::string> resolve_object_layout(ChunkCache& mem, const HotSpotVm& vm,
+                                                 const std::map<std::string, uint64_t>& flags, G1Layout& L);
+
 // The unused tails [top, hard end) of every Java thread's TLAB: unformatted
 // memory inside regions, skipped by the walk (G1Layout::holes), sorted.
 // Empty when VMStructs does not describe the threads' TLABs; nullopt + error
@@ -129,12 +158,14 @@ std::optional<std::vector<std::pair<uint64_t, uint64_t>>> read_tlab_holes(ChunkC
 
 // The layout's own plausibility, whoever filled it: every offset (+ the
 // bytes read there) below the record cap, shifts, alignment, region size and
-// count in range. nullopt when plausible, else the reason, naming the field.
+// count (or the space count and their records' addresses) in range. nullopt when plausible, else the reason, naming the field.
 // resolve_g1_layout ends with it, and the walk refuses a layout that fails it.
 std::optional<std::string> check_g1_layout(const G1Layout& layout);
 
 // Never longer than the deadline, whatever the layout and the memory say:
-// regions are believed only as large as GrainBytes, unreadable memory ends a
+// spaces are walked only when every one of them is plausible (bottom <= top
+// <= end, aligned, bounded, none overlapping another), else the walk fails
+// naming the space and its field; regions are believed only as large as GrainBytes, unreadable memory ends a
 // region at once, and the region-table scan gives up on records that
 // cannot be read. Past it, only the names of the top limits.max_entries
 // classes are still read.
