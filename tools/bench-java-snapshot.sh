@@ -281,7 +281,7 @@ print(s.get("status"), s.get("duration_ms"), s.get("read_syscalls"), s.get("byte
   if [ -s "$TMP/jcmd_pause.$k" ]; then jcmd_pause=$(med "$TMP/jcmd_pause.$k"); jcmd_at=$(med "$TMP/jcmd_at.$k"); fi
   read -r sp_n sp_ms _ sp_names <<<"$(sp_summary "$TMP/snap_sp.$k")"
   read -r jsp_n _ _ jsp_names <<<"$(sp_summary "$TMP/jcmd_sp.$k")"
-  ratio=$(awk -v a="$snap_ms" -v b="$jcmd_pause" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
+  ratio=$(awk -v a="$snap_ms" -v b="$jcmd_pause" 'BEGIN { if (b ~ /^[0-9.]+$/ && b > 0) printf "%.2f", a / b; else print "n/a" }')
   sp_col="$sp_n, $sp_ms"
   [ "$v" -ge 17 ] || sp_col=n/a
   rows+=("| $version | $gc | $(printf '%.0f' "$used_mib") | ${objects%.000} | $snap_ms | $wall_ms | ${syscalls%.000} | $(printf '%.1f' "$mib") | $sp_col | $jcmd_ms | $jcmd_pause | $ratio |")

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -249,6 +250,17 @@ void generational_shape(Values& in, Tables& t, uint64_t base, uint64_t heap, oom
   auto put_in = [](uint64_t object, uint64_t off, uint64_t v) {
     if (off <= 248) Tables::put(object + off, v);
   };
+  // A generation's space pointers: each field's offset near a real JVM's,
+  // each pointing at a space (space()) with the bounds at sb, se, st.
+  auto gen_spaces = [&](uint64_t gen, const char* type,
+                        std::initializer_list<std::pair<const char*, uint64_t>> names, uint64_t sb, uint64_t se,
+                        uint64_t st) {
+    for (auto [name, real] : names) {
+      const uint64_t off = in.near(real);
+      fields.push_back({type, name, false, off});
+      put_in(gen, off, space(sb, se, st));
+    }
+  };
   if (kind == oomsnap::HeapKind::kSerial) {
     const uint64_t sb = in.near(8), se = in.near(16), st = in.near(64);
     fields.push_back({"Space", "_bottom", false, sb});
@@ -271,13 +283,8 @@ void generational_shape(Values& in, Tables& t, uint64_t base, uint64_t heap, oom
       fields.push_back({"GenCollectedHeap", "_old_gen", false, go});
       put_in(heap, gy, young), put_in(heap, go, old);
     }
-    const uint64_t e = in.near(8), f = in.near(16), to = in.near(24), ts = in.near(40);
-    fields.push_back({"DefNewGeneration", "_eden_space", false, e});
-    fields.push_back({"DefNewGeneration", "_from_space", false, f});
-    fields.push_back({"DefNewGeneration", "_to_space", false, to});
-    fields.push_back({"TenuredGeneration", "_the_space", false, ts});
-    put_in(young, e, space(sb, se, st)), put_in(young, f, space(sb, se, st)), put_in(young, to, space(sb, se, st));
-    put_in(old, ts, space(sb, se, st));
+    gen_spaces(young, "DefNewGeneration", {{"_eden_space", 8}, {"_from_space", 16}, {"_to_space", 24}}, sb, se, st);
+    gen_spaces(old, "TenuredGeneration", {{"_the_space", 40}}, sb, se, st);
     return;
   }
   const char* bounds = jdk8 ? "ImmutableSpace" : "MutableSpace";
@@ -300,13 +307,8 @@ void generational_shape(Values& in, Tables& t, uint64_t base, uint64_t heap, oom
     fields.push_back({"ParallelScavengeHeap", "_young_gen", true, t.var(young + in.raw() % 2 * gy)});
     fields.push_back({"ParallelScavengeHeap", "_old_gen", true, t.var(old)});
   }
-  const uint64_t e = in.near(32), f = in.near(40), to = in.near(48), os = in.near(160);
-  fields.push_back({"PSYoungGen", "_eden_space", false, e});
-  fields.push_back({"PSYoungGen", "_from_space", false, f});
-  fields.push_back({"PSYoungGen", "_to_space", false, to});
-  fields.push_back({"PSOldGen", "_object_space", false, os});
-  put_in(young, e, space(sb, se, st)), put_in(young, f, space(sb, se, st)), put_in(young, to, space(sb, se, st));
-  put_in(old, os, space(sb, se, st));
+  gen_spaces(young, "PSYoungGen", {{"_eden_space", 32}, {"_from_space", 40}, {"_to_space", 48}}, sb, se, st);
+  gen_spaces(old, "PSOldGen", {{"_object_space", 160}}, sb, se, st);
 }
 
 // Part 2: VMStructs naming what the collector resolves, values from the input.
