@@ -1907,9 +1907,10 @@ TEST(GenerationalLayoutResolution, HostileDescriptionsFailNamingTheField) {
   EXPECT_NE(resolve_spoiled(HeapKind::kSerial, false, [](FakeJvm& j) { Arena::put<uint64_t>(j.heap + 96, 0); })
                 .find("SerialHeap::_young_gen"),
             std::string::npos);
-  EXPECT_NE(resolve_spoiled(HeapKind::kParallel, false,
-                            [](FakeJvm& j) { Arena::put<uint64_t>(j.vm.find("ParallelScavengeHeap", "_old_gen").address, 0x1003); })
-                .find("ParallelScavengeHeap::_old_gen"),
+  auto unaligned_old_gen = [](FakeJvm& j) {
+    Arena::put<uint64_t>(j.vm.find("ParallelScavengeHeap", "_old_gen").address, 0x1003);
+  };
+  EXPECT_NE(resolve_spoiled(HeapKind::kParallel, false, unaligned_old_gen).find("ParallelScavengeHeap::_old_gen"),
             std::string::npos);
   EXPECT_NE(resolve_spoiled(HeapKind::kParallel, false,
                             [](FakeJvm& j) { j.vm.find("PSYoungGen", "_eden_space").offset = 300; })

@@ -35,12 +35,6 @@ constexpr uint64_t kDeadlineEvery = 4096;
 
 bool power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
 
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 struct Counts {
   uint64_t objects = 0, bytes = 0;
   void add(uint64_t size) {
@@ -204,7 +198,7 @@ std::optional<std::string> check_g1_layout(const G1Layout& L) {
     for (const HeapSpaceRef& sp : L.spaces)
       if (!sp.addr || (sp.addr & 7))
         return "implausible heap layout: the " + sp.name + " space's record (" + sp.field + ") at 0x" +
-               hex(sp.addr);
+               hex_string(sp.addr);
     return std::nullopt;
   }
   if (!power_of_two(L.grain_bytes) || L.grain_bytes > kMaxGrainBytes)
@@ -635,22 +629,22 @@ std::vector<Walker::Region> Walker::read_spaces(uint64_t& walkable_used) {
   std::vector<uint8_t> rec(space_record_bytes(L_));
   const ByteView rv(rec.data(), rec.size());
   for (const HeapSpaceRef& sp : L_.spaces) {
-    const std::string what = "the " + sp.name + " space (" + sp.field + " -> 0x" + hex(sp.addr) + ")";
+    const std::string what = "the " + sp.name + " space (" + sp.field + " -> 0x" + hex_string(sp.addr) + ")";
     if (!mem_.read(sp.addr, rec.data(), rec.size())) {
       r.reason = mem_.target_gone() ? "target exited" : "cannot read " + what;
       return {};
     }
     Read s{&sp, 0, 0, 0};
     rv.read_u64(L_.space_bottom, s.bottom), rv.read_u64(L_.space_top, s.top), rv.read_u64(L_.space_end, s.end);
-    const char* bad = !s.bottom                                    ? "a null _bottom"
-                      : s.top < s.bottom                           ? "_top below _bottom"
-                      : s.end < s.top                              ? "_top beyond _end"
-                      : ((s.bottom | s.top | s.end) & 7)           ? "unaligned bounds"
-                      : s.end - s.bottom > kMaxSpaceBytes          ? "a size beyond 32 TiB"
-                                                                   : nullptr;
+    const char* bad = !s.bottom                           ? "a null _bottom"
+                      : s.top < s.bottom                  ? "_top below _bottom"
+                      : s.end < s.top                     ? "_top beyond _end"
+                      : ((s.bottom | s.top | s.end) & 7)  ? "unaligned bounds"
+                      : s.end - s.bottom > kMaxSpaceBytes ? "a size beyond 32 TiB"
+                                                          : nullptr;
     if (bad) {
-      r.reason = "implausible " + what + ": " + bad + " (bottom 0x" + hex(s.bottom) + ", top 0x" + hex(s.top) +
-                 ", end 0x" + hex(s.end) + ")";
+      r.reason = "implausible " + what + ": " + bad + " (bottom 0x" + hex_string(s.bottom) + ", top 0x" +
+                 hex_string(s.top) + ", end 0x" + hex_string(s.end) + ")";
       return {};
     }
     spaces.push_back(s);

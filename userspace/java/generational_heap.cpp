@@ -1,6 +1,5 @@
 #include "java/generational_heap.h"
 
-#include <cstdio>
 #include <initializer_list>
 #include <string_view>
 
@@ -27,9 +26,9 @@ class PointerChase {
     } else {
       const uint64_t off = o_.field(types, name, 8);
       if (o_.error) error = o_.error;
-      else if (!mem_.get(obj + off, v)) error = "cannot read " + what + " at 0x" + hex(obj + off);
+      else if (!mem_.get(obj + off, v)) error = "cannot read " + what + " at 0x" + hex_string(obj + off);
     }
-    if (!error && (!v || (v & 7))) error = "implausible " + what + " (0x" + hex(v) + ")";
+    if (!error && (!v || (v & 7))) error = "implausible " + what + " (0x" + hex_string(v) + ")";
     return error ? 0 : v;
   }
   // An offset, checked against its type.
@@ -46,11 +45,6 @@ class PointerChase {
     if (!error) L.spaces.push_back({space_name, std::string(*types.begin()) + "::" + std::string(name), sp});
   }
   std::optional<std::string> error;
-  static std::string hex(uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
-    return buf;
-  }
 
  private:
   ChunkCache& mem_;
