@@ -66,7 +66,7 @@ void fuzz_small_layout(uint64_t base) {
   std::string err;
   oomsnap::HotSpotVm::read(cache, y, oomsnap::Deadline{std::chrono::milliseconds(200)}, err);
 
-  oomsnap::G1Layout L;
+  oomsnap::JavaHeapLayout L;
   L.region_table = word(img, 20);
   L.region_count = word(img, 21) % 64;
   L.grain_bytes = 4096;
@@ -79,10 +79,10 @@ void fuzz_small_layout(uint64_t base) {
   L.array_length_offset = L.compact_headers ? 8 : (L.compressed_klass ? 12 : 16);
   L.mirror_size_offset = static_cast<int32_t>(word(img, 25) % 64);
   L.holes = {{base + word(img, 26) % kImage, base + word(img, 26) % kImage + 256}};
-  oomsnap::G1Limits lim;
+  oomsnap::JavaHeapLimits lim;
   lim.max_walk_bytes = 1 << 20;
   oomsnap::Deadline deadline{std::chrono::milliseconds(200)};
-  oomsnap::walk_g1_heap(cache, L, lim, deadline);
+  oomsnap::walk_java_heap(cache, L, lim, deadline);
 }
 
 // The values of part 2: successive 8-byte words of the raw input from byte
@@ -466,7 +466,7 @@ void fuzz_resolution(const uint8_t* data, size_t size, uint64_t base) {
   auto flags = oomsnap::read_jvm_flags(cache, *vm, {kFlagNames[0], kFlagNames[1], kFlagNames[2], kFlagNames[3]},
                                        deadline, err);
   if (!flags) return;
-  oomsnap::G1Layout L;
+  oomsnap::JavaHeapLayout L;
   uint64_t heap_addr = 0;
   if (kind == oomsnap::HeapKind::kG1 ? oomsnap::resolve_g1_layout(cache, *vm, *flags, L, heap_addr)
                                      : oomsnap::resolve_generational_layout(cache, *vm, *flags, kind, L, heap_addr))
@@ -474,9 +474,9 @@ void fuzz_resolution(const uint8_t* data, size_t size, uint64_t base) {
   auto holes = oomsnap::read_tlab_holes(cache, *vm, deadline, err);
   if (!holes) return;
   L.holes = std::move(*holes);
-  oomsnap::G1Limits lim;
+  oomsnap::JavaHeapLimits lim;
   lim.max_walk_bytes = 1 << 20;
-  oomsnap::walk_g1_heap(cache, L, lim, deadline);
+  oomsnap::walk_java_heap(cache, L, lim, deadline);
 }
 
 }  // namespace

@@ -673,7 +673,7 @@ class FakeG1 {
   }
   // Walks with L and limits as they are (table() when no table was built);
   // last_syscalls: the reads that cost.
-  G1WalkResult walk(uint64_t max_walk = 1ull << 30, int budget_ms = 5000) {
+  JavaHeapWalk walk(uint64_t max_walk = 1ull << 30, int budget_ms = 5000) {
     RemoteMemory mem(getpid());
     ChunkCache c(mem, read_maps(getpid()), 4096, 1 << 20);
     auto r = walk_with(c, max_walk, budget_ms);
@@ -681,18 +681,18 @@ class FakeG1 {
     return r;
   }
   // The same through a cache of the test's own.
-  G1WalkResult walk_with(ChunkCache& c, uint64_t max_walk = 1ull << 30, int budget_ms = 5000) {
+  JavaHeapWalk walk_with(ChunkCache& c, uint64_t max_walk = 1ull << 30, int budget_ms = 5000) {
     if (!L.region_table) table();
-    G1Limits lim = limits;
+    JavaHeapLimits lim = limits;
     lim.max_walk_bytes = max_walk;
     Deadline d{std::chrono::milliseconds(budget_ms)};
-    return walk_g1_heap(c, L, lim, d);
+    return walk_java_heap(c, L, lim, d);
   }
   uint64_t klass_area() const { return klass_area_; }
   uint64_t next_klass() const { return klass_next_; }  // where klass() writes the next one
   const std::vector<uint64_t>& regions() const { return regions_; }
-  G1Layout L;
-  G1Limits limits;
+  JavaHeapLayout L;
+  JavaHeapLimits limits;
   Arena a_;
   uint64_t last_syscalls = 0;
 
@@ -706,7 +706,7 @@ class FakeG1 {
   std::vector<uint64_t> regions_;
 };
 
-std::map<std::string, std::pair<uint64_t, uint64_t>> classes(const G1WalkResult& r) {
+std::map<std::string, std::pair<uint64_t, uint64_t>> classes(const JavaHeapWalk& r) {
   std::map<std::string, std::pair<uint64_t, uint64_t>> m;
   for (const auto& c : r.classes) m[c.name] = {c.objects, c.bytes};
   return m;
@@ -803,12 +803,12 @@ TEST(G1Heap, ImplausibleTableFails) {
   auto r = h.walk();  // no regions in use
   EXPECT_EQ(r.status, SnapshotStatus::kFailed);
   h.L.region_count = 0;
-  G1Limits lim;
+  JavaHeapLimits lim;
   RemoteMemory mem(getpid());
   ChunkCache c(mem, read_maps(getpid()));
   Deadline d{std::chrono::milliseconds(1000)};
   h.L.region_table = 0;
-  r = walk_g1_heap(c, h.L, lim, d);
+  r = walk_java_heap(c, h.L, lim, d);
   EXPECT_EQ(r.status, SnapshotStatus::kFailed);
   EXPECT_NE(r.reason.find("implausible"), std::string::npos);
 }
@@ -897,14 +897,14 @@ namespace {
 
 // The walk's classes as the collector turns them into entries, and the
 // same list cut by Snapshot::sort_and_truncate itself: the reference order.
-Snapshot as_snapshot(const G1WalkResult& r, size_t max_entries) {
+Snapshot as_snapshot(const JavaHeapWalk& r, size_t max_entries) {
   Snapshot s;
   for (const auto& c : r.classes) s.entries.push_back({"object_type", c.name, c.bytes, c.objects, {}, {}});
   s.sort_and_truncate(max_entries);
   return s;
 }
 
-std::vector<std::tuple<std::string, uint64_t, uint64_t>> rows(const G1WalkResult& r) {
+std::vector<std::tuple<std::string, uint64_t, uint64_t>> rows(const JavaHeapWalk& r) {
   std::vector<std::tuple<std::string, uint64_t, uint64_t>> v;
   for (const auto& c : r.classes) v.emplace_back(c.name, c.bytes, c.objects);
   return v;
@@ -1079,7 +1079,7 @@ TEST(G1Heap, KlassCapReachedIsPartialAndCountsTheClassesPastIt) {
   EXPECT_EQ(r.objects, 55u);  // every object parsed and counted: none of them skipped as garbage
   EXPECT_EQ(r.unparsed_bytes, 0u);
   // Without the cap: complete, every class by name.
-  h.limits = G1Limits{};
+  h.limits = JavaHeapLimits{};
   r = h.walk();
   EXPECT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
   EXPECT_FALSE(r.klass_cap_reached);
@@ -1148,14 +1148,14 @@ struct OnePageHeap {
   }
   // Walks through a two-chunk cache that read P before `change` ran.
   template <typename Change>
-  G1WalkResult walk(Change change) {
+  JavaHeapWalk walk(Change change) {
     RemoteMemory mem(getpid());
     ChunkCache c(mem, read_maps(getpid()), 4096, 2 * 4096);
     uint8_t b = 0;
     EXPECT_TRUE(c.read(page, &b, 1));
     change();
     Deadline d{std::chrono::milliseconds(5000)};
-    return walk_g1_heap(c, L, G1Limits{}, d);
+    return walk_java_heap(c, L, JavaHeapLimits{}, d);
   }
   std::string placeholder(uint64_t klass) const {
     char buf[80];
@@ -1165,7 +1165,7 @@ struct OnePageHeap {
   Arena a;
   uint64_t page = 0, heap = 0;
   uint64_t keepers = 0;
-  G1Layout L;
+  JavaHeapLayout L;
 };
 
 }  // namespace
@@ -1212,7 +1212,7 @@ TEST(G1Heap, ClassWhoseNameNoLongerReadsGetsAPlaceholder) {
 }
 
 // A walk that used up the read budget still names its top classes when the
-// caller leaves room for the names (G1Limits::name_read_limit, as the
+// caller leaves room for the names (JavaHeapLimits::name_read_limit, as the
 // collector does); without it they are placeholders, not dropped.
 TEST(G1Heap, NamesAreReadPastAnExhaustedWalkBudget) {
   FakeG1 h;
@@ -1272,18 +1272,18 @@ TEST(G1Heap, RegionFieldsAreReadInsideTheRecord) {
 // Offsets no HotSpot struct could hold are refused before the walk reads
 // anything, with the field named.
 TEST(G1Heap, LayoutOffsetsBeyondTheCapsAreRefused) {
-  const std::pair<const char*, void (*)(G1Layout&)> cases[] = {
-      {"Klass::_name", [](G1Layout& L) { L.klass_name = 0xfffffff0u; }},
-      {"Klass::_layout_helper", [](G1Layout& L) { L.klass_layout_helper = 1u << 20; }},
-      {"HeapRegion::_bottom", [](G1Layout& L) { L.region_bottom = 0xfffffffcu; }},
-      {"HeapRegion::_end", [](G1Layout& L) { L.region_end = 1u << 20; }},
-      {"HeapRegionType::_tag", [](G1Layout& L) { L.region_tag = 0xfffffffeu; }},
-      {"Symbol::_length", [](G1Layout& L) { L.symbol_length = 0xffffffffu; }},
-      {"markWord::klass_shift", [](G1Layout& L) { L.compact_headers = true, L.mark_klass_shift = 64; }},
-      {"narrow klass shift", [](G1Layout& L) { L.narrow_klass_shift = 64; }},
-      {"ObjectAlignmentInBytes", [](G1Layout& L) { L.object_alignment = 12; }},
-      {"GrainBytes", [](G1Layout& L) { L.grain_bytes = 3 << 20; }},
-      {"InstanceKlass::_misc_flags", [](G1Layout& L) { L.instance_misc_flags = 0xffffffffu; }},
+  const std::pair<const char*, void (*)(JavaHeapLayout&)> cases[] = {
+      {"Klass::_name", [](JavaHeapLayout& L) { L.klass_name = 0xfffffff0u; }},
+      {"Klass::_layout_helper", [](JavaHeapLayout& L) { L.klass_layout_helper = 1u << 20; }},
+      {"HeapRegion::_bottom", [](JavaHeapLayout& L) { L.region_bottom = 0xfffffffcu; }},
+      {"HeapRegion::_end", [](JavaHeapLayout& L) { L.region_end = 1u << 20; }},
+      {"HeapRegionType::_tag", [](JavaHeapLayout& L) { L.region_tag = 0xfffffffeu; }},
+      {"Symbol::_length", [](JavaHeapLayout& L) { L.symbol_length = 0xffffffffu; }},
+      {"markWord::klass_shift", [](JavaHeapLayout& L) { L.compact_headers = true, L.mark_klass_shift = 64; }},
+      {"narrow klass shift", [](JavaHeapLayout& L) { L.narrow_klass_shift = 64; }},
+      {"ObjectAlignmentInBytes", [](JavaHeapLayout& L) { L.object_alignment = 12; }},
+      {"GrainBytes", [](JavaHeapLayout& L) { L.grain_bytes = 3 << 20; }},
+      {"InstanceKlass::_misc_flags", [](JavaHeapLayout& L) { L.instance_misc_flags = 0xffffffffu; }},
   };
   for (auto [what, spoil] : cases) {
     FakeG1 h;
@@ -1567,7 +1567,7 @@ class FakeJvm {
   }
   struct Resolved {
     std::optional<std::string> error;  // from any step
-    G1Layout L;
+    JavaHeapLayout L;
     uint64_t heap = 0;
     uint64_t syscalls = 0;
   };

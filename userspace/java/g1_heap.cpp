@@ -66,7 +66,7 @@ static_assert(sizeof(KlassEntry) <= 48);
 // allocation per klass, and a bounded size (the cap).
 class KlassTable {
  public:
-  explicit KlassTable(size_t cap) : cap_(std::min(cap, G1Limits::kMaxKlasses)) {}
+  explicit KlassTable(size_t cap) : cap_(std::min(cap, JavaHeapLimits::kMaxKlasses)) {}
   size_t size() const { return size_; }
   size_t cap() const { return cap_; }
   KlassEntry& at(size_t i) { return pages_[i >> kPageBits][i & (kPage - 1)]; }
@@ -144,22 +144,22 @@ bool plausible_name(std::string_view n) {
 }
 
 // The bytes of the region and klass records the walk copies: up to their
-// farthest field (check_g1_layout keeps that below kMaxRecordBytes).
-size_t region_record_bytes(const G1Layout& L) {
+// farthest field (check_heap_layout keeps that below kMaxRecordBytes).
+size_t region_record_bytes(const JavaHeapLayout& L) {
   return static_cast<size_t>(std::max({uint64_t{L.region_bottom} + 8, uint64_t{L.region_end} + 8,
                                        uint64_t{L.region_top} + 8, uint64_t{L.region_tag} + 4}));
 }
-size_t space_record_bytes(const G1Layout& L) {
+size_t space_record_bytes(const JavaHeapLayout& L) {
   return static_cast<size_t>(
       std::max({uint64_t{L.space_bottom} + 8, uint64_t{L.space_end} + 8, uint64_t{L.space_top} + 8}));
 }
-size_t klass_record_bytes(const G1Layout& L) {
+size_t klass_record_bytes(const JavaHeapLayout& L) {
   return static_cast<size_t>(std::max(uint64_t{L.klass_layout_helper} + 4, uint64_t{L.klass_name} + 8));
 }
 
 }  // namespace
 
-std::optional<std::string> check_g1_layout(const G1Layout& L) {
+std::optional<std::string> check_heap_layout(const JavaHeapLayout& L) {
   const std::tuple<const char*, uint64_t, uint64_t> fields[] = {
       {"(G1)HeapRegion::_bottom", L.region_bottom, 8},
       {"(G1)HeapRegion::_end", L.region_end, 8},
@@ -176,7 +176,7 @@ std::optional<std::string> check_g1_layout(const G1Layout& L) {
   };
   for (auto [what, off, bytes] : fields)
     if (!in_bounds(off, bytes, kMaxRecordBytes))
-      return "implausible G1 layout: " + std::string(what) + " at offset " + std::to_string(off) + " (+" +
+      return "implausible heap layout: " + std::string(what) + " at offset " + std::to_string(off) + " (+" +
              std::to_string(bytes) + " bytes) is beyond " + std::to_string(kMaxRecordBytes) + " bytes";
   if (L.kind != HeapKind::kG1) {
     for (auto [what, off] : {std::pair<const char*, uint64_t>{"the space's _bottom", L.space_bottom},
@@ -187,11 +187,11 @@ std::optional<std::string> check_g1_layout(const G1Layout& L) {
                " is beyond " + std::to_string(kMaxRecordBytes) + " bytes";
   }
   if (L.narrow_klass_shift > 32)
-    return "implausible G1 layout: narrow klass shift " + std::to_string(L.narrow_klass_shift);
+    return "implausible heap layout: narrow klass shift " + std::to_string(L.narrow_klass_shift);
   if (L.compact_headers && L.mark_klass_shift >= 64)
-    return "implausible G1 layout: markWord::klass_shift " + std::to_string(L.mark_klass_shift);
+    return "implausible heap layout: markWord::klass_shift " + std::to_string(L.mark_klass_shift);
   if (L.object_alignment < 8 || L.object_alignment > 256 || !power_of_two(L.object_alignment))
-    return "implausible G1 layout: ObjectAlignmentInBytes " + std::to_string(L.object_alignment);
+    return "implausible heap layout: ObjectAlignmentInBytes " + std::to_string(L.object_alignment);
   if (L.kind != HeapKind::kG1) {
     if (L.spaces.empty() || L.spaces.size() > kMaxSpaces)
       return "implausible heap layout: " + std::to_string(L.spaces.size()) + " spaces";
@@ -219,9 +219,9 @@ enum class Decoded {
 
 class Walker {
  public:
-  Walker(ChunkCache& mem, const G1Layout& L, const G1Limits& lim, const Deadline& d)
+  Walker(ChunkCache& mem, const JavaHeapLayout& L, const JavaHeapLimits& lim, const Deadline& d)
       : mem_(mem), L_(L), lim_(lim), deadline_(d), klasses_(lim.max_klasses) {}
-  G1WalkResult run();
+  JavaHeapWalk run();
 
  private:
   struct Region {
@@ -245,7 +245,7 @@ class Walker {
   // names with a '+'.
   bool hidden(const KlassEntry& k, std::string_view name);
   bool in_archive(uint64_t addr) const;
-  // Whether a counted instance class is VM-anonymous (G1Layout::misc_is_anonymous).
+  // Whether a counted instance class is VM-anonymous (JavaHeapLayout::misc_is_anonymous).
   bool anonymous(const KlassEntry& k);
   void count(KlassEntry& k, uint64_t size, bool sampled) {
     KlassEntry& into = k.has(KlassEntry::kPastCap) ? past_cap_ : k;
@@ -271,7 +271,7 @@ class Walker {
   // and its field) when a record cannot be read or a space is implausible:
   // then nothing is walked.
   std::vector<Region> read_spaces(uint64_t& walkable_used);
-  // Without region types (G1Layout::region_types): the kind of each region
+  // Without region types (JavaHeapLayout::region_types): the kind of each region
   // (sorted, in use) from the objects at their bottoms.
   void classify_untyped(std::vector<Region>& regions);
   void walk_humongous(const Region& g);
@@ -292,8 +292,8 @@ class Walker {
   }
 
   ChunkCache& mem_;
-  const G1Layout& L_;
-  const G1Limits& lim_;
+  const JavaHeapLayout& L_;
+  const JavaHeapLimits& lim_;
   const Deadline& deadline_;
   KlassTable klasses_;
   uint64_t last_klass_addr_ = 0;
@@ -304,7 +304,7 @@ class Walker {
   bool cap_reached_ = false;                // a valid klass found the table full
   std::vector<uint8_t> klass_buf_;  // one Klass record: klass_record_bytes(), sized once the layout is checked
   std::vector<char> name_buf_;      // one Klass name (kMaxNameBytes)
-  G1WalkResult res_;
+  JavaHeapWalk res_;
   std::string reason_;
   bool stopped_ = false;
   uint64_t steps_ = 0;
@@ -580,7 +580,7 @@ void Walker::classify_untyped(std::vector<Region>& regions) {
 }
 
 std::vector<Walker::Region> Walker::read_regions(uint64_t& walkable_used) {
-  G1WalkResult& r = res_;
+  JavaHeapWalk& r = res_;
   std::vector<Region> regions;
   std::vector<uint64_t> table(L_.region_count);
   if (!mem_.read(L_.region_table, table.data(), table.size() * 8)) {
@@ -620,7 +620,7 @@ std::vector<Walker::Region> Walker::read_regions(uint64_t& walkable_used) {
 }
 
 std::vector<Walker::Region> Walker::read_spaces(uint64_t& walkable_used) {
-  G1WalkResult& r = res_;
+  JavaHeapWalk& r = res_;
   struct Read {
     const HeapSpaceRef* ref;
     uint64_t bottom, top, end;
@@ -669,7 +669,7 @@ std::vector<Walker::Region> Walker::read_spaces(uint64_t& walkable_used) {
 }
 
 void Walker::walk_humongous(const Region& g) {
-  G1WalkResult& r = res_;
+  JavaHeapWalk& r = res_;
   KlassEntry* k = nullptr;
   uint64_t size = 0;
   ++r.regions_walked;
@@ -759,9 +759,9 @@ std::vector<JavaClassTotal> Walker::first_by_name(const std::vector<uint32_t>& t
   return heap;
 }
 
-G1WalkResult Walker::run() {
-  G1WalkResult& r = res_;
-  if (auto bad = check_g1_layout(L_)) {
+JavaHeapWalk Walker::run() {
+  JavaHeapWalk& r = res_;
+  if (auto bad = check_heap_layout(L_)) {
     r.reason = *bad;
     return r;
   }
@@ -924,7 +924,7 @@ std::optional<std::string> find_statics(const HotSpotVm& vm, G1Statics& s) {
 
 // The compressed class pointer base and shift, or the markWord's klass shift
 // (compact headers), as the flags say the JVM encodes klass pointers.
-std::optional<std::string> resolve_klass_encoding(ChunkCache& mem, const HotSpotVm& vm, G1Layout& L) {
+std::optional<std::string> resolve_klass_encoding(ChunkCache& mem, const HotSpotVm& vm, JavaHeapLayout& L) {
   if (L.compressed_klass) {
     // Where each JDK keeps them, the first pair VMStructs describes:
     // Universe (8, 11), CompressedKlassPointers::_narrow_klass (17, 21),
@@ -958,7 +958,7 @@ std::optional<std::string> resolve_klass_encoding(ChunkCache& mem, const HotSpot
 }  // namespace
 
 std::optional<std::string> resolve_object_layout(ChunkCache& mem, const HotSpotVm& vm,
-                                                 const std::map<std::string, uint64_t>& flags, G1Layout& L) {
+                                                 const std::map<std::string, uint64_t>& flags, JavaHeapLayout& L) {
   auto flag_bool = [&](const char* n) {
     uint8_t v = 0;
     auto it = flags.find(n);
@@ -999,7 +999,7 @@ std::optional<std::string> resolve_object_layout(ChunkCache& mem, const HotSpotV
 }
 
 std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& vm,
-                                             const std::map<std::string, uint64_t>& flags, G1Layout& L,
+                                             const std::map<std::string, uint64_t>& flags, JavaHeapLayout& L,
                                              uint64_t& heap_addr) {
   G1Statics st{};
   if (auto e = find_statics(vm, st)) return e;
@@ -1042,7 +1042,7 @@ std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& v
     if (!free_t || !sh || !ch) return "VMStructs has no heap region type tags";
     L.tag_free = *free_t, L.tag_starts_humongous = *sh, L.tag_continues_humongous = *ch;
   }
-  return check_g1_layout(L);
+  return check_heap_layout(L);
 }
 
 namespace {
@@ -1142,7 +1142,7 @@ std::optional<std::vector<std::pair<uint64_t, uint64_t>>> read_tlab_holes(ChunkC
   return holes;
 }
 
-G1WalkResult walk_g1_heap(ChunkCache& mem, const G1Layout& layout, const G1Limits& limits, const Deadline& deadline) {
+JavaHeapWalk walk_java_heap(ChunkCache& mem, const JavaHeapLayout& layout, const JavaHeapLimits& limits, const Deadline& deadline) {
   Walker w(mem, layout, limits, deadline);
   return w.run();
 }

@@ -39,7 +39,7 @@ class PointerChase {
     return off;
   }
   // The space at field `name` of the generation at gen.
-  void space(G1Layout& L, const char* space_name, uint64_t gen, std::initializer_list<std::string_view> types,
+  void space(JavaHeapLayout& L, const char* space_name, uint64_t gen, std::initializer_list<std::string_view> types,
              std::string_view name) {
     const uint64_t sp = read(gen, types, name);
     if (!error) L.spaces.push_back({space_name, std::string(*types.begin()) + "::" + std::string(name), sp});
@@ -87,7 +87,7 @@ void serial_generations(ChunkCache& mem, const HotSpotVm& vm, PointerChase& p, u
 
 std::optional<std::string> resolve_generational_layout(ChunkCache& mem, const HotSpotVm& vm,
                                                        const std::map<std::string, uint64_t>& flags, HeapKind kind,
-                                                       G1Layout& L, uint64_t& heap_addr) {
+                                                       JavaHeapLayout& L, uint64_t& heap_addr) {
   if (kind == HeapKind::kG1) return "resolve_generational_layout: not a Serial or Parallel heap";
   L.kind = kind;
   L.spaces.clear();
@@ -120,7 +120,7 @@ std::optional<std::string> resolve_generational_layout(ChunkCache& mem, const Ho
     p.space(L, "old", old, {"PSOldGen"}, "_object_space");
   }
   if (p.error) return p.error;
-  return check_g1_layout(L);
+  return check_heap_layout(L);
 }
 
 }  // namespace oomsnap

@@ -1,7 +1,7 @@
 // Finds the spaces of a Serial or Parallel heap from VMStructs: the young
 // generation's eden, from and to spaces and the old generation's space,
 // each a contiguous range [bottom, top) parsable from its bottom, walked by
-// the same walk as G1's regions (walk_g1_heap with HeapKind::kSerial or
+// the same walk as G1's regions (walk_java_heap with HeapKind::kSerial or
 // kParallel). The path from the heap to each space is followed through the
 // type hierarchy and what VMStructs describes, never by JDK version:
 //   Serial:   SerialHeap (23+) or GenCollectedHeap::_young_gen/_old_gen (9+),
@@ -30,6 +30,6 @@ namespace oomsnap {
 // naming the field that is missing, does not fit its type, or cannot be read.
 std::optional<std::string> resolve_generational_layout(ChunkCache& mem, const HotSpotVm& vm,
                                                        const std::map<std::string, uint64_t>& flags, HeapKind kind,
-                                                       G1Layout& L, uint64_t& heap_addr);
+                                                       JavaHeapLayout& L, uint64_t& heap_addr);
 
 }  // namespace oomsnap

@@ -113,7 +113,7 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
                         "); only G1, Serial and Parallel heaps are");
     return finish();
   }
-  G1Layout L;
+  JavaHeapLayout L;
   uint64_t heap = 0;  // the CollectedHeap
   if (auto bad = *kind == HeapKind::kG1 ? resolve_g1_layout(mem, *vm, flags, L, heap)
                                         : resolve_generational_layout(mem, *vm, flags, *kind, L, heap)) {
@@ -146,14 +146,14 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   for (const Mapping& m : target.maps())
     if (!m.path.empty() && m.path[0] != '[') L.archive_ranges.emplace_back(m.start, m.end);
   std::sort(L.archive_ranges.begin(), L.archive_ranges.end());
-  G1Limits lim;
+  JavaHeapLimits lim;
   lim.max_walk_bytes = opts.max_read_bytes;
   lim.max_entries = opts.max_entries;  // only these are named: a name costs a read and a string
   // Each name costs a Klass and a Symbol read, two chunks at most: room for
   // dozens of names (usually thousands: Klasses lie together) after a walk
   // that used up the budget.
   lim.name_read_limit = read_limit + (16u << 20);
-  G1WalkResult r = walk_g1_heap(mem, L, lim, deadline);
+  JavaHeapWalk r = walk_java_heap(mem, L, lim, deadline);
   snap.set_status(r.status, r.reason);
   if (collections && target.memory().read(heap + *collections, &gc_after, 4) && gc_after != gc_before &&
       r.status == SnapshotStatus::kComplete)
