@@ -12,7 +12,11 @@
 //     and, when the layout resolves, the walk with it (regions, objects and
 //     threads in the image). One more word picks how JDK 8 or 11 would
 //     describe the JVM instead (older_jdk_shapes): fields on base classes,
-//     regions without types, Flag, a linked thread list, ...
+//     regions without types, Flag, a linked thread list, ... And one more
+//     picks the heap: G1's, or a Serial or Parallel one (generational_shape)
+//     whose generations and spaces are described the way JDK 8 or a later
+//     JDK describes them, each offset and pointer unconstrained, the space
+//     records now in the image and now harness-made bounds into it.
 // tests/unit/java_heap_test.cpp runs regression inputs through this entry point.
 #include <sys/mman.h>
 #include <unistd.h>
@@ -23,12 +27,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "core/chunk_cache.h"
 #include "hostile_image.h"
 #include "java/g1_heap.h"
+#include "java/generational_heap.h"
 #include "java/hotspot_vmstructs.h"
 
 namespace java_fuzz {
@@ -60,7 +66,7 @@ void fuzz_small_layout(uint64_t base) {
   std::string err;
   oomsnap::HotSpotVm::read(cache, y, oomsnap::Deadline{std::chrono::milliseconds(200)}, err);
 
-  oomsnap::G1Layout L;
+  oomsnap::JavaHeapLayout L;
   L.region_table = word(img, 20);
   L.region_count = word(img, 21) % 64;
   L.grain_bytes = 4096;
@@ -73,10 +79,10 @@ void fuzz_small_layout(uint64_t base) {
   L.array_length_offset = L.compact_headers ? 8 : (L.compressed_klass ? 12 : 16);
   L.mirror_size_offset = static_cast<int32_t>(word(img, 25) % 64);
   L.holes = {{base + word(img, 26) % kImage, base + word(img, 26) % kImage + 256}};
-  oomsnap::G1Limits lim;
+  oomsnap::JavaHeapLimits lim;
   lim.max_walk_bytes = 1 << 20;
   oomsnap::Deadline deadline{std::chrono::milliseconds(200)};
-  oomsnap::walk_g1_heap(cache, L, lim, deadline);
+  oomsnap::walk_java_heap(cache, L, lim, deadline);
 }
 
 // The values of part 2: successive 8-byte words of the raw input from byte
@@ -217,6 +223,94 @@ void older_jdk_shapes(Values& in, Tables& t, uint64_t base, std::vector<Field>& 
   }
 }
 
+// A Serial or Parallel heap (kind), described from input words after every
+// other value: the generations harness memory reached from the heap (or
+// from statics), their space pointers each either into the image (a
+// hostile record) or to a harness record whose bottom, top and end lie in
+// the image (so that the walk parses the image's objects), the bounds and
+// offsets unconstrained; JDK 8's shapes (GenCollectedHeap::_gens,
+// ImmutableSpace) by one bit.
+void generational_shape(Values& in, Tables& t, uint64_t base, uint64_t heap, oomsnap::HeapKind kind,
+                        std::vector<Field>& fields, std::vector<std::pair<std::string, uint64_t>>& types,
+                        std::vector<std::pair<std::string, std::string>>& supers) {
+  const bool jdk8 = in.raw() & 1;
+  auto image_ptr = [&] { return base + in.raw() % (kImage - 8); };
+  auto space = [&](uint64_t off_bottom, uint64_t off_end, uint64_t off_top) {
+    if (in.raw() & 1) return image_ptr();
+    const uint64_t rec = t.alloc(256);
+    const uint64_t bottom = image_ptr() & ~uint64_t{7};
+    const uint64_t top = bottom + (in.raw() % (kImage / 2));
+    const uint64_t end = top + (in.raw() % 4096);
+    if (off_bottom <= 248) Tables::put(rec + off_bottom, bottom);
+    if (off_end <= 248) Tables::put(rec + off_end, end);
+    if (off_top <= 248) Tables::put(rec + off_top, top);
+    return rec;
+  };
+  const uint64_t young = t.alloc(256), old = t.alloc(256);
+  auto put_in = [](uint64_t object, uint64_t off, uint64_t v) {
+    if (off <= 248) Tables::put(object + off, v);
+  };
+  // A generation's space pointers: each field's offset near a real JVM's,
+  // each pointing at a space (space()) with the bounds at sb, se, st.
+  auto gen_spaces = [&](uint64_t gen, const char* type,
+                        std::initializer_list<std::pair<const char*, uint64_t>> names, uint64_t sb, uint64_t se,
+                        uint64_t st) {
+    for (auto [name, real] : names) {
+      const uint64_t off = in.near(real);
+      fields.push_back({type, name, false, off});
+      put_in(gen, off, space(sb, se, st));
+    }
+  };
+  if (kind == oomsnap::HeapKind::kSerial) {
+    const uint64_t sb = in.near(8), se = in.near(16), st = in.near(64);
+    fields.push_back({"Space", "_bottom", false, sb});
+    fields.push_back({"Space", "_end", false, se});
+    fields.push_back({"ContiguousSpace", "_top", false, st});
+    types.emplace_back("ContiguousSpace", in.near(112)), types.emplace_back("Space", in.near(48));
+    supers.emplace_back("ContiguousSpace", "Space");
+    types.emplace_back("GenCollectedHeap", in.near(192)), types.emplace_back("DefNewGeneration", in.near(776));
+    types.emplace_back("TenuredGeneration", in.near(312));
+    const uint64_t gy = in.near(96), go = in.near(104), ng = in.near(124);
+    if (jdk8) {
+      fields.push_back({"GenCollectedHeap", "_gens", false, gy});
+      fields.push_back({"GenCollectedHeap", "_n_gens", false, ng});
+      put_in(heap, ng, in.near(2));
+      put_in(heap, gy, young), put_in(heap, gy + 8, old);
+    } else {
+      types.emplace_back("SerialHeap", in.near(216));
+      supers.emplace_back("SerialHeap", "GenCollectedHeap");
+      fields.push_back({"GenCollectedHeap", "_young_gen", false, gy});
+      fields.push_back({"GenCollectedHeap", "_old_gen", false, go});
+      put_in(heap, gy, young), put_in(heap, go, old);
+    }
+    gen_spaces(young, "DefNewGeneration", {{"_eden_space", 8}, {"_from_space", 16}, {"_to_space", 24}}, sb, se, st);
+    gen_spaces(old, "TenuredGeneration", {{"_the_space", 40}}, sb, se, st);
+    return;
+  }
+  const char* bounds = jdk8 ? "ImmutableSpace" : "MutableSpace";
+  const uint64_t sb = in.near(jdk8 ? 8 : 40), se = in.near(jdk8 ? 16 : 56), st = in.near(jdk8 ? 56 : 48);
+  fields.push_back({bounds, "_bottom", false, sb});
+  fields.push_back({bounds, "_end", false, se});
+  fields.push_back({"MutableSpace", "_top", false, st});
+  types.emplace_back("MutableSpace", in.near(64));
+  if (jdk8) types.emplace_back("ImmutableSpace", in.near(24)), supers.emplace_back("MutableSpace", "ImmutableSpace");
+  types.emplace_back("ParallelScavengeHeap", in.near(216)), types.emplace_back("PSYoungGen", in.near(104));
+  types.emplace_back("PSOldGen", in.near(200));
+  // Static in every JDK so far; now and then described as a heap field.
+  const bool instance = (in.raw() & 7) == 7;
+  const uint64_t gy = in.near(160), go = in.near(168);
+  if (instance) {
+    fields.push_back({"ParallelScavengeHeap", "_young_gen", false, gy});
+    fields.push_back({"ParallelScavengeHeap", "_old_gen", false, go});
+    put_in(heap, gy, young), put_in(heap, go, old);
+  } else {
+    fields.push_back({"ParallelScavengeHeap", "_young_gen", true, t.var(young + in.raw() % 2 * gy)});
+    fields.push_back({"ParallelScavengeHeap", "_old_gen", true, t.var(old)});
+  }
+  gen_spaces(young, "PSYoungGen", {{"_eden_space", 32}, {"_from_space", 40}, {"_to_space", 48}}, sb, se, st);
+  gen_spaces(old, "PSOldGen", {{"_object_space", 160}}, sb, se, st);
+}
+
 // Part 2: VMStructs naming what the collector resolves, values from the input.
 void fuzz_resolution(const uint8_t* data, size_t size, uint64_t base) {
   Values in(data, size);
@@ -320,6 +414,12 @@ void fuzz_resolution(const uint8_t* data, size_t size, uint64_t base) {
   std::vector<std::pair<std::string, uint64_t>> int_constants;
   for (size_t i = 0; i < 3; ++i) int_constants.emplace_back(std::string(region_type) + "::" + tags[i], tag_values[i]);
   older_jdk_shapes(in, t, base, fields, types, supers, int_constants);
+  // Past every value above: inputs that end before this walk G1's heap.
+  const uint64_t heap_word = in.raw() % 3;
+  const oomsnap::HeapKind kind = heap_word == 1   ? oomsnap::HeapKind::kSerial
+                                 : heap_word == 2 ? oomsnap::HeapKind::kParallel
+                                                  : oomsnap::HeapKind::kG1;
+  if (kind != oomsnap::HeapKind::kG1) generational_shape(in, t, base, heap, kind, fields, types, supers);
 
   // The tables, with the real entry layouts (48, 40 and 16 bytes).
   const uint64_t structs = t.alloc(48 * (fields.size() + 1));
@@ -366,15 +466,17 @@ void fuzz_resolution(const uint8_t* data, size_t size, uint64_t base) {
   auto flags = oomsnap::read_jvm_flags(cache, *vm, {kFlagNames[0], kFlagNames[1], kFlagNames[2], kFlagNames[3]},
                                        deadline, err);
   if (!flags) return;
-  oomsnap::G1Layout L;
+  oomsnap::JavaHeapLayout L;
   uint64_t heap_addr = 0;
-  if (oomsnap::resolve_g1_layout(cache, *vm, *flags, L, heap_addr)) return;
+  if (kind == oomsnap::HeapKind::kG1 ? oomsnap::resolve_g1_layout(cache, *vm, *flags, L, heap_addr)
+                                     : oomsnap::resolve_generational_layout(cache, *vm, *flags, kind, L, heap_addr))
+    return;
   auto holes = oomsnap::read_tlab_holes(cache, *vm, deadline, err);
   if (!holes) return;
   L.holes = std::move(*holes);
-  oomsnap::G1Limits lim;
+  oomsnap::JavaHeapLimits lim;
   lim.max_walk_bytes = 1 << 20;
-  oomsnap::walk_g1_heap(cache, L, lim, deadline);
+  oomsnap::walk_java_heap(cache, L, lim, deadline);
 }
 
 }  // namespace

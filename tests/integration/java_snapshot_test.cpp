@@ -56,6 +56,18 @@ const Jdk kJdks[] = {
     {"jdk26", "sid-jdk", "/usr/lib/jvm/java-26-openjdk-amd64", "", 26},
 };
 
+// A collector and the JVM flags that select it (and size its heap).
+struct Gc {
+  const char* name;
+  std::vector<std::string> flags;
+  const char* scope;  // snapshot.scope of a full walk; + "_sampled" when sampled
+  bool g1() const { return std::string(name) == "g1"; }
+};
+
+const Gc kG1{"g1", {"-XX:+UseG1GC", "-Xmx512m", "-XX:G1HeapRegionSize=1m"}, "g1_heap"};
+const Gc kSerial{"serial", {"-XX:+UseSerialGC", "-Xmx512m"}, "serial_heap"};
+const Gc kParallel{"parallel", {"-XX:+UseParallelGC", "-Xmx512m"}, "parallel_heap"};
+
 // The fixture's class files for this JDK: --release 17, or 8 for JDK 8 and 11.
 std::string fixtures(const Jdk& j) { return std::string(OOMSNAP_FIXTURES) + (j.feature < 17 ? "/java8" : "/java"); }
 
@@ -165,15 +177,10 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> jcmd_histogram(const Jdk& j
   return m;
 }
 
-}  // namespace
-
-class JavaSnapshot : public ::testing::TestWithParam<Jdk> {};
-
 // The fixture's classes agree with jcmd's histogram within ±2% in count and
-// bytes (a full walk); the humongous byte[]s are found exactly.
-TEST_P(JavaSnapshot, AgreesWithJcmdClassHistogram) {
-  const Jdk& j = GetParam();
-  auto fx = start(j, {});
+// bytes (a full walk); on G1 the humongous byte[]s are found exactly.
+void expect_agrees_with_jcmd(const Jdk& j, const Gc& gc) {
+  auto fx = start(j, {}, gc.flags);
   if (!fx.proc) return;
   std::string err;
   auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
@@ -181,7 +188,7 @@ TEST_P(JavaSnapshot, AgreesWithJcmdClassHistogram) {
   const Snapshot& s = rec->result.snapshot;
   ASSERT_EQ(rec->result.language, "java");
   ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
-  EXPECT_EQ(s.scope, "g1_heap");
+  EXPECT_EQ(s.scope, gc.scope);
   EXPECT_GE(s.coverage.value_or(0), 0.99);
   // The JDK's version as java -version prints it (its build line), which on
   // JDK 8 is not the VM's (25.504-b01).
@@ -189,7 +196,7 @@ TEST_P(JavaSnapshot, AgreesWithJcmdClassHistogram) {
   EXPECT_EQ(s.runtime_version.rfind(fx.info["java_version"].get<std::string>(), 0), 0u) << s.runtime_version;
   auto ours = by_name(s);
   auto theirs = jcmd_histogram(j, fx.proc->pid());
-  // Before JDK 21 (FillerObject, FillerElement[]) G1 fills with int[] (and Object).
+  // Before JDK 21 (FillerObject, FillerElement[]) HotSpot fills with int[] (and Object).
   const bool int_fillers = j.feature < 21;
   for (const char* cls : {"HeapFixture$Marker", "HeapFixture$Node", "HeapFixture$Marker[]", "byte[]", "int[]",
                           "long[]", "java.lang.Object[]", "java.lang.String"}) {
@@ -204,7 +211,17 @@ TEST_P(JavaSnapshot, AgreesWithJcmdClassHistogram) {
       // (more int[] bytes on its side).
       EXPECT_GE(static_cast<double>(ours[cls].first), 0.98 * n) << cls << " count";
       EXPECT_LE(static_cast<double>(ours[cls].first), 1.05 * n) << cls << " count";
-      if (j.feature >= 17) {
+      if (!gc.g1()) {
+        // Serial's and Parallel's TLABs are not capped by a region (G1's
+        // are, at 1 MiB here): they grow to MiBs in a 512 MiB heap, so the
+        // TLABs of the threads jcmd's attach wakes (created after our walk)
+        // become int[] fillers of MiBs at its safepoint. Seen: 3-4.4 MB
+        // more int[] bytes on jcmd's side, in a handful of objects (the
+        // counts above stay within 5%). Ours never exceed jcmd's.
+        std::cout << j.name << "_" << gc.name << ": int[] ours " << ours[cls].second << ", jcmd " << b << "\n";
+        EXPECT_LE(b - static_cast<double>(ours[cls].second), 0.5 * b) << cls << " bytes";
+        EXPECT_LE(static_cast<double>(ours[cls].second), 1.02 * b) << cls << " bytes";
+      } else if (j.feature >= 17) {
         EXPECT_NEAR(static_cast<double>(ours[cls].second), b, 0.05 * b) << cls << " bytes";
       } else {
         // On JDK 11 jcmd's safepoint retired more into int[] fillers than
@@ -265,6 +282,15 @@ TEST_P(JavaSnapshot, AgreesWithJcmdClassHistogram) {
               << " in jcmd's histogram\n";
     for (const auto& h : hidden) std::cout << "  " << h << " " << ours[h].first << " " << theirs[h].first << "\n";
   }
+  EXPECT_EQ(total(s, "unparsed_bytes"), 0u);
+  EXPECT_LT(s.read_syscalls * 100, total(s, "objects"));
+  if (!gc.g1()) {
+    // Eden, from, to and the old space; the fixture's objects in eden and old.
+    EXPECT_EQ(total(s, "spaces"), 4u);
+    EXPECT_GE(total(s, "spaces_walked"), 1u);
+    EXPECT_TRUE(std::none_of(s.totals.begin(), s.totals.end(), [](const auto& t) { return t.first == "regions"; }));
+    return;
+  }
   // Humongous objects (half a 1 MiB region or more): the fixture's 3 MiB
   // byte[]s and its Marker[] (800 KB), each found once at its exact size.
   const uint64_t hum = fx.info["humongous"]["count"], len = fx.info["humongous"]["length"];
@@ -273,9 +299,56 @@ TEST_P(JavaSnapshot, AgreesWithJcmdClassHistogram) {
   // the same once aligned); with a full Klass* 20.
   const uint64_t header = std::string(j.flag) == "-XX:-UseCompressedClassPointers" ? 20 : 16;
   EXPECT_EQ(total(s, "humongous_bytes"), hum * ((len + header + 7) / 8 * 8) + theirs["HeapFixture$Marker[]"].second);
-  EXPECT_EQ(total(s, "unparsed_bytes"), 0u);
-  EXPECT_LT(s.read_syscalls * 100, total(s, "objects"));
 }
+
+// A heap over the walk budget is sampled: 64 KiB windows, counts scaled,
+// status partial with the reason; G1's humongous objects stay exact.
+void expect_sampled_over_budget(const Jdk& j, const Gc& gc) {
+  auto fx = start(j, {}, gc.flags);
+  if (!fx.proc) return;
+  std::string err;
+  auto full = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
+  ASSERT_TRUE(full) << err;
+  ASSERT_EQ(full->result.snapshot.status, SnapshotStatus::kComplete) << full->result.snapshot.reason;
+  auto opts = all_entries();
+  opts.max_read_bytes = 12 << 20;  // the fixture uses ~50 MiB outside humongous regions
+  auto sampled = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
+  ASSERT_TRUE(sampled) << err;
+  const Snapshot& s = sampled->result.snapshot;
+  EXPECT_EQ(s.status, SnapshotStatus::kPartial);
+  EXPECT_EQ(s.scope, std::string(gc.scope) + "_sampled");
+  EXPECT_NE(s.reason.find("sampled walk: 1 of every"), std::string::npos) << s.reason;
+  EXPECT_GT(total(s, "sample_stride"), 1u);
+  EXPECT_LT(s.coverage.value_or(1), 0.9);
+  auto sum_objects = [](const Snapshot& x) {
+    uint64_t n = 0;
+    for (const auto& e : x.entries) n += e.objects;
+    return static_cast<double>(n);
+  };
+  const double want = sum_objects(full->result.snapshot);
+  EXPECT_NEAR(sum_objects(s), want, 0.35 * want) << "the scaled estimate of all objects";
+  if (gc.g1()) {
+    EXPECT_EQ(total(s, "humongous_objects"), total(full->result.snapshot, "humongous_objects"));
+    EXPECT_EQ(total(s, "humongous_bytes"), total(full->result.snapshot, "humongous_bytes"));
+  }
+  EXPECT_LT(s.bytes_read, full->result.snapshot.bytes_read);
+}
+
+// The JVM is killed while the walk runs: partial or failed with a reason.
+void expect_exit_mid_walk(const Jdk& j, std::vector<std::string> flags) {
+  for (auto& f : flags)
+    if (f == "-Xmx512m") f = "-Xmx1g";
+  auto fx = start(j, {"--markers", "4000000"}, flags);
+  if (!fx.proc) return;
+  JavaCollector c;
+  oomsnap_test::expect_exit_mid_walk_reported(c, *fx.proc, std::chrono::milliseconds(40), all_entries());
+}
+
+}  // namespace
+
+class JavaSnapshot : public ::testing::TestWithParam<Jdk> {};
+
+TEST_P(JavaSnapshot, AgreesWithJcmdClassHistogram) { expect_agrees_with_jcmd(GetParam(), kG1); }
 
 // Only the top max_entries classes are named by the walk (a JVM can hold a
 // million classes): they are the full list's first entries, in its order,
@@ -309,34 +382,7 @@ TEST_P(JavaSnapshot, TopEntriesAreTheFullListsFirst) {
 
 // A heap over the walk budget is sampled: every k-th region, counts scaled
 // by k, status partial with the reason; humongous objects stay exact.
-TEST_P(JavaSnapshot, HeapOverTheBudgetIsSampled) {
-  auto fx = start(GetParam(), {});
-  if (!fx.proc) return;
-  std::string err;
-  auto full = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
-  ASSERT_TRUE(full) << err;
-  ASSERT_EQ(full->result.snapshot.status, SnapshotStatus::kComplete) << full->result.snapshot.reason;
-  auto opts = all_entries();
-  opts.max_read_bytes = 12 << 20;  // the fixture uses ~50 MiB outside humongous regions
-  auto sampled = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
-  ASSERT_TRUE(sampled) << err;
-  const Snapshot& s = sampled->result.snapshot;
-  EXPECT_EQ(s.status, SnapshotStatus::kPartial);
-  EXPECT_EQ(s.scope, "g1_heap_sampled");
-  EXPECT_NE(s.reason.find("sampled walk: 1 of every"), std::string::npos) << s.reason;
-  EXPECT_GT(total(s, "sample_stride"), 1u);
-  EXPECT_LT(s.coverage.value_or(1), 0.9);
-  auto sum_objects = [](const Snapshot& x) {
-    uint64_t n = 0;
-    for (const auto& e : x.entries) n += e.objects;
-    return static_cast<double>(n);
-  };
-  const double want = sum_objects(full->result.snapshot);
-  EXPECT_NEAR(sum_objects(s), want, 0.35 * want) << "the scaled estimate of all objects";
-  EXPECT_EQ(total(s, "humongous_objects"), total(full->result.snapshot, "humongous_objects"));
-  EXPECT_EQ(total(s, "humongous_bytes"), total(full->result.snapshot, "humongous_bytes"));
-  EXPECT_LT(s.bytes_read, full->result.snapshot.bytes_read);
-}
+TEST_P(JavaSnapshot, HeapOverTheBudgetIsSampled) { expect_sampled_over_budget(GetParam(), kG1); }
 
 // A busy allocating JVM (young GCs during the test): every snapshot is
 // complete or partial with a reason, never a crash, a hang or a failure.
@@ -358,46 +404,78 @@ TEST_P(JavaSnapshot, MutatingHeapNeverFails) {
 }
 
 // The JVM is killed while the walk runs: partial or failed with a reason.
-TEST_P(JavaSnapshot, JvmExitingMidWalk) {
-  auto fx = start(GetParam(), {"--markers", "4000000"}, {"-XX:+UseG1GC", "-Xmx1g", "-XX:G1HeapRegionSize=1m"});
-  if (!fx.proc) return;
-  JavaCollector c;
-  oomsnap_test::expect_exit_mid_walk_reported(c, *fx.proc, std::chrono::milliseconds(40), all_entries());
-}
+TEST_P(JavaSnapshot, JvmExitingMidWalk) { expect_exit_mid_walk(GetParam(), kG1.flags); }
 
 INSTANTIATE_TEST_SUITE_P(Jdks, JavaSnapshot, ::testing::ValuesIn(kJdks),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// Other collectors are not walked: a clear `unavailable`.
-TEST(JavaSnapshotBadInput, ParallelGcIsUnavailable) {
-  auto fx = start(kJdks[0], {"--markers", "1000"}, {"-XX:+UseParallelGC", "-Xmx256m"});
+// The Serial and Parallel heaps (DefNew/PSYoungGen eden, from, to and the
+// tenured/PSOldGen space) of every JDK and variant, against jcmd; the
+// sampled walk and the exit mid-walk on the oldest and a current JDK.
+class JavaSnapshotGc : public ::testing::TestWithParam<std::tuple<Jdk, Gc>> {};
+
+TEST_P(JavaSnapshotGc, AgreesWithJcmdClassHistogram) {
+  expect_agrees_with_jcmd(std::get<0>(GetParam()), std::get<1>(GetParam()));
+}
+
+static std::string jdk_gc_name(const ::testing::TestParamInfo<std::tuple<Jdk, Gc>>& info) {
+  return std::string(std::get<0>(info.param).name) + "_" + std::get<1>(info.param).name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Jdks, JavaSnapshotGc,
+                         ::testing::Combine(::testing::ValuesIn(kJdks), ::testing::Values(kSerial, kParallel)),
+                         jdk_gc_name);
+
+class JavaSnapshotGcEdges : public ::testing::TestWithParam<std::tuple<Jdk, Gc>> {};
+
+TEST_P(JavaSnapshotGcEdges, HeapOverTheBudgetIsSampled) {
+  expect_sampled_over_budget(std::get<0>(GetParam()), std::get<1>(GetParam()));
+}
+
+TEST_P(JavaSnapshotGcEdges, JvmExitingMidWalk) {
+  expect_exit_mid_walk(std::get<0>(GetParam()), std::get<1>(GetParam()).flags);
+}
+
+static const Jdk* jdk_named(const char* name) {
+  for (const Jdk& j : kJdks)
+    if (std::string(j.name) == name) return &j;
+  return nullptr;
+}
+
+INSTANTIATE_TEST_SUITE_P(Jdks, JavaSnapshotGcEdges,
+                         ::testing::Combine(::testing::Values(*jdk_named("jdk8"), *jdk_named("jdk25")),
+                                            ::testing::Values(kSerial, kParallel)),
+                         jdk_gc_name);
+
+// Collectors whose heaps are not walked (ZGC, Shenandoah, Epsilon): a
+// clear `unavailable` naming the collector.
+TEST(JavaSnapshotBadInput, ZgcIsUnavailableNamingIt) {
+  auto fx = start(kJdks[0], {"--markers", "1000"}, {"-XX:+UseZGC", "-Xmx256m"});
   if (!fx.proc) return;
   std::string err;
   auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
   ASSERT_TRUE(rec) << err;
   EXPECT_EQ(rec->result.language, "java");
   EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kUnavailable);
-  EXPECT_NE(rec->result.snapshot.reason.find("UseParallelGC"), std::string::npos) << rec->result.snapshot.reason;
+  EXPECT_NE(rec->result.snapshot.reason.find("UseZGC"), std::string::npos) << rec->result.snapshot.reason;
 }
 
 // JDK 8's default collector (Parallel on a server-class machine, else
-// Serial), read from its Flag table (JDK 8's name for JVMFlag), is named,
-// not "collector unknown".
-TEST(JavaSnapshotBadInput, Jdk8sDefaultParallelGcIsUnavailable) {
-  const Jdk* jdk8 = nullptr;
-  for (const Jdk& j : kJdks)
-    if (std::string(j.name) == "jdk8") jdk8 = &j;
+// Serial), read from its Flag table (JDK 8's name for JVMFlag), is walked.
+TEST(JavaSnapshotBadInput, Jdk8sDefaultCollectorIsWalked) {
+  const Jdk* jdk8 = jdk_named("jdk8");
   ASSERT_TRUE(jdk8);
   auto fx = start(*jdk8, {"--markers", "1000"}, {"-Xmx256m"});
   if (!fx.proc) return;
   std::string err;
   auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
   ASSERT_TRUE(rec) << err;
+  const Snapshot& s = rec->result.snapshot;
   EXPECT_EQ(rec->result.language, "java");
-  EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kUnavailable);
-  const char* gc = fx.info["vm_options"]["UseParallelGC"].get<bool>() ? "UseParallelGC" : "UseSerialGC";
-  EXPECT_NE(rec->result.snapshot.reason.find(gc), std::string::npos) << rec->result.snapshot.reason;
-  EXPECT_EQ(rec->result.snapshot.runtime_version, fx.info["java_runtime_version"].get<std::string>());
+  ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
+  EXPECT_EQ(s.scope, fx.info["vm_options"]["UseParallelGC"].get<bool>() ? "parallel_heap" : "serial_heap");
+  EXPECT_EQ(by_name(s)["HeapFixture$Marker"].first, 1000u);
+  EXPECT_EQ(s.runtime_version, fx.info["java_runtime_version"].get<std::string>());
 }
 
 TEST(JavaSnapshotBadInput, NonJavaProcessIsNotJava) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,7 @@
 #include "core/chunk_cache.h"
 #include "core/snapshot.h"
 #include "java/g1_heap.h"
+#include "java/generational_heap.h"
 #include "java/hotspot_vmstructs.h"
 
 // The Java fuzzer's own entry point, for its regression inputs.
@@ -671,7 +673,7 @@ class FakeG1 {
   }
   // Walks with L and limits as they are (table() when no table was built);
   // last_syscalls: the reads that cost.
-  G1WalkResult walk(uint64_t max_walk = 1ull << 30, int budget_ms = 5000) {
+  JavaHeapWalk walk(uint64_t max_walk = 1ull << 30, int budget_ms = 5000) {
     RemoteMemory mem(getpid());
     ChunkCache c(mem, read_maps(getpid()), 4096, 1 << 20);
     auto r = walk_with(c, max_walk, budget_ms);
@@ -679,18 +681,18 @@ class FakeG1 {
     return r;
   }
   // The same through a cache of the test's own.
-  G1WalkResult walk_with(ChunkCache& c, uint64_t max_walk = 1ull << 30, int budget_ms = 5000) {
+  JavaHeapWalk walk_with(ChunkCache& c, uint64_t max_walk = 1ull << 30, int budget_ms = 5000) {
     if (!L.region_table) table();
-    G1Limits lim = limits;
+    JavaHeapLimits lim = limits;
     lim.max_walk_bytes = max_walk;
     Deadline d{std::chrono::milliseconds(budget_ms)};
-    return walk_g1_heap(c, L, lim, d);
+    return walk_java_heap(c, L, lim, d);
   }
   uint64_t klass_area() const { return klass_area_; }
   uint64_t next_klass() const { return klass_next_; }  // where klass() writes the next one
   const std::vector<uint64_t>& regions() const { return regions_; }
-  G1Layout L;
-  G1Limits limits;
+  JavaHeapLayout L;
+  JavaHeapLimits limits;
   Arena a_;
   uint64_t last_syscalls = 0;
 
@@ -704,7 +706,7 @@ class FakeG1 {
   std::vector<uint64_t> regions_;
 };
 
-std::map<std::string, std::pair<uint64_t, uint64_t>> classes(const G1WalkResult& r) {
+std::map<std::string, std::pair<uint64_t, uint64_t>> classes(const JavaHeapWalk& r) {
   std::map<std::string, std::pair<uint64_t, uint64_t>> m;
   for (const auto& c : r.classes) m[c.name] = {c.objects, c.bytes};
   return m;
@@ -801,12 +803,12 @@ TEST(G1Heap, ImplausibleTableFails) {
   auto r = h.walk();  // no regions in use
   EXPECT_EQ(r.status, SnapshotStatus::kFailed);
   h.L.region_count = 0;
-  G1Limits lim;
+  JavaHeapLimits lim;
   RemoteMemory mem(getpid());
   ChunkCache c(mem, read_maps(getpid()));
   Deadline d{std::chrono::milliseconds(1000)};
   h.L.region_table = 0;
-  r = walk_g1_heap(c, h.L, lim, d);
+  r = walk_java_heap(c, h.L, lim, d);
   EXPECT_EQ(r.status, SnapshotStatus::kFailed);
   EXPECT_NE(r.reason.find("implausible"), std::string::npos);
 }
@@ -895,14 +897,14 @@ namespace {
 
 // The walk's classes as the collector turns them into entries, and the
 // same list cut by Snapshot::sort_and_truncate itself: the reference order.
-Snapshot as_snapshot(const G1WalkResult& r, size_t max_entries) {
+Snapshot as_snapshot(const JavaHeapWalk& r, size_t max_entries) {
   Snapshot s;
   for (const auto& c : r.classes) s.entries.push_back({"object_type", c.name, c.bytes, c.objects, {}, {}});
   s.sort_and_truncate(max_entries);
   return s;
 }
 
-std::vector<std::tuple<std::string, uint64_t, uint64_t>> rows(const G1WalkResult& r) {
+std::vector<std::tuple<std::string, uint64_t, uint64_t>> rows(const JavaHeapWalk& r) {
   std::vector<std::tuple<std::string, uint64_t, uint64_t>> v;
   for (const auto& c : r.classes) v.emplace_back(c.name, c.bytes, c.objects);
   return v;
@@ -1077,7 +1079,7 @@ TEST(G1Heap, KlassCapReachedIsPartialAndCountsTheClassesPastIt) {
   EXPECT_EQ(r.objects, 55u);  // every object parsed and counted: none of them skipped as garbage
   EXPECT_EQ(r.unparsed_bytes, 0u);
   // Without the cap: complete, every class by name.
-  h.limits = G1Limits{};
+  h.limits = JavaHeapLimits{};
   r = h.walk();
   EXPECT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
   EXPECT_FALSE(r.klass_cap_reached);
@@ -1146,14 +1148,14 @@ struct OnePageHeap {
   }
   // Walks through a two-chunk cache that read P before `change` ran.
   template <typename Change>
-  G1WalkResult walk(Change change) {
+  JavaHeapWalk walk(Change change) {
     RemoteMemory mem(getpid());
     ChunkCache c(mem, read_maps(getpid()), 4096, 2 * 4096);
     uint8_t b = 0;
     EXPECT_TRUE(c.read(page, &b, 1));
     change();
     Deadline d{std::chrono::milliseconds(5000)};
-    return walk_g1_heap(c, L, G1Limits{}, d);
+    return walk_java_heap(c, L, JavaHeapLimits{}, d);
   }
   std::string placeholder(uint64_t klass) const {
     char buf[80];
@@ -1163,7 +1165,7 @@ struct OnePageHeap {
   Arena a;
   uint64_t page = 0, heap = 0;
   uint64_t keepers = 0;
-  G1Layout L;
+  JavaHeapLayout L;
 };
 
 }  // namespace
@@ -1210,7 +1212,7 @@ TEST(G1Heap, ClassWhoseNameNoLongerReadsGetsAPlaceholder) {
 }
 
 // A walk that used up the read budget still names its top classes when the
-// caller leaves room for the names (G1Limits::name_read_limit, as the
+// caller leaves room for the names (JavaHeapLimits::name_read_limit, as the
 // collector does); without it they are placeholders, not dropped.
 TEST(G1Heap, NamesAreReadPastAnExhaustedWalkBudget) {
   FakeG1 h;
@@ -1270,18 +1272,18 @@ TEST(G1Heap, RegionFieldsAreReadInsideTheRecord) {
 // Offsets no HotSpot struct could hold are refused before the walk reads
 // anything, with the field named.
 TEST(G1Heap, LayoutOffsetsBeyondTheCapsAreRefused) {
-  const std::pair<const char*, void (*)(G1Layout&)> cases[] = {
-      {"Klass::_name", [](G1Layout& L) { L.klass_name = 0xfffffff0u; }},
-      {"Klass::_layout_helper", [](G1Layout& L) { L.klass_layout_helper = 1u << 20; }},
-      {"HeapRegion::_bottom", [](G1Layout& L) { L.region_bottom = 0xfffffffcu; }},
-      {"HeapRegion::_end", [](G1Layout& L) { L.region_end = 1u << 20; }},
-      {"HeapRegionType::_tag", [](G1Layout& L) { L.region_tag = 0xfffffffeu; }},
-      {"Symbol::_length", [](G1Layout& L) { L.symbol_length = 0xffffffffu; }},
-      {"markWord::klass_shift", [](G1Layout& L) { L.compact_headers = true, L.mark_klass_shift = 64; }},
-      {"narrow klass shift", [](G1Layout& L) { L.narrow_klass_shift = 64; }},
-      {"ObjectAlignmentInBytes", [](G1Layout& L) { L.object_alignment = 12; }},
-      {"GrainBytes", [](G1Layout& L) { L.grain_bytes = 3 << 20; }},
-      {"InstanceKlass::_misc_flags", [](G1Layout& L) { L.instance_misc_flags = 0xffffffffu; }},
+  const std::pair<const char*, void (*)(JavaHeapLayout&)> cases[] = {
+      {"Klass::_name", [](JavaHeapLayout& L) { L.klass_name = 0xfffffff0u; }},
+      {"Klass::_layout_helper", [](JavaHeapLayout& L) { L.klass_layout_helper = 1u << 20; }},
+      {"HeapRegion::_bottom", [](JavaHeapLayout& L) { L.region_bottom = 0xfffffffcu; }},
+      {"HeapRegion::_end", [](JavaHeapLayout& L) { L.region_end = 1u << 20; }},
+      {"HeapRegionType::_tag", [](JavaHeapLayout& L) { L.region_tag = 0xfffffffeu; }},
+      {"Symbol::_length", [](JavaHeapLayout& L) { L.symbol_length = 0xffffffffu; }},
+      {"markWord::klass_shift", [](JavaHeapLayout& L) { L.compact_headers = true, L.mark_klass_shift = 64; }},
+      {"narrow klass shift", [](JavaHeapLayout& L) { L.narrow_klass_shift = 64; }},
+      {"ObjectAlignmentInBytes", [](JavaHeapLayout& L) { L.object_alignment = 12; }},
+      {"GrainBytes", [](JavaHeapLayout& L) { L.grain_bytes = 3 << 20; }},
+      {"InstanceKlass::_misc_flags", [](JavaHeapLayout& L) { L.instance_misc_flags = 0xffffffffu; }},
   };
   for (auto [what, spoil] : cases) {
     FakeG1 h;
@@ -1392,6 +1394,88 @@ TEST(G1Heap, FuzzSlowUnitFinishesFast) {
 
 namespace {
 
+// Serial / Parallel: the fake's region records serve as space records
+// (bottom, end, top at the same offsets as a ContiguousSpace's or
+// MutableSpace's would be), named as the resolution names them.
+void use_spaces(FakeG1& h, HeapKind kind, const std::vector<std::pair<std::string, uint64_t>>& spaces) {
+  h.L.kind = kind;
+  h.L.space_bottom = h.L.region_bottom, h.L.space_end = h.L.region_end, h.L.space_top = h.L.region_top;
+  h.L.spaces.clear();
+  for (const auto& [name, rec] : spaces) h.L.spaces.push_back({name, "DefNewGeneration::_" + name + "_space", rec});
+}
+
+TEST(GenerationalHeap, SerialSpacesAreWalkedWhole) {
+  FakeG1 h;
+  const uint32_t marker = h.klass("Fixture$Marker", 24), bytes = h.klass("[B", FakeG1::array_lh(false, 0));
+  const uint64_t eden = h.region(2), from = h.region(2), to = h.region(2), old = h.region(2);
+  for (int i = 0; i < 300; ++i) h.obj(i % 3 == 0 ? eden : i % 3 == 1 ? from : old, marker, 24);
+  // A large array: a normal object in a Serial heap (no humongous regions).
+  h.array(old, bytes, 600000, 0);
+  const uint64_t hole = h.top(eden);  // a live TLAB's unformatted tail
+  std::memset(reinterpret_cast<void*>(hole), 0xAB, 4096);
+  h.set_top(eden, hole + 4096);
+  h.L.holes = {{hole, hole + 4096}};
+  use_spaces(h, HeapKind::kSerial, {{"eden", eden}, {"from", from}, {"to", to}, {"old", old}});
+  auto r = h.walk();
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  auto m = classes(r);
+  EXPECT_EQ(m["Fixture$Marker"], std::make_pair(uint64_t{300}, uint64_t{7200}));
+  EXPECT_EQ(m["byte[]"], std::make_pair(uint64_t{1}, uint64_t{(16 + 600000 + 7) & ~7ull}));
+  EXPECT_EQ(r.regions, 4u);         // eden, from, to, old
+  EXPECT_EQ(r.regions_walked, 3u);  // to is empty
+  EXPECT_EQ(r.humongous_objects, 0u);
+  EXPECT_EQ(r.unparsed_bytes, 0u);
+  EXPECT_EQ(r.used_bytes, r.parsed_bytes);
+  EXPECT_DOUBLE_EQ(r.coverage, 1.0);
+  // Sampled above the budget like G1's regions, in 64 KiB windows.
+  auto s = h.walk(64 << 10);
+  EXPECT_EQ(s.status, SnapshotStatus::kPartial);
+  EXPECT_GT(s.sample_stride, 1u);
+}
+
+// Every space's bounds come from the target: one that is not plausible
+// refuses the whole walk, naming the space and the field it came from.
+TEST(GenerationalHeap, ImplausibleSpacesAreRefusedNamingTheField) {
+  auto walk_with_space = [](const std::function<void(FakeG1&, uint64_t eden, uint64_t old)>& spoil) {
+    FakeG1 h;
+    const uint32_t marker = h.klass("Marker", 24);
+    const uint64_t eden = h.region(2), old = h.region(2);
+    for (int i = 0; i < 10; ++i) h.obj(eden, marker, 24), h.obj(old, marker, 24);
+    use_spaces(h, HeapKind::kParallel, {{"eden", eden}, {"old", old}});
+    spoil(h, eden, old);
+    return h.walk();
+  };
+  auto benign = walk_with_space([](FakeG1&, uint64_t, uint64_t) {});
+  ASSERT_EQ(benign.status, SnapshotStatus::kComplete) << benign.reason;
+  EXPECT_EQ(classes(benign)["Marker"].first, 20u);
+  const std::pair<const char*, std::function<void(FakeG1&, uint64_t, uint64_t)>> cases[] = {
+      {"_top beyond _end", [](FakeG1& h, uint64_t eden, uint64_t) { h.set_end(eden, h.top(eden) - 8); }},
+      {"_top below _bottom", [](FakeG1& h, uint64_t eden, uint64_t) { h.set_top(eden, h.bottom(eden) - 8); }},
+      {"unaligned bounds", [](FakeG1& h, uint64_t eden, uint64_t) { h.set_top(eden, h.top(eden) + 4); }},
+      {"a size beyond 32 TiB",
+       [](FakeG1& h, uint64_t eden, uint64_t) { h.set_end(eden, h.bottom(eden) + (1ull << 46)); }},
+      {"overlap",
+       [](FakeG1& h, uint64_t eden, uint64_t old) {
+         Arena::put(old + h.L.region_bottom, h.bottom(eden) + 64);
+         Arena::put(old + h.L.region_top, h.bottom(eden) + 128);
+         Arena::put(old + h.L.region_end, h.bottom(eden) + 4096);
+       }},
+      {"cannot read the eden space (DefNewGeneration::_eden_space",
+       [](FakeG1& h, uint64_t, uint64_t) { h.L.spaces[0].addr = 0x1000; }},
+      {"the eden space's record", [](FakeG1& h, uint64_t, uint64_t) { h.L.spaces[0].addr = 0; }},
+      {"9 spaces",
+       [](FakeG1& h, uint64_t, uint64_t) {
+         while (h.L.spaces.size() < 9) h.L.spaces.push_back(h.L.spaces.back());
+       }},
+  };
+  for (const auto& [want, spoil] : cases) {
+    auto r = walk_with_space(spoil);
+    EXPECT_EQ(r.status, SnapshotStatus::kFailed) << want;
+    EXPECT_NE(r.reason.find(want), std::string::npos) << want << ": " << r.reason;
+    EXPECT_EQ(r.objects, 0u) << want << ": nothing is walked";
+  }
+}
+
 // A JVM as the collector sees it once libjvm is found: VMStructs (JDK 17's
 // names) describing a G1 heap (a FakeG1), its flags, and one Java thread
 // whose TLAB has an unformatted tail. Tests change the description, then
@@ -1483,11 +1567,59 @@ class FakeJvm {
   }
   struct Resolved {
     std::optional<std::string> error;  // from any step
-    G1Layout L;
+    JavaHeapLayout L;
     uint64_t heap = 0;
     uint64_t syscalls = 0;
   };
-  Resolved resolve() {
+  // A Serial heap (kSerial) or a Parallel one (kParallel) of the given
+  // spaces (FakeG1 region records, bottom/end/top at 0/8/16), described as
+  // JDK 8 describes it (jdk8: GenCollectedHeap::_gens, ImmutableSpace's
+  // bounds) or as later JDKs do (SerialHeap < GenCollectedHeap::_young_gen,
+  // MutableSpace's own bounds). Static generation pointers for Parallel.
+  void as_generational(HeapKind kind, bool jdk8, uint64_t eden, uint64_t from, uint64_t to, uint64_t old) {
+    const uint64_t young = vm.a.alloc(256), tenured = vm.a.alloc(256);
+    if (kind == HeapKind::kSerial) {
+      vm.types.insert({{"GenCollectedHeap", 512}, {"DefNewGeneration", 256}, {"TenuredGeneration", 256},
+                       {"ContiguousSpace", FakeG1::kRegionBytes}, {"Space", 24}});
+      vm.supers.insert({{"ContiguousSpace", "Space"}});
+      vm.field("Space", "_bottom", 0), vm.field("Space", "_end", 8), vm.field("ContiguousSpace", "_top", 16);
+      if (jdk8) {
+        vm.field("GenCollectedHeap", "_gens", 128), vm.field("GenCollectedHeap", "_n_gens", 124);
+        Arena::put<int32_t>(heap + 124, 2), Arena::put(heap + 128, young), Arena::put(heap + 136, tenured);
+        vm.types["OneContigSpaceCardGeneration"] = 256;
+        vm.supers["TenuredGeneration"] = "OneContigSpaceCardGeneration";
+        vm.field("OneContigSpaceCardGeneration", "_the_space", 40);
+      } else {
+        vm.types["SerialHeap"] = 512;
+        vm.supers["SerialHeap"] = "GenCollectedHeap";
+        vm.field("GenCollectedHeap", "_young_gen", 96), vm.field("GenCollectedHeap", "_old_gen", 104);
+        Arena::put(heap + 96, young), Arena::put(heap + 104, tenured);
+        vm.field("TenuredGeneration", "_the_space", 40);
+      }
+      vm.field("DefNewGeneration", "_eden_space", 8), vm.field("DefNewGeneration", "_from_space", 16);
+      vm.field("DefNewGeneration", "_to_space", 24);
+      Arena::put(young + 8, eden), Arena::put(young + 16, from), Arena::put(young + 24, to);
+      Arena::put(tenured + 40, old);
+    } else {
+      vm.types.insert({{"ParallelScavengeHeap", 512}, {"PSYoungGen", 256}, {"PSOldGen", 256},
+                       {"MutableSpace", FakeG1::kRegionBytes}});
+      if (jdk8) {
+        vm.types["ImmutableSpace"] = 16;
+        vm.supers["MutableSpace"] = "ImmutableSpace";
+        vm.field("ImmutableSpace", "_bottom", 0), vm.field("ImmutableSpace", "_end", 8);
+      } else {
+        vm.field("MutableSpace", "_bottom", 0), vm.field("MutableSpace", "_end", 8);
+      }
+      vm.field("MutableSpace", "_top", 16);
+      vm.global("ParallelScavengeHeap", "_young_gen", young);
+      vm.global("ParallelScavengeHeap", "_old_gen", tenured);
+      vm.field("PSYoungGen", "_eden_space", 32), vm.field("PSYoungGen", "_from_space", 40);
+      vm.field("PSYoungGen", "_to_space", 48), vm.field("PSOldGen", "_object_space", 160);
+      Arena::put(young + 32, eden), Arena::put(young + 40, from), Arena::put(young + 48, to);
+      Arena::put(tenured + 160, old);
+    }
+  }
+  Resolved resolve(HeapKind kind = HeapKind::kG1) {
     g.table();
     Arena::put(heap + kHrm + kRegions, g.L.region_table), Arena::put(heap + kHrm + kRegions + 8, g.L.region_count);
     vm.build();
@@ -1503,7 +1635,8 @@ class FakeJvm {
       r.error = err;
       return r;
     }
-    r.error = resolve_g1_layout(c, *hv, *fl, r.L, r.heap);
+    r.error = kind == HeapKind::kG1 ? resolve_g1_layout(c, *hv, *fl, r.L, r.heap)
+                                    : resolve_generational_layout(c, *hv, *fl, kind, r.L, r.heap);
     if (!r.error) {
       auto holes = read_tlab_holes(c, *hv, no_deadline(), err);
       if (holes) r.L.holes = std::move(*holes);
@@ -1730,4 +1863,60 @@ TEST(G1LayoutResolution, ALinkedThreadListThatLoopsOrNeverEndsIsCut) {
     ASSERT_TRUE(r.error);
     EXPECT_NE(r.error->find("JavaThread::_next"), std::string::npos) << *r.error;
   }
+}
+
+// Serial and Parallel heaps as JDK 8 and later JDKs describe them resolve
+// to their four spaces (through base classes and static fields), and the
+// walk with that layout reads every object.
+TEST(GenerationalLayoutResolution, SerialAndParallelResolveToTheirSpacesOnEveryShape) {
+  for (HeapKind kind : {HeapKind::kSerial, HeapKind::kParallel}) {
+    for (bool jdk8 : {true, false}) {
+      SCOPED_TRACE(std::string(kind == HeapKind::kSerial ? "serial" : "parallel") + (jdk8 ? " jdk8" : " jdk9+"));
+      FakeJvm j;
+      const uint32_t marker = j.g.klass("Marker", 24);
+      const uint64_t eden = j.g.region(2), from = j.g.region(2), to = j.g.region(2), old = j.g.region(2);
+      for (int i = 0; i < 40; ++i) j.g.obj(i % 2 ? eden : old, marker, 24);
+      j.g.obj(from, marker, 24);
+      j.as_generational(kind, jdk8, eden, from, to, old);
+      auto r = j.resolve(kind);
+      ASSERT_FALSE(r.error) << *r.error;
+      EXPECT_EQ(r.L.kind, kind);
+      ASSERT_EQ(r.L.spaces.size(), 4u);
+      EXPECT_EQ(r.L.spaces[0].addr, eden);
+      EXPECT_EQ(r.L.spaces[3].addr, old);
+      EXPECT_EQ(r.L.space_top, 16u);
+      expect_walks_whole(j, r.L, 41);
+    }
+  }
+}
+
+// What the resolution follows comes from the target: a generation count
+// that is not 2, a null generation or space pointer, a field outside its
+// type are errors naming the field.
+TEST(GenerationalLayoutResolution, HostileDescriptionsFailNamingTheField) {
+  auto resolve_spoiled = [](HeapKind kind, bool jdk8, const std::function<void(FakeJvm&)>& spoil) {
+    FakeJvm j;
+    const uint64_t eden = j.g.region(2), from = j.g.region(2), to = j.g.region(2), old = j.g.region(2);
+    j.as_generational(kind, jdk8, eden, from, to, old);
+    spoil(j);
+    return j.resolve(kind).error.value_or("");
+  };
+  EXPECT_NE(resolve_spoiled(HeapKind::kSerial, true, [](FakeJvm& j) { Arena::put<int32_t>(j.heap + 124, 3); })
+                .find("GenCollectedHeap::_n_gens"),
+            std::string::npos);
+  EXPECT_NE(resolve_spoiled(HeapKind::kSerial, false, [](FakeJvm& j) { Arena::put<uint64_t>(j.heap + 96, 0); })
+                .find("SerialHeap::_young_gen"),
+            std::string::npos);
+  auto unaligned_old_gen = [](FakeJvm& j) {
+    Arena::put<uint64_t>(j.vm.find("ParallelScavengeHeap", "_old_gen").address, 0x1003);
+  };
+  EXPECT_NE(resolve_spoiled(HeapKind::kParallel, false, unaligned_old_gen).find("ParallelScavengeHeap::_old_gen"),
+            std::string::npos);
+  EXPECT_NE(resolve_spoiled(HeapKind::kParallel, false,
+                            [](FakeJvm& j) { j.vm.find("PSYoungGen", "_eden_space").offset = 300; })
+                .find("_eden_space"),
+            std::string::npos);
+  EXPECT_NE(resolve_spoiled(HeapKind::kSerial, false, [](FakeJvm& j) { j.vm.drop("DefNewGeneration", "_to_space"); })
+                .find("_to_space"),
+            std::string::npos);
 }

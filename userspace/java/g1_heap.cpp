@@ -14,6 +14,11 @@ namespace oomsnap {
 namespace {
 
 constexpr uint64_t kMaxRegions = 1ull << 22;
+// Serial and Parallel heaps have four spaces (eden, from, to, old).
+constexpr size_t kMaxSpaces = 8;
+// No space is believed larger than this (HotSpot's heaps stay below 32 TiB
+// with compressed oops off, far below with them on).
+constexpr uint64_t kMaxSpaceBytes = 1ull << 45;
 // G1's regions are at most 512 MiB (JDK 18+; 32 MiB before).
 constexpr uint64_t kMaxGrainBytes = 1ull << 30;
 // No offset into a HotSpot struct is believed beyond this: the walk copies
@@ -61,7 +66,7 @@ static_assert(sizeof(KlassEntry) <= 48);
 // allocation per klass, and a bounded size (the cap).
 class KlassTable {
  public:
-  explicit KlassTable(size_t cap) : cap_(std::min(cap, G1Limits::kMaxKlasses)) {}
+  explicit KlassTable(size_t cap) : cap_(std::min(cap, JavaHeapLimits::kMaxKlasses)) {}
   size_t size() const { return size_; }
   size_t cap() const { return cap_; }
   KlassEntry& at(size_t i) { return pages_[i >> kPageBits][i & (kPage - 1)]; }
@@ -139,18 +144,22 @@ bool plausible_name(std::string_view n) {
 }
 
 // The bytes of the region and klass records the walk copies: up to their
-// farthest field (check_g1_layout keeps that below kMaxRecordBytes).
-size_t region_record_bytes(const G1Layout& L) {
+// farthest field (check_heap_layout keeps that below kMaxRecordBytes).
+size_t region_record_bytes(const JavaHeapLayout& L) {
   return static_cast<size_t>(std::max({uint64_t{L.region_bottom} + 8, uint64_t{L.region_end} + 8,
                                        uint64_t{L.region_top} + 8, uint64_t{L.region_tag} + 4}));
 }
-size_t klass_record_bytes(const G1Layout& L) {
+size_t space_record_bytes(const JavaHeapLayout& L) {
+  return static_cast<size_t>(
+      std::max({uint64_t{L.space_bottom} + 8, uint64_t{L.space_end} + 8, uint64_t{L.space_top} + 8}));
+}
+size_t klass_record_bytes(const JavaHeapLayout& L) {
   return static_cast<size_t>(std::max(uint64_t{L.klass_layout_helper} + 4, uint64_t{L.klass_name} + 8));
 }
 
 }  // namespace
 
-std::optional<std::string> check_g1_layout(const G1Layout& L) {
+std::optional<std::string> check_heap_layout(const JavaHeapLayout& L) {
   const std::tuple<const char*, uint64_t, uint64_t> fields[] = {
       {"(G1)HeapRegion::_bottom", L.region_bottom, 8},
       {"(G1)HeapRegion::_end", L.region_end, 8},
@@ -167,14 +176,31 @@ std::optional<std::string> check_g1_layout(const G1Layout& L) {
   };
   for (auto [what, off, bytes] : fields)
     if (!in_bounds(off, bytes, kMaxRecordBytes))
-      return "implausible G1 layout: " + std::string(what) + " at offset " + std::to_string(off) + " (+" +
+      return "implausible heap layout: " + std::string(what) + " at offset " + std::to_string(off) + " (+" +
              std::to_string(bytes) + " bytes) is beyond " + std::to_string(kMaxRecordBytes) + " bytes";
+  if (L.kind != HeapKind::kG1) {
+    for (auto [what, off] : {std::pair<const char*, uint64_t>{"the space's _bottom", L.space_bottom},
+                             {"the space's _end", L.space_end},
+                             {"the space's _top", L.space_top}})
+      if (!in_bounds(off, 8, kMaxRecordBytes))
+        return "implausible heap layout: " + std::string(what) + " at offset " + std::to_string(off) +
+               " is beyond " + std::to_string(kMaxRecordBytes) + " bytes";
+  }
   if (L.narrow_klass_shift > 32)
-    return "implausible G1 layout: narrow klass shift " + std::to_string(L.narrow_klass_shift);
+    return "implausible heap layout: narrow klass shift " + std::to_string(L.narrow_klass_shift);
   if (L.compact_headers && L.mark_klass_shift >= 64)
-    return "implausible G1 layout: markWord::klass_shift " + std::to_string(L.mark_klass_shift);
+    return "implausible heap layout: markWord::klass_shift " + std::to_string(L.mark_klass_shift);
   if (L.object_alignment < 8 || L.object_alignment > 256 || !power_of_two(L.object_alignment))
-    return "implausible G1 layout: ObjectAlignmentInBytes " + std::to_string(L.object_alignment);
+    return "implausible heap layout: ObjectAlignmentInBytes " + std::to_string(L.object_alignment);
+  if (L.kind != HeapKind::kG1) {
+    if (L.spaces.empty() || L.spaces.size() > kMaxSpaces)
+      return "implausible heap layout: " + std::to_string(L.spaces.size()) + " spaces";
+    for (const HeapSpaceRef& sp : L.spaces)
+      if (!sp.addr || (sp.addr & 7))
+        return "implausible heap layout: the " + sp.name + " space's record (" + sp.field + ") at 0x" +
+               hex_string(sp.addr);
+    return std::nullopt;
+  }
   if (!power_of_two(L.grain_bytes) || L.grain_bytes > kMaxGrainBytes)
     return "implausible G1 layout: GrainBytes " + std::to_string(L.grain_bytes);
   if (!L.region_table || L.region_count == 0 || L.region_count > kMaxRegions)
@@ -193,9 +219,9 @@ enum class Decoded {
 
 class Walker {
  public:
-  Walker(ChunkCache& mem, const G1Layout& L, const G1Limits& lim, const Deadline& d)
+  Walker(ChunkCache& mem, const JavaHeapLayout& L, const JavaHeapLimits& lim, const Deadline& d)
       : mem_(mem), L_(L), lim_(lim), deadline_(d), klasses_(lim.max_klasses) {}
-  G1WalkResult run();
+  JavaHeapWalk run();
 
  private:
   struct Region {
@@ -219,7 +245,7 @@ class Walker {
   // names with a '+'.
   bool hidden(const KlassEntry& k, std::string_view name);
   bool in_archive(uint64_t addr) const;
-  // Whether a counted instance class is VM-anonymous (G1Layout::misc_is_anonymous).
+  // Whether a counted instance class is VM-anonymous (JavaHeapLayout::misc_is_anonymous).
   bool anonymous(const KlassEntry& k);
   void count(KlassEntry& k, uint64_t size, bool sampled) {
     KlassEntry& into = k.has(KlassEntry::kPastCap) ? past_cap_ : k;
@@ -240,7 +266,12 @@ class Walker {
   // the table itself cannot be read.
   std::vector<Region> read_regions(uint64_t& walkable_used);
   bool region_plausible(const Region& g, int64_t tag, uint64_t end) const;
-  // Without region types (G1Layout::region_types): the kind of each region
+  // Serial / Parallel: the spaces as regions, sorted by address, the empty
+  // ones counted but left out. Sets the result's reason (naming the space
+  // and its field) when a record cannot be read or a space is implausible:
+  // then nothing is walked.
+  std::vector<Region> read_spaces(uint64_t& walkable_used);
+  // Without region types (JavaHeapLayout::region_types): the kind of each region
   // (sorted, in use) from the objects at their bottoms.
   void classify_untyped(std::vector<Region>& regions);
   void walk_humongous(const Region& g);
@@ -261,8 +292,8 @@ class Walker {
   }
 
   ChunkCache& mem_;
-  const G1Layout& L_;
-  const G1Limits& lim_;
+  const JavaHeapLayout& L_;
+  const JavaHeapLimits& lim_;
   const Deadline& deadline_;
   KlassTable klasses_;
   uint64_t last_klass_addr_ = 0;
@@ -273,7 +304,7 @@ class Walker {
   bool cap_reached_ = false;                // a valid klass found the table full
   std::vector<uint8_t> klass_buf_;  // one Klass record: klass_record_bytes(), sized once the layout is checked
   std::vector<char> name_buf_;      // one Klass name (kMaxNameBytes)
-  G1WalkResult res_;
+  JavaHeapWalk res_;
   std::string reason_;
   bool stopped_ = false;
   uint64_t steps_ = 0;
@@ -549,7 +580,7 @@ void Walker::classify_untyped(std::vector<Region>& regions) {
 }
 
 std::vector<Walker::Region> Walker::read_regions(uint64_t& walkable_used) {
-  G1WalkResult& r = res_;
+  JavaHeapWalk& r = res_;
   std::vector<Region> regions;
   std::vector<uint64_t> table(L_.region_count);
   if (!mem_.read(L_.region_table, table.data(), table.size() * 8)) {
@@ -588,8 +619,57 @@ std::vector<Walker::Region> Walker::read_regions(uint64_t& walkable_used) {
   return regions;
 }
 
+std::vector<Walker::Region> Walker::read_spaces(uint64_t& walkable_used) {
+  JavaHeapWalk& r = res_;
+  struct Read {
+    const HeapSpaceRef* ref;
+    uint64_t bottom, top, end;
+  };
+  std::vector<Read> spaces;
+  std::vector<uint8_t> rec(space_record_bytes(L_));
+  const ByteView rv(rec.data(), rec.size());
+  for (const HeapSpaceRef& sp : L_.spaces) {
+    const std::string what = "the " + sp.name + " space (" + sp.field + " -> 0x" + hex_string(sp.addr) + ")";
+    if (!mem_.read(sp.addr, rec.data(), rec.size())) {
+      r.reason = mem_.target_gone() ? "target exited" : "cannot read " + what;
+      return {};
+    }
+    Read s{&sp, 0, 0, 0};
+    rv.read_u64(L_.space_bottom, s.bottom), rv.read_u64(L_.space_top, s.top), rv.read_u64(L_.space_end, s.end);
+    const char* bad = !s.bottom                           ? "a null _bottom"
+                      : s.top < s.bottom                  ? "_top below _bottom"
+                      : s.end < s.top                     ? "_top beyond _end"
+                      : ((s.bottom | s.top | s.end) & 7)  ? "unaligned bounds"
+                      : s.end - s.bottom > kMaxSpaceBytes ? "a size beyond 32 TiB"
+                                                          : nullptr;
+    if (bad) {
+      r.reason = "implausible " + what + ": " + bad + " (bottom 0x" + hex_string(s.bottom) + ", top 0x" +
+                 hex_string(s.top) + ", end 0x" + hex_string(s.end) + ")";
+      return {};
+    }
+    spaces.push_back(s);
+  }
+  std::sort(spaces.begin(), spaces.end(), [](const Read& x, const Read& y) { return x.bottom < y.bottom; });
+  std::vector<Region> regions;
+  for (size_t i = 0; i < spaces.size(); ++i) {
+    const Read& s = spaces[i];
+    // Spaces are disjoint reservations: two that overlap would have their
+    // objects counted twice (or one space's objects parsed as another's).
+    if (i > 0 && spaces[i - 1].end > s.bottom) {
+      r.reason = "implausible heap: the " + spaces[i - 1].ref->name + " space (" + spaces[i - 1].ref->field +
+                 ") and the " + s.ref->name + " space (" + s.ref->field + ") overlap";
+      return {};
+    }
+    ++r.regions;
+    r.used_bytes += s.top - s.bottom;
+    walkable_used += s.top - s.bottom;
+    if (s.top > s.bottom) regions.push_back(Region{s.bottom, s.top, Region::kWalkable});
+  }
+  return regions;
+}
+
 void Walker::walk_humongous(const Region& g) {
-  G1WalkResult& r = res_;
+  JavaHeapWalk& r = res_;
   KlassEntry* k = nullptr;
   uint64_t size = 0;
   ++r.regions_walked;
@@ -679,17 +759,18 @@ std::vector<JavaClassTotal> Walker::first_by_name(const std::vector<uint32_t>& t
   return heap;
 }
 
-G1WalkResult Walker::run() {
-  G1WalkResult& r = res_;
-  if (auto bad = check_g1_layout(L_)) {
+JavaHeapWalk Walker::run() {
+  JavaHeapWalk& r = res_;
+  if (auto bad = check_heap_layout(L_)) {
     r.reason = *bad;
     return r;
   }
   klass_buf_.resize(klass_record_bytes(L_));
   name_buf_.resize(kMaxNameBytes);
   uint64_t walkable_used = 0;
-  const std::vector<Region> regions = read_regions(walkable_used);
-  if (!r.reason.empty()) return r;  // no region table
+  const std::vector<Region> regions =
+      L_.kind == HeapKind::kG1 ? read_regions(walkable_used) : read_spaces(walkable_used);
+  if (!r.reason.empty()) return r;  // no region table, or a space not to be believed
   // Heaps above the walk budget are sampled: 64 KiB windows spread evenly
   // over every walkable region (1 of every k), each entered by
   // resynchronising on its first object; what they hold is scaled by the
@@ -821,39 +902,6 @@ std::string java_class_name(const std::string& internal, bool hidden) {
 
 namespace {
 
-// Offsets resolved one by one from VMStructs, each checked against the size
-// of the type it indexes; the first that is missing or does not fit is the
-// error, and the ones after it are not looked at.
-class OffsetResolver {
- public:
-  explicit OffsetResolver(const HotSpotVm& vm) : vm_(vm) {}
-  // A field read as `bytes` bytes at its offset.
-  uint32_t field(std::initializer_list<std::string_view> types, std::string_view name, uint64_t bytes) {
-    if (error) return 0;
-    auto off = vm_.field_offset(types, name, bytes, err_);
-    if (!off) error = err_;
-    // field_offset keeps offsets below HotSpotVm::kMaxTypeBytes.
-    return static_cast<uint32_t>(off.value_or(0));
-  }
-  // A struct embedded in another (HeapRegion::_type, Thread::_tlab): its
-  // offset must leave room for the member's whole type.
-  uint32_t embedded(std::initializer_list<std::string_view> types, std::string_view name,
-                    std::initializer_list<std::string_view> member_types) {
-    if (error) return 0;
-    auto size = vm_.checked_type_size(member_types, err_);
-    if (!size) {
-      error = err_;
-      return 0;
-    }
-    return field(types, name, *size);
-  }
-  std::optional<std::string> error;
-
- private:
-  const HotSpotVm& vm_;
-  std::string err_;
-};
-
 const std::initializer_list<std::string_view> kRegionTypes = {"HeapRegion", "G1HeapRegion"};
 const std::initializer_list<std::string_view> kRegionTypeTypes = {"HeapRegionType", "G1HeapRegionType"};
 const std::initializer_list<std::string_view> kRegionManagerTypes = {"HeapRegionManager", "G1HeapRegionManager"};
@@ -876,7 +924,7 @@ std::optional<std::string> find_statics(const HotSpotVm& vm, G1Statics& s) {
 
 // The compressed class pointer base and shift, or the markWord's klass shift
 // (compact headers), as the flags say the JVM encodes klass pointers.
-std::optional<std::string> resolve_klass_encoding(ChunkCache& mem, const HotSpotVm& vm, G1Layout& L) {
+std::optional<std::string> resolve_klass_encoding(ChunkCache& mem, const HotSpotVm& vm, JavaHeapLayout& L) {
   if (L.compressed_klass) {
     // Where each JDK keeps them, the first pair VMStructs describes:
     // Universe (8, 11), CompressedKlassPointers::_narrow_klass (17, 21),
@@ -909,16 +957,53 @@ std::optional<std::string> resolve_klass_encoding(ChunkCache& mem, const HotSpot
 
 }  // namespace
 
-std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& vm,
-                                             const std::map<std::string, uint64_t>& flags, G1Layout& L,
-                                             uint64_t& heap_addr) {
+std::optional<std::string> resolve_object_layout(ChunkCache& mem, const HotSpotVm& vm,
+                                                 const std::map<std::string, uint64_t>& flags, JavaHeapLayout& L) {
   auto flag_bool = [&](const char* n) {
     uint8_t v = 0;
     auto it = flags.find(n);
     return it != flags.end() && mem.get(it->second, v) && v != 0;
   };
+  const VmField* mirror = vm.field("java_lang_Class", "_oop_size_offset");
+  if (!mirror) return std::string("VMStructs has no java_lang_Class::_oop_size_offset");
+  OffsetResolver o(vm);
+  L.klass_layout_helper = o.field({"Klass"}, "_layout_helper", 4);
+  L.klass_name = o.field({"Klass"}, "_name", 8);
+  L.symbol_length = o.field({"Symbol"}, "_length", 2);
+  L.symbol_body = o.field({"Symbol"}, "_body", 1);
+  // Optional: without it, arrays of hidden classes keep HotSpot's '+'.
+  if (vm.field("ObjArrayKlass", "_bottom_klass"))
+    L.objarray_bottom_klass = o.field({"ObjArrayKlass"}, "_bottom_klass", 8);
+  // Optional: without it, VM-anonymous classes are named without their address.
+  if (auto bit = vm.int_constant("InstanceKlass::_misc_is_anonymous");
+      bit && *bit > 0 && *bit <= 0x8000 && vm.field("InstanceKlass", "_misc_flags")) {
+    L.instance_misc_flags = o.field({"InstanceKlass"}, "_misc_flags", 2);
+    L.misc_is_anonymous = static_cast<uint32_t>(*bit);
+  }
+  if (o.error) return o.error;
+  L.compact_headers = flag_bool("UseCompactObjectHeaders");
+  L.compressed_klass = L.compact_headers || flag_bool("UseCompressedClassPointers");
+  if (auto e = resolve_klass_encoding(mem, vm, L)) return e;
+  // intx in JDK 17, int in 21+: the low 32 bits (little endian) serve both.
+  int32_t align = 8;
+  if (auto it = flags.find("ObjectAlignmentInBytes"); it != flags.end()) mem.get(it->second, align);
+  if (align < 8 || align > 256 || (align & (align - 1))) return "implausible ObjectAlignmentInBytes";
+  L.object_alignment = static_cast<uint64_t>(align);
+  // Not in VMStructs (SA computes it): after the mark word with compact
+  // headers, in the klass gap with compressed class pointers, else after Klass*.
+  L.array_length_offset = L.compact_headers ? 8 : (L.compressed_klass ? 12 : 16);
+  auto mo = read_static<int32_t>(mem, mirror);
+  if (!mo || *mo <= 0 || *mo > 4096) return "cannot read java_lang_Class::_oop_size_offset";
+  L.mirror_size_offset = *mo;
+  return std::nullopt;
+}
+
+std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& vm,
+                                             const std::map<std::string, uint64_t>& flags, JavaHeapLayout& L,
+                                             uint64_t& heap_addr) {
   G1Statics st{};
   if (auto e = find_statics(vm, st)) return e;
+  L.kind = HeapKind::kG1;
   // Every offset, checked once here against the size of the struct it
   // indexes; the walk reads records no larger than these.
   OffsetResolver o(vm);
@@ -935,20 +1020,8 @@ std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& v
     const uint32_t type = o.embedded(kRegionTypes, "_type", kRegionTypeTypes);
     L.region_tag = type + o.field(kRegionTypeTypes, "_tag", 4);  // both below 64 KiB: no overflow
   }
-  L.klass_layout_helper = o.field({"Klass"}, "_layout_helper", 4);
-  L.klass_name = o.field({"Klass"}, "_name", 8);
-  L.symbol_length = o.field({"Symbol"}, "_length", 2);
-  L.symbol_body = o.field({"Symbol"}, "_body", 1);
-  // Optional: without it, arrays of hidden classes keep HotSpot's '+'.
-  if (vm.field("ObjArrayKlass", "_bottom_klass"))
-    L.objarray_bottom_klass = o.field({"ObjArrayKlass"}, "_bottom_klass", 8);
-  // Optional: without it, VM-anonymous classes are named without their address.
-  if (auto bit = vm.int_constant("InstanceKlass::_misc_is_anonymous");
-      bit && *bit > 0 && *bit <= 0x8000 && vm.field("InstanceKlass", "_misc_flags")) {
-    L.instance_misc_flags = o.field({"InstanceKlass"}, "_misc_flags", 2);
-    L.misc_is_anonymous = static_cast<uint32_t>(*bit);
-  }
   if (o.error) return o.error;
+  if (auto e = resolve_object_layout(mem, vm, flags, L)) return e;
 
   auto heap = read_static<uint64_t>(mem, st.heap);
   if (!heap || !*heap) return "cannot read Universe::_collectedHeap";
@@ -969,22 +1042,7 @@ std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& v
     if (!free_t || !sh || !ch) return "VMStructs has no heap region type tags";
     L.tag_free = *free_t, L.tag_starts_humongous = *sh, L.tag_continues_humongous = *ch;
   }
-
-  L.compact_headers = flag_bool("UseCompactObjectHeaders");
-  L.compressed_klass = L.compact_headers || flag_bool("UseCompressedClassPointers");
-  if (auto e = resolve_klass_encoding(mem, vm, L)) return e;
-  // intx in JDK 17, int in 21+: the low 32 bits (little endian) serve both.
-  int32_t align = 8;
-  if (auto it = flags.find("ObjectAlignmentInBytes"); it != flags.end()) mem.get(it->second, align);
-  if (align < 8 || align > 256 || (align & (align - 1))) return "implausible ObjectAlignmentInBytes";
-  L.object_alignment = static_cast<uint64_t>(align);
-  // Not in VMStructs (SA computes it): after the mark word with compact
-  // headers, in the klass gap with compressed class pointers, else after Klass*.
-  L.array_length_offset = L.compact_headers ? 8 : (L.compressed_klass ? 12 : 16);
-  auto mo = read_static<int32_t>(mem, st.mirror);
-  if (!mo || *mo <= 0 || *mo > 4096) return "cannot read java_lang_Class::_oop_size_offset";
-  L.mirror_size_offset = *mo;
-  return check_g1_layout(L);
+  return check_heap_layout(L);
 }
 
 namespace {
@@ -1084,7 +1142,7 @@ std::optional<std::vector<std::pair<uint64_t, uint64_t>>> read_tlab_holes(ChunkC
   return holes;
 }
 
-G1WalkResult walk_g1_heap(ChunkCache& mem, const G1Layout& layout, const G1Limits& limits, const Deadline& deadline) {
+JavaHeapWalk walk_java_heap(ChunkCache& mem, const JavaHeapLayout& layout, const JavaHeapLimits& limits, const Deadline& deadline) {
   Walker w(mem, layout, limits, deadline);
   return w.run();
 }

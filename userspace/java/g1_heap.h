@@ -1,5 +1,6 @@
-// Walks a live G1 heap from outside the JVM, region by region from bottom to
-// top, sizing every object from its Klass, and builds a class histogram. No
+// Walks a live HotSpot heap from outside the JVM — G1's regions, or the
+// spaces of a Serial or Parallel heap (generational_heap.h), each from bottom
+// to top — sizing every object from its Klass, and builds a class histogram. No
 // safepoint, no attach, no signal: the JVM keeps running, so the walk must
 // survive what a running JVM does (TLABs with unformatted tails, objects
 // being published, regions changing type): unusable headers are skipped by
@@ -21,8 +22,29 @@
 
 namespace oomsnap {
 
+// Which heap the layout describes: G1's region table, or the few
+// contiguous spaces of a Serial (DefNew eden/from/to + tenured) or Parallel
+// (PSYoungGen eden/from/to + PSOldGen) heap. Either way the walk parses
+// ranges [bottom, top) from their bottoms with the same object rules.
+enum class HeapKind : uint8_t { kG1, kSerial, kParallel };
+
+// One space of a Serial or Parallel heap: where its record (a
+// ContiguousSpace or MutableSpace) lies, and which VMStructs field led
+// there, so that a reason can name what was implausible.
+struct HeapSpaceRef {
+  std::string name;   // "eden", "from", "to", "old"
+  std::string field;  // e.g. "DefNewGeneration::_eden_space"
+  uint64_t addr = 0;
+};
+
 // Everything the walk needs, resolved from VMStructs and the JVM's flags.
-struct G1Layout {
+struct JavaHeapLayout {
+  HeapKind kind = HeapKind::kG1;
+  // Serial / Parallel: the spaces, read (bottom, top, end at these offsets
+  // in every space record) when the walk starts, since top moves.
+  std::vector<HeapSpaceRef> spaces;
+  uint32_t space_bottom = 0, space_end = 8, space_top = 16;
+
   uint64_t region_table = 0;  // HeapRegion** _base of the region table
   uint64_t region_count = 0;  // its _length
   uint64_t grain_bytes = 0;
@@ -68,12 +90,12 @@ struct G1Layout {
 // bounded by bytes (sampling above the budget), the read budget and the
 // deadline, not by an object cap. Per class it keeps a fixed-size record (no
 // name): its memory is bounded by the klass cap.
-struct G1Limits {
+struct JavaHeapLimits {
   // Every distinct klass costs the walk under 64 bytes; 64 MiB of them.
   static constexpr size_t kMaxKlasses = size_t{1} << 20;
 
   uint64_t max_walk_bytes = 1ull << 30;  // heaps using more are sampled
-  // Classes named in G1WalkResult::classes: the first max_entries in the
+  // Classes named in JavaHeapWalk::classes: the first max_entries in the
   // order of Snapshot::sort_and_truncate (bytes, objects, name).
   size_t max_entries = SIZE_MAX;
   // Distinct klasses counted one by one (at most kMaxKlasses, whatever is
@@ -91,10 +113,10 @@ struct JavaClassTotal {
   uint64_t bytes = 0;
 };
 
-struct G1WalkResult {
+struct JavaHeapWalk {
   SnapshotStatus status = SnapshotStatus::kFailed;
   std::string reason;
-  // The top G1Limits::max_entries of the classes counted, sorted as
+  // The top JavaHeapLimits::max_entries of the classes counted, sorted as
   // Snapshot::sort_and_truncate sorts (bytes desc, objects desc, name asc).
   std::vector<JavaClassTotal> classes;
   uint64_t class_count = 0;  // distinct classes with objects counted (classes holds the top ones)
@@ -102,8 +124,10 @@ struct G1WalkResult {
   // counted only here (scaled like the rest in a sampled walk).
   bool klass_cap_reached = false;
   uint64_t past_cap_objects = 0, past_cap_bytes = 0;
+  // G1: regions in use and walked; Serial / Parallel: spaces (empty ones
+  // included) and the non-empty ones walked.
   uint64_t regions = 0, regions_walked = 0;
-  uint64_t used_bytes = 0;      // sum of top - bottom over the regions in use
+  uint64_t used_bytes = 0;      // sum of top - bottom over the regions (spaces) in use
   uint64_t parsed_bytes = 0;    // bytes covered by objects read (incl. fillers) and skipped TLAB tails
   uint64_t unparsed_bytes = 0;  // bytes skipped by resynchronisation
   uint64_t objects = 0, filler_bytes = 0;
@@ -116,11 +140,17 @@ struct G1WalkResult {
 // flags (read_jvm_flags). heap_addr: the G1CollectedHeap. nullopt when
 // resolved, else the error, naming what is missing or does not fit.
 std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& vm,
-                                             const std::map<std::string, uint64_t>& flags, G1Layout& layout,
+                                             const std::map<std::string, uint64_t>& flags, JavaHeapLayout& layout,
                                              uint64_t& heap_addr);
 
+// What every heap shares: the Klass and Symbol offsets, the klass pointer
+// encoding, the object alignment and the mirror size offset, into L.
+// nullopt when resolved, else the error naming what is missing.
+std::optional<std::string> resolve_object_layout(ChunkCache& mem, const HotSpotVm& vm,
+                                                 const std::map<std::string, uint64_t>& flags, JavaHeapLayout& L);
+
 // The unused tails [top, hard end) of every Java thread's TLAB: unformatted
-// memory inside regions, skipped by the walk (G1Layout::holes), sorted.
+// memory inside regions, skipped by the walk (JavaHeapLayout::holes), sorted.
 // Empty when VMStructs does not describe the threads' TLABs; nullopt + error
 // when it describes them with offsets that do not fit their types.
 std::optional<std::vector<std::pair<uint64_t, uint64_t>>> read_tlab_holes(ChunkCache& mem, const HotSpotVm& vm,
@@ -129,16 +159,18 @@ std::optional<std::vector<std::pair<uint64_t, uint64_t>>> read_tlab_holes(ChunkC
 
 // The layout's own plausibility, whoever filled it: every offset (+ the
 // bytes read there) below the record cap, shifts, alignment, region size and
-// count in range. nullopt when plausible, else the reason, naming the field.
+// count (or the space count and their records' addresses) in range. nullopt when plausible, else the reason, naming the field.
 // resolve_g1_layout ends with it, and the walk refuses a layout that fails it.
-std::optional<std::string> check_g1_layout(const G1Layout& layout);
+std::optional<std::string> check_heap_layout(const JavaHeapLayout& layout);
 
 // Never longer than the deadline, whatever the layout and the memory say:
-// regions are believed only as large as GrainBytes, unreadable memory ends a
+// spaces are walked only when every one of them is plausible (bottom <= top
+// <= end, aligned, bounded, none overlapping another), else the walk fails
+// naming the space and its field; regions are believed only as large as GrainBytes, unreadable memory ends a
 // region at once, and the region-table scan gives up on records that
 // cannot be read. Past it, only the names of the top limits.max_entries
 // classes are still read.
-G1WalkResult walk_g1_heap(ChunkCache& mem, const G1Layout& layout, const G1Limits& limits, const Deadline& deadline);
+JavaHeapWalk walk_java_heap(ChunkCache& mem, const JavaHeapLayout& layout, const JavaHeapLimits& limits, const Deadline& deadline);
 
 // Klass names in the JVM's internal form to Java's: "java/lang/String" ->
 // "java.lang.String", "[B" -> "byte[]", "[[Ljava/lang/Object;" -> "java.lang.Object[][]".

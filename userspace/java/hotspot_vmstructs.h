@@ -97,6 +97,39 @@ class HotSpotVm {
   std::unordered_map<std::string, uint64_t> longs_;
 };
 
+// Offsets resolved one by one from VMStructs, each checked against the size
+// of the type it indexes; the first that is missing or does not fit is the
+// error, and the ones after it are not looked at.
+class OffsetResolver {
+ public:
+  explicit OffsetResolver(const HotSpotVm& vm) : vm_(vm) {}
+  // A field read as `bytes` bytes at its offset.
+  uint32_t field(std::initializer_list<std::string_view> types, std::string_view name, uint64_t bytes) {
+    if (error) return 0;
+    auto off = vm_.field_offset(types, name, bytes, err_);
+    if (!off) error = err_;
+    // field_offset keeps offsets below HotSpotVm::kMaxTypeBytes.
+    return static_cast<uint32_t>(off.value_or(0));
+  }
+  // A struct embedded in another (HeapRegion::_type, Thread::_tlab): its
+  // offset must leave room for the member's whole type.
+  uint32_t embedded(std::initializer_list<std::string_view> types, std::string_view name,
+                    std::initializer_list<std::string_view> member_types) {
+    if (error) return 0;
+    auto size = vm_.checked_type_size(member_types, err_);
+    if (!size) {
+      error = err_;
+      return 0;
+    }
+    return field(types, name, *size);
+  }
+  std::optional<std::string> error;
+
+ private:
+  const HotSpotVm& vm_;
+  std::string err_;
+};
+
 // The value of a static VMStructs variable (read from its address in the target).
 template <typename T>
 std::optional<T> read_static(ChunkCache& mem, const VmField* f) {
@@ -104,6 +137,9 @@ std::optional<T> read_static(ChunkCache& mem, const VmField* f) {
   if (!f || !f->is_static || !mem.get(f->address, v)) return std::nullopt;
   return v;
 }
+
+// v in lowercase hex without "0x", for reasons that name target addresses.
+std::string hex_string(uint64_t v);
 
 // Reads a NUL-terminated C string of at most `max` bytes; empty when
 // unreadable or longer. At most a few reads whatever the bytes (a read never

@@ -4,22 +4,49 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "core/chunk_cache.h"
 #include "java/g1_heap.h"
+#include "java/generational_heap.h"
 #include "java/hotspot_vmstructs.h"
 
 namespace oomsnap {
 namespace {
 
+bool flag_set(ChunkCache& mem, const std::map<std::string, uint64_t>& flags, const char* name) {
+  uint8_t v = 0;
+  auto it = flags.find(name);
+  return it != flags.end() && mem.get(it->second, v) && v;
+}
+
+// The collector the flags select, when its heap is walked. JDK 8's default
+// (ergonomics) is Parallel; -XX:+UseParallelOldGC (8, 11) is Parallel too.
+std::optional<HeapKind> walked_collector(ChunkCache& mem, const std::map<std::string, uint64_t>& flags) {
+  if (flag_set(mem, flags, "UseG1GC")) return HeapKind::kG1;
+  if (flag_set(mem, flags, "UseSerialGC")) return HeapKind::kSerial;
+  if (flag_set(mem, flags, "UseParallelGC") || flag_set(mem, flags, "UseParallelOldGC")) return HeapKind::kParallel;
+  return std::nullopt;
+}
+
+// The collector the flags select among those not walked, or nullptr.
 const char* other_collector(ChunkCache& mem, const std::map<std::string, uint64_t>& flags) {
-  for (const char* gc : {"UseParallelGC", "UseSerialGC", "UseZGC", "UseShenandoahGC", "UseEpsilonGC"}) {
-    uint8_t v = 0;
-    auto it = flags.find(gc);
-    if (it != flags.end() && mem.get(it->second, v) && v) return gc;
-  }
+  for (const char* gc : {"UseZGC", "UseShenandoahGC", "UseEpsilonGC", "UseConcMarkSweepGC"})
+    if (flag_set(mem, flags, gc)) return gc;
   return nullptr;
+}
+
+const char* scope_of(HeapKind kind, bool sampled) {
+  switch (kind) {
+    case HeapKind::kSerial:
+      return sampled ? "serial_heap_sampled" : "serial_heap";
+    case HeapKind::kParallel:
+      return sampled ? "parallel_heap_sampled" : "parallel_heap";
+    case HeapKind::kG1:
+      break;
+  }
+  return sampled ? "g1_heap_sampled" : "g1_heap";
 }
 
 // An optional CollectedHeap field, the first of `names` that VMStructs
@@ -62,8 +89,9 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
     return finish();
   }
   auto found_flags = read_jvm_flags(mem, *vm,
-                                    {"UseG1GC", "UseParallelGC", "UseSerialGC", "UseZGC", "UseShenandoahGC",
-                                     "UseEpsilonGC", "UseCompressedClassPointers", "UseCompactObjectHeaders",
+                                    {"UseG1GC", "UseParallelGC", "UseParallelOldGC", "UseSerialGC", "UseZGC",
+                                     "UseShenandoahGC", "UseEpsilonGC", "UseConcMarkSweepGC",
+                                     "UseCompressedClassPointers", "UseCompactObjectHeaders",
                                      "ObjectAlignmentInBytes"},
                                     deadline, err);
   if (!found_flags) {
@@ -77,17 +105,18 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   if (snap.runtime_version.empty())
     if (auto vsym = read_static<uint64_t>(mem, vm->field("Abstract_VM_Version", "_s_vm_release")))
       snap.runtime_version = read_remote_c_string(mem, *vsym, 64);
-  uint8_t g1 = 0;
-  if (!flags.count("UseG1GC") || !mem.get(flags["UseG1GC"], g1) || !g1) {
+  const std::optional<HeapKind> kind = walked_collector(mem, flags);
+  if (!kind) {
     const char* gc = other_collector(mem, flags);
     snap.set_status(SnapshotStatus::kUnavailable,
-                    std::string("the JVM does not use G1 (") + (gc ? gc : "collector unknown") +
-                        "); only G1 heaps are walked");
+                    std::string("the JVM's collector is not walked (") + (gc ? gc : "collector unknown") +
+                        "); only G1, Serial and Parallel heaps are");
     return finish();
   }
-  G1Layout L;
-  uint64_t heap = 0;  // the G1CollectedHeap
-  if (auto bad = resolve_g1_layout(mem, *vm, flags, L, heap)) {
+  JavaHeapLayout L;
+  uint64_t heap = 0;  // the CollectedHeap
+  if (auto bad = *kind == HeapKind::kG1 ? resolve_g1_layout(mem, *vm, flags, L, heap)
+                                        : resolve_generational_layout(mem, *vm, flags, *kind, L, heap)) {
     snap.set_status(SnapshotStatus::kFailed, *bad);
     return finish();
   }
@@ -117,26 +146,36 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   for (const Mapping& m : target.maps())
     if (!m.path.empty() && m.path[0] != '[') L.archive_ranges.emplace_back(m.start, m.end);
   std::sort(L.archive_ranges.begin(), L.archive_ranges.end());
-  G1Limits lim;
+  JavaHeapLimits lim;
   lim.max_walk_bytes = opts.max_read_bytes;
   lim.max_entries = opts.max_entries;  // only these are named: a name costs a read and a string
   // Each name costs a Klass and a Symbol read, two chunks at most: room for
   // dozens of names (usually thousands: Klasses lie together) after a walk
   // that used up the budget.
   lim.name_read_limit = read_limit + (16u << 20);
-  G1WalkResult r = walk_g1_heap(mem, L, lim, deadline);
+  JavaHeapWalk r = walk_java_heap(mem, L, lim, deadline);
   snap.set_status(r.status, r.reason);
   if (collections && target.memory().read(heap + *collections, &gc_after, 4) && gc_after != gc_before &&
       r.status == SnapshotStatus::kComplete)
     snap.set_status(SnapshotStatus::kPartial, "a garbage collection ran during the walk: objects may have moved");
-  snap.scope = r.sample_stride > 1 ? "g1_heap_sampled" : "g1_heap";
+  snap.scope = scope_of(*kind, r.sample_stride > 1);
   snap.coverage = r.coverage;
-  snap.totals = {{"regions", r.regions},         {"regions_walked", r.regions_walked},
-                 {"used_bytes", r.used_bytes},   {"parsed_bytes", r.parsed_bytes},
-                 {"unparsed_bytes", r.unparsed_bytes}, {"filler_bytes", r.filler_bytes},
-                 {"objects", r.objects},         {"sample_stride", r.sample_stride},
-                 {"humongous_objects", r.humongous_objects}, {"humongous_bytes", r.humongous_bytes},
-                 {"region_bytes", L.grain_bytes}, {"classes", r.class_count}};
+  if (*kind == HeapKind::kG1) {
+    snap.totals = {{"regions", r.regions},         {"regions_walked", r.regions_walked},
+                   {"used_bytes", r.used_bytes},   {"parsed_bytes", r.parsed_bytes},
+                   {"unparsed_bytes", r.unparsed_bytes}, {"filler_bytes", r.filler_bytes},
+                   {"objects", r.objects},         {"sample_stride", r.sample_stride},
+                   {"humongous_objects", r.humongous_objects}, {"humongous_bytes", r.humongous_bytes},
+                   {"region_bytes", L.grain_bytes}, {"classes", r.class_count}};
+  } else {
+    // Serial and Parallel have no regions and no humongous objects: the
+    // spaces (eden, from, to, old) and the non-empty ones walked.
+    snap.totals = {{"spaces", r.regions},          {"spaces_walked", r.regions_walked},
+                   {"used_bytes", r.used_bytes},   {"parsed_bytes", r.parsed_bytes},
+                   {"unparsed_bytes", r.unparsed_bytes}, {"filler_bytes", r.filler_bytes},
+                   {"objects", r.objects},         {"sample_stride", r.sample_stride},
+                   {"classes", r.class_count}};
+  }
   if (r.klass_cap_reached) {
     snap.totals.emplace_back("past_cap_objects", r.past_cap_objects);
     snap.totals.emplace_back("past_cap_bytes", r.past_cap_bytes);
