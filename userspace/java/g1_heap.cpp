@@ -7,6 +7,7 @@
 #include <tuple>
 #include <unordered_set>
 
+#include "base/text.h"
 #include "core/checked_bytes.h"
 #include "java/hotspot_vmstructs.h"
 
@@ -197,8 +198,7 @@ std::optional<std::string> check_heap_layout(const JavaHeapLayout& L) {
       return "implausible heap layout: " + std::to_string(L.spaces.size()) + " spaces";
     for (const HeapSpaceRef& sp : L.spaces)
       if (!sp.addr || (sp.addr & 7))
-        return "implausible heap layout: the " + sp.name + " space's record (" + sp.field + ") at 0x" +
-               hex_string(sp.addr);
+        return "implausible heap layout: the " + sp.name + " space's record (" + sp.field + ") at " + hex(sp.addr);
     return std::nullopt;
   }
   if (!power_of_two(L.grain_bytes) || L.grain_bytes > kMaxGrainBytes)
@@ -629,7 +629,7 @@ std::vector<Walker::Region> Walker::read_spaces(uint64_t& walkable_used) {
   std::vector<uint8_t> rec(space_record_bytes(L_));
   const ByteView rv(rec.data(), rec.size());
   for (const HeapSpaceRef& sp : L_.spaces) {
-    const std::string what = "the " + sp.name + " space (" + sp.field + " -> 0x" + hex_string(sp.addr) + ")";
+    const std::string what = "the " + sp.name + " space (" + sp.field + " -> " + hex(sp.addr) + ")";
     if (!mem_.read(sp.addr, rec.data(), rec.size())) {
       r.reason = mem_.target_gone() ? "target exited" : "cannot read " + what;
       return {};
@@ -643,8 +643,8 @@ std::vector<Walker::Region> Walker::read_spaces(uint64_t& walkable_used) {
                       : s.end - s.bottom > kMaxSpaceBytes ? "a size beyond 32 TiB"
                                                           : nullptr;
     if (bad) {
-      r.reason = "implausible " + what + ": " + bad + " (bottom 0x" + hex_string(s.bottom) + ", top 0x" +
-                 hex_string(s.top) + ", end 0x" + hex_string(s.end) + ")";
+      r.reason = "implausible " + what + ": " + bad + " (bottom " + hex(s.bottom) + ", top " + hex(s.top) +
+                 ", end " + hex(s.end) + ")";
       return {};
     }
     spaces.push_back(s);

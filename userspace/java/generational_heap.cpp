@@ -3,6 +3,8 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "base/text.h"
+
 namespace oomsnap {
 namespace {
 
@@ -26,9 +28,9 @@ class PointerChase {
     } else {
       const uint64_t off = o_.field(types, name, 8);
       if (o_.error) error = o_.error;
-      else if (!mem_.get(obj + off, v)) error = "cannot read " + what + " at 0x" + hex_string(obj + off);
+      else if (!mem_.get(obj + off, v)) error = "cannot read " + what + " at " + hex(obj + off);
     }
-    if (!error && (!v || (v & 7))) error = "implausible " + what + " (0x" + hex_string(v) + ")";
+    if (!error && (!v || (v & 7))) error = "implausible " + what + " (" + hex(v) + ")";
     return error ? 0 : v;
   }
   // An offset, checked against its type.

@@ -68,12 +68,6 @@ int32_t i32_at(ByteView r, uint64_t off) {
 
 }  // namespace
 
-std::string hex_string(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 std::string read_remote_c_string(ChunkCache& mem, uint64_t addr, size_t max) {
   constexpr uint64_t kPage = 4096;
   std::string s;

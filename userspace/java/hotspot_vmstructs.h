@@ -138,9 +138,6 @@ std::optional<T> read_static(ChunkCache& mem, const VmField* f) {
   return v;
 }
 
-// v in lowercase hex without "0x", for reasons that name target addresses.
-std::string hex_string(uint64_t v);
-
 // Reads a NUL-terminated C string of at most `max` bytes; empty when
 // unreadable or longer. At most a few reads whatever the bytes (a read never
 // crosses a page, so the first one that fails ends it).
