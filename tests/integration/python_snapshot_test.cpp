@@ -304,6 +304,33 @@ TEST(PythonSnapshotBadInput, FreeThreadedBuildIsUnavailable) {
   fs::remove_all(dir);
 }
 
+// A real program nobody here wrote: Debian's docutils and sympy (python3-docutils,
+// python3-sympy) on Debian's own 3.11, rendering a document and solving
+// equations, the state they leave kept alive. Complete (it was "partial: 1
+// GC-tracked objects claim sizes that do not fit", from a generator read as
+// a variable-size object), no size refused, and every type of its own
+// gc.get_objects() census counted at least as often.
+TEST(PythonRealProgram, DebiansDocutilsAndSympyAreCompleteAndAgreeWithTheirCensus) {
+  bool skip = false;
+  auto fx = start(kTargets[0], {}, skip, "realprogram.py");
+  if (!fx.proc) return;
+  std::string err;
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
+  ASSERT_TRUE(rec) << err;
+  const Snapshot& s = rec->result.snapshot;
+  ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
+  EXPECT_EQ(total(s, "implausible_sizes"), 0u);
+  auto got = by_name(s);
+  const auto& types = fx.census["types"];
+  ASSERT_TRUE(types.contains("docutils.nodes.paragraph")) << "the document was not parsed";
+  ASSERT_TRUE(types.contains("sympy.core.add.Add")) << "no sympy expressions";
+  for (const auto& [name, c] : types.items())
+    EXPECT_GE(got[name].first, c["objects"].get<uint64_t>()) << name << " counted less often than gc.get_objects()";
+  // The libraries' own classes, GC-tracked: exactly as many as the census.
+  for (const char* exact : {"docutils.nodes.paragraph", "docutils.nodes.section", "generator"})
+    EXPECT_EQ(got[exact].first, types[exact]["objects"].get<uint64_t>()) << exact;
+}
+
 // The one-shot CLI prints the same snapshot for a Python target.
 TEST(PythonSnapshotCli, SnapshotCommandPrintsHistogram) {
   bool skip = false;
