@@ -120,9 +120,11 @@ const char* kYamlSummary = R"PY(
 import json, sys
 import yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-out = {"kinds": [d["kind"] for d in docs], "configmaps": {}, "daemonsets": []}
+out = {"kinds": [d["kind"] for d in docs], "configmaps": {}, "daemonsets": [], "networkpolicies": []}
 for d in docs:
     meta = d.get("metadata", {})
+    if d["kind"] == "NetworkPolicy":
+        out["networkpolicies"].append({"namespace": meta.get("namespace"), "spec": d["spec"]})
     if d["kind"] == "ConfigMap":
         out["configmaps"][meta["name"]] = {"namespace": meta.get("namespace"),
                                            "data": d.get("data", {})}
@@ -495,4 +497,29 @@ TEST(DeployDaemonSet, MetricsAndHealthOnThePodIpWithProbesAndScrapeAnnotations) 
   EXPECT_EQ(ann.value("prometheus.io/scrape", ""), "true") << ann.dump();
   EXPECT_EQ(ann.value("prometheus.io/port", ""), listen_port) << ann.dump();
   EXPECT_EQ(ann.value("prometheus.io/path", ""), "/metrics") << ann.dump();
+}
+
+// Issue #28: without a NetworkPolicy any pod in the cluster can reach the
+// agent's port. Only the scraper may: one ingress rule, for the listen port,
+// from pods a namespace and a pod selector name (never from everywhere).
+TEST(DeployDaemonSet, ANetworkPolicyLetsOnlyTheScraperReachTheMetricsPort) {
+  const std::string out = run_python(kYamlSummary, kDeploy + "daemonset.yaml");
+  json s;
+  ASSERT_NO_THROW(s = json::parse(out)) << out;
+  ASSERT_EQ(s["networkpolicies"].size(), 1u) << out;
+  const json& ds = s["daemonsets"][0];
+  const json& np = s["networkpolicies"][0];
+  EXPECT_EQ(np["namespace"], ds["namespace"]);
+  EXPECT_EQ(np["spec"]["podSelector"]["matchLabels"], ds["labels"]) << "it must select the agent's pods";
+  EXPECT_EQ(np["spec"]["policyTypes"], json::array({"Ingress"}));
+  ASSERT_EQ(np["spec"]["ingress"].size(), 1u);
+  const json& rule = np["spec"]["ingress"][0];
+  ASSERT_EQ(rule["ports"].size(), 1u);
+  EXPECT_EQ(rule["ports"][0]["port"], ds["containers"][0]["ports"][0]["containerPort"]);
+  ASSERT_FALSE(rule["from"].empty()) << "an ingress rule without 'from' admits every pod";
+  for (const auto& peer : rule["from"]) {
+    EXPECT_FALSE(peer.value("namespaceSelector", json::object()).empty()) << peer.dump();
+    EXPECT_FALSE(peer.value("podSelector", json::object()).empty()) << peer.dump();
+    EXPECT_FALSE(peer.contains("ipBlock")) << peer.dump();
+  }
 }

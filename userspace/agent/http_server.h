@@ -32,7 +32,9 @@ struct HttpServerOptions {
   ListenAddress address;
   std::chrono::milliseconds io_timeout{5000};  // to read a whole request; to write a whole answer
   size_t max_connections = 16;
-  size_t max_connections_per_peer = 4;  // a probe and a scrape need one each
+  // One address (a pod, or the node: the kubelet's probes) never needs more
+  // than a few at once; half the cap leaves the rest to everyone else.
+  size_t max_connections_per_peer = 8;
   size_t header_limit = 8192;
 };
 
