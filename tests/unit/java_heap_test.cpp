@@ -251,6 +251,18 @@ TEST(HotSpotVmStructs, DeadlineEndsTheTableWalk) {
 
 // An offset is only used once it fits, with the bytes read at it, inside its
 // type's size from gHotSpotVMTypes, and that size is believable.
+
+namespace {
+// The fake's tables built into this process and read as the collector reads
+// them (HotSpotVm keeps what it read, not the cache).
+std::optional<HotSpotVm> read_fake_vm(FakeVm& v, std::string& err) {
+  v.build();
+  RemoteMemory mem(getpid());
+  auto c = cache_of_self(mem);
+  return HotSpotVm::read(c, v.syms, no_deadline(), err);
+}
+}  // namespace
+
 TEST(HotSpotVmStructs, FieldOffsetsAreCheckedAgainstTheirType) {
   FakeVm v = generic_vm(20, 20);
   v.field("Klass", "_name", 16);
@@ -260,11 +272,8 @@ TEST(HotSpotVmStructs, FieldOffsetsAreCheckedAgainstTheirType) {
   v.global("Klass", "_static", 1);
   v.types["Klass"] = 64;
   v.types["Huge"] = uint64_t{1} << 40;
-  v.build();
-  RemoteMemory mem(getpid());
-  auto c = cache_of_self(mem);
   std::string err;
-  auto vm = HotSpotVm::read(c, v.syms, no_deadline(), err);
+  auto vm = read_fake_vm(v, err);
   ASSERT_TRUE(vm) << err;
   EXPECT_EQ(vm->field_offset({"Klass"}, "_name", 8, err).value_or(0), 16u) << err;
   EXPECT_EQ(vm->field_offset({"Renamed", "Klass"}, "_name", 48, err).value_or(0), 16u) << err;  // ends at 64
@@ -323,11 +332,8 @@ TEST(HotSpotVmStructs, FieldsOfBaseClassesAreFoundThroughTheTypeHierarchy) {
   v.field("Space", "_top", 40);    // hidden by G1ContiguousSpace's own
   v.field("Space", "_far", 44);    // fits HeapRegion, not Space
   v.field("HeapRegion", "_type", 260);
-  v.build();
-  RemoteMemory mem(getpid());
-  auto c = cache_of_self(mem);
   std::string err, decl;
-  auto vm = HotSpotVm::read(c, v.syms, no_deadline(), err);
+  auto vm = read_fake_vm(v, err);
   ASSERT_TRUE(vm) << err;
   EXPECT_EQ(vm->superclass("HeapRegion"), "G1ContiguousSpace");
   EXPECT_EQ(vm->superclass("Space"), "");
@@ -355,11 +361,8 @@ TEST(HotSpotVmStructs, ACircularOrEndlessTypeHierarchyEndsTheLookup) {
   }
   v.field("C" + std::to_string(HotSpotVm::kMaxTypeDepth - 1), "_near", 0);
   v.field("C" + std::to_string(HotSpotVm::kMaxTypeDepth + 2), "_far", 0);
-  v.build();
-  RemoteMemory mem(getpid());
-  auto c = cache_of_self(mem);
   std::string err;
-  auto vm = HotSpotVm::read(c, v.syms, no_deadline(), err);
+  auto vm = read_fake_vm(v, err);
   ASSERT_TRUE(vm) << err;
   EXPECT_FALSE(vm->field("A", "_missing"));
   EXPECT_FALSE(vm->field_offset({"B"}, "_missing", 8, err));
