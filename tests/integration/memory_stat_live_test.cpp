@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "agent/memory_stat.h"
 #include "test_cgroup.h"
@@ -37,8 +38,18 @@ TEST(MemoryStatLive, AnonAndTmpfsAreChargedWhereTheKernelCountsThem) {
             {}, child.dir());
   ASSERT_EQ(p.read_line(30s), "ready");
 
-  MemoryStat s = read_memory_stat(box.fs(), box.rel_path());
-  ASSERT_TRUE(s.error.empty()) << s.error;
+  // memory.stat lags the charge: the kernel folds its per-CPU counters in
+  // when they pass a batch or every 2 s (mm/memcontrol.c, rstat flushing),
+  // while memory.usage_in_bytes is exact. Read until the flush has come.
+  MemoryStat s;
+  for (auto until = std::chrono::steady_clock::now() + 5s;;) {
+    s = read_memory_stat(box.fs(), box.rel_path());
+    ASSERT_TRUE(s.error.empty()) << s.error;
+    if ((s.bytes.at("anon") >= 96 * kMiB && s.bytes.at("shmem") >= 48 * kMiB) ||
+        std::chrono::steady_clock::now() > until)
+      break;
+    std::this_thread::sleep_for(100ms);
+  }
   const auto json = to_json(s).dump(2);
   // The subtree's pages (the process sits in a child cgroup).
   EXPECT_GE(s.bytes.at("anon"), 96 * kMiB) << json;
