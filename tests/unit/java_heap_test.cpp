@@ -768,6 +768,50 @@ TEST(G1Heap, TlabTailsAndGarbageAreSkipped) {
   EXPECT_GT(r.coverage, 0.9);
 }
 
+// Runs of objects of classes already met are sized without a lookup per
+// object (Walker::walk_known); every rule of the general step still holds
+// inside such a run: a TLAB hole full of stale objects of a known class is
+// skipped, a known array class whose length runs past the top is unparsed,
+// and mirrors (sized by a field) and fillers (not counted as objects) are
+// told apart even after a long run of one class. The headers cross the
+// test cache's 4 KiB chunks at every alignment.
+TEST(G1Heap, RunsOfKnownClassesKeepEveryRule) {
+  FakeG1 h;
+  const uint32_t marker = h.klass("Marker", 24), bytes = h.klass("[B", FakeG1::array_lh(false, 0)),
+                 mirror = h.klass("java/lang/Class", 96), filler = h.klass("jdk/internal/vm/FillerObject", 16);
+  const uint64_t r1 = h.region(8);
+  uint64_t mirror_bytes = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 500; ++i) h.obj(r1, marker, 24), h.array(r1, bytes, static_cast<uint32_t>(i % 40), 0);
+    // A mirror whose size (in words, at mirror_size_offset) is not its klass's.
+    const uint64_t words = 14 + static_cast<uint64_t>(round);
+    const uint64_t m = h.obj(r1, mirror, words * 8);
+    Arena::put<int32_t>(m + h.L.mirror_size_offset, static_cast<int32_t>(words));
+    mirror_bytes += words * 8;
+    h.obj(r1, filler, 16);
+  }
+  for (int i = 0; i < 10; ++i) h.obj(r1, marker, 24);  // a run that reaches the hole
+  // A TLAB's unformatted tail that happens to hold stale Marker objects.
+  const uint64_t hole = h.top(r1);
+  for (int i = 0; i < 100; ++i) h.obj(r1, marker, 24);
+  h.L.holes = {{hole, h.top(r1)}};
+  for (int i = 0; i < 10; ++i) h.obj(r1, marker, 24);
+  // The region ends in a byte[] whose length runs past its top.
+  const uint64_t last = h.array(r1, bytes, 4096, 0);
+  h.set_top(r1, last + 64);
+  auto r = h.walk();
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  auto m = classes(r);
+  uint64_t byte_bytes = 0;
+  for (int i = 0; i < 500; ++i) byte_bytes += (16 + static_cast<uint64_t>(i % 40) + 7) & ~7ull;
+  EXPECT_EQ(m["Marker"], std::make_pair(uint64_t{1520}, uint64_t{1520 * 24}));
+  EXPECT_EQ(m["byte[]"], std::make_pair(uint64_t{1500}, 3 * byte_bytes));
+  EXPECT_EQ(m["java.lang.Class"], std::make_pair(uint64_t{3}, mirror_bytes));
+  EXPECT_EQ(m.count("jdk.internal.vm.FillerObject"), 0u);
+  EXPECT_EQ(r.filler_bytes, 3u * 16);
+  EXPECT_EQ(r.unparsed_bytes, 64u);
+}
+
 TEST(G1Heap, CorruptRegionEntriesAreSkippedNotFatal) {
   FakeG1 h;
   const uint32_t marker = h.klass("Marker", 24);

@@ -47,6 +47,16 @@ class ChunkCache {
     if (const uint8_t* p = in_last(addr, len)) return p;
     return view_slow(addr, len);
   }
+  // The bytes from addr to the end of the chunk holding it (at least
+  // min_len of them, else nullptr), and in end the address that ends them:
+  // a run of small records is then read without a call per record. Valid
+  // until the next call.
+  const uint8_t* span(uint64_t addr, size_t min_len, uint64_t& end) {
+    const Slot* s = chunk_for(addr);
+    if (!s || addr + min_len > s->hi || addr + min_len < addr) return nullptr;
+    end = s->hi;
+    return data_ + static_cast<size_t>(s - slots_.data()) * chunk_ + (addr - s->base);
+  }
   // Is addr inside a readable mapping of the target (as of the maps snapshot)?
   bool mapped(uint64_t addr) { return find_or_refresh(addr) != nullptr; }
   // Bytes from addr to the end of the readable mapping holding it (0 when

@@ -257,6 +257,19 @@ class Walker {
   void select_classes();
   // Of the classes tied at the boundary, the `want` first by name.
   std::vector<JavaClassTotal> first_by_name(const std::vector<uint32_t>& tied, size_t want);
+  // The klass the object header at h names, whose mark word is mark; 0 when
+  // it names none (a forwarded or marked compact header, a null narrow
+  // klass, too few bytes).
+  uint64_t header_klass(const ByteView& h, uint64_t mark) const;
+  // Remembers a klass whose objects walk_known() may size (a valid instance
+  // or array klass, neither mirror, filler, unsizable nor past the cap).
+  void remember(KlassEntry& k);
+  // walk_region's common case without a call per object: from a, the run of
+  // objects, in the chunk already read, of klasses remembered, each fitting
+  // below limit, up to end. Returns where the run stopped (a, when it did
+  // not start); the general step takes over there and decides what that
+  // object is. Every rule of decode() holds; only its lookups are skipped.
+  uint64_t walk_known(uint64_t a, uint64_t limit, uint64_t end, uint64_t count_until, bool sampled);
   // Decodes the object at a (below limit): its klass and size. strict: also
   // require an unlocked mark word (for resynchronisation inside unparsable
   // memory).
@@ -308,6 +321,19 @@ class Walker {
   std::string reason_;
   bool stopped_ = false;
   uint64_t steps_ = 0;
+  // The remembered klasses, direct-mapped by address: a slot holds the last
+  // one met there (a heap's objects mostly come from a few dozen classes).
+  struct KnownKlass {
+    uint64_t addr = 0;  // 0: empty
+    KlassEntry* entry = nullptr;
+    uint64_t instance_bytes = 0;  // 0 for arrays
+    int32_t lh = 0;
+  };
+  static constexpr unsigned kKnownBits = 8;
+  std::vector<KnownKlass> known_ = std::vector<KnownKlass>(size_t{1} << kKnownBits);
+  static size_t known_slot(uint64_t klass) {
+    return static_cast<size_t>(((klass >> 3) * 0x9E3779B97F4A7C15ull) >> (64 - kKnownBits));
+  }
   size_t hole_ = 0;  // next TLAB hole to consider (holes sorted, regions walked in address order)
 };
 
@@ -428,6 +454,69 @@ bool Walker::in_archive(uint64_t addr) const {
   return it != r.begin() && addr < std::prev(it)->second;
 }
 
+// The bytes of an array of len elements, header included, per its layout helper.
+uint64_t array_bytes(int32_t lh, uint32_t len, uint64_t align) {
+  const uint64_t hdr = (static_cast<uint32_t>(lh) >> 16) & 0xff, log2 = static_cast<uint32_t>(lh) & 0x3f;
+  return (hdr + (static_cast<uint64_t>(len) << log2) + align - 1) & ~(align - 1);
+}
+
+uint64_t Walker::header_klass(const ByteView& h, uint64_t mark) const {
+  if (L_.compact_headers)
+    return (mark & 3) == 3 ? 0 : L_.narrow_klass_base + ((mark >> L_.mark_klass_shift) << L_.narrow_klass_shift);
+  if (L_.compressed_klass) {
+    uint32_t nk = 0;
+    return h.read_u32(8, nk) && nk ? L_.narrow_klass_base + (static_cast<uint64_t>(nk) << L_.narrow_klass_shift) : 0;
+  }
+  uint64_t klass = 0;
+  return h.read_u64(8, klass) ? klass : 0;
+}
+
+void Walker::remember(KlassEntry& k) {
+  constexpr uint8_t kSizedApart =
+      KlassEntry::kMirror | KlassEntry::kFiller | KlassEntry::kUnsizable | KlassEntry::kPastCap;
+  if (!k.has(KlassEntry::kValid) || (k.flags & kSizedApart) || !k.addr) return;
+  const uint64_t instance_bytes = k.has(KlassEntry::kArray) ? 0 : static_cast<uint64_t>(k.lh) & ~uint64_t{7};
+  if (!k.has(KlassEntry::kArray) && instance_bytes < 8) return;  // decode() finds no object there
+  known_[known_slot(k.addr)] = KnownKlass{k.addr, &k, instance_bytes, k.lh};
+}
+
+uint64_t Walker::walk_known(uint64_t a, uint64_t limit, uint64_t end, uint64_t count_until, bool sampled) {
+  uint64_t chunk_end = 0;
+  const uint8_t* p = mem_.span(a, 8, chunk_end);
+  if (!p) return a;
+  // The header is read only from the chunk in hand; one that crosses its end
+  // is left to decode(), which assembles it.
+  const ByteView chunk(p, static_cast<size_t>(chunk_end - a));
+  const uint64_t start = a;
+  const uint64_t align = L_.object_alignment;
+  JavaHeapWalk& r = res_;
+  while (a < end) {
+    if ((++steps_ % kDeadlineEvery) == 0 && deadline_.expired()) {
+      stop("deadline reached");
+      break;
+    }
+    const uint64_t off = a - start;
+    ByteView h;
+    uint64_t mark = 0;
+    if (!chunk.sub(off, std::min<uint64_t>(24, chunk.size() - off), h) || !h.read_u64(0, mark)) break;
+    const uint64_t klass = header_klass(h, mark);
+    const KnownKlass& k = known_[known_slot(klass)];
+    if (!klass || k.addr != klass) break;
+    uint64_t size = k.instance_bytes;
+    if (!size) {
+      uint32_t len = 0;
+      if (!h.read_u32(L_.array_length_offset, len)) break;
+      size = array_bytes(k.lh, len, align);
+    }
+    if (size > limit - a || limit <= a) break;
+    r.parsed_bytes += sampled ? std::min(size, count_until - a) : size;
+    (sampled ? k.entry->sampled : k.entry->exact).add(size);
+    r.objects += 1;
+    a += size;
+  }
+  return a;
+}
+
 Decoded Walker::decode(uint64_t a, uint64_t limit, KlassEntry*& k, uint64_t& size, bool strict) {
   const size_t want = static_cast<size_t>(std::min<uint64_t>(24, limit - a));
   if (want < 8) return Decoded::kNoObject;
@@ -435,17 +524,8 @@ Decoded Walker::decode(uint64_t a, uint64_t limit, KlassEntry*& k, uint64_t& siz
   if (h.empty()) return Decoded::kUnreadable;
   uint64_t mark = 0;
   h.read_u64(0, mark);
-  uint64_t klass = 0;
-  if (L_.compact_headers) {
-    if ((mark & 3) == 3) return Decoded::kNoObject;  // forwarded/marked: no klass bits
-    klass = L_.narrow_klass_base + ((mark >> L_.mark_klass_shift) << L_.narrow_klass_shift);
-  } else if (L_.compressed_klass) {
-    uint32_t nk = 0;
-    if (!h.read_u32(8, nk) || !nk) return Decoded::kNoObject;
-    klass = L_.narrow_klass_base + (static_cast<uint64_t>(nk) << L_.narrow_klass_shift);
-  } else if (!h.read_u64(8, klass)) {
-    return Decoded::kNoObject;
-  }
+  const uint64_t klass = header_klass(h, mark);
+  if (!klass) return Decoded::kNoObject;
   uint32_t len = 0;
   const bool have_len = h.read_u32(L_.array_length_offset, len);
   // A resynchronisation candidate must look like an unlocked header (no hash
@@ -464,9 +544,7 @@ Decoded Walker::decode(uint64_t a, uint64_t limit, KlassEntry*& k, uint64_t& siz
     }
   } else {
     if (!have_len && !mem_.get(a + L_.array_length_offset, len)) return Decoded::kNoObject;
-    const uint64_t hdr = (static_cast<uint32_t>(k->lh) >> 16) & 0xff, log2 = static_cast<uint32_t>(k->lh) & 0x3f;
-    const uint64_t align = L_.object_alignment;
-    size = (hdr + (static_cast<uint64_t>(len) << log2) + align - 1) & ~(align - 1);
+    size = array_bytes(k->lh, len, L_.object_alignment);
   }
   return size >= 8 && (size & 7) == 0 && size <= limit - a ? Decoded::kObject : Decoded::kNoObject;
 }
@@ -510,6 +588,11 @@ void Walker::walk_region(uint64_t from, uint64_t top, uint64_t count_until, bool
     }
     const uint64_t limit =
         hole_ < L_.holes.size() && L_.holes[hole_].first < top ? L_.holes[hole_].first : top;
+    if (const uint64_t b = walk_known(a, limit, end, count_until, sampled); b != a) {
+      a = b;
+      continue;
+    }
+    if (stopped_) break;
     KlassEntry* k = nullptr;
     uint64_t size = 0;
     const Decoded d = decode(a, limit, k, size, false);
@@ -525,6 +608,7 @@ void Walker::walk_region(uint64_t from, uint64_t top, uint64_t count_until, bool
       } else {
         count(*k, size, sampled);
         res_.objects += 1;
+        remember(*k);
       }
       a += size;
       continue;
