@@ -17,7 +17,7 @@
 //     whose generations and spaces are described the way JDK 8 or a later
 //     JDK describes them, each offset and pointer unconstrained, the space
 //     records now in the image and now harness-made bounds into it.
-// tests/unit/java_heap_test.cpp runs regression inputs through this entry point.
+// tests/unit/java_g1_heap_test.cpp runs regression inputs through this entry point.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -33,7 +33,7 @@
 
 #include "core/chunk_cache.h"
 #include "hostile_image.h"
-#include "java/g1_heap.h"
+#include "java/java_heap.h"
 #include "java/generational_heap.h"
 #include "java/hotspot_vmstructs.h"
 
@@ -417,7 +417,7 @@ void fuzz_resolution(const uint8_t* data, size_t size, uint64_t base) {
   // The heap's kind from the input's last byte, so that inputs of any
   // length reach the Serial and Parallel resolution and walks as often as
   // G1's (a word after all the values above was reached by few inputs).
-  // 2 is G1: the recorded regression inputs (java_heap_test.cpp) stay G1's.
+  // 2 is G1: the recorded regression inputs (java_g1_heap_test.cpp) stay G1's.
   const unsigned heap_byte = data[size - 1] % 3u;
   const oomsnap::HeapKind kind = heap_byte == 0   ? oomsnap::HeapKind::kSerial
                                  : heap_byte == 1 ? oomsnap::HeapKind::kParallel

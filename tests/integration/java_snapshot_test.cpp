@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "capture/capture.h"
-#include "java/g1_heap.h"
+#include "java/java_heap.h"
 #include "java/java_collector.h"
 #include "snapshot_checks.h"
 #include "test_process.h"

@@ -19,7 +19,7 @@
 #include <string>
 
 #include "core/chunk_cache.h"
-#include "java/g1_heap.h"
+#include "java/java_heap.h"
 #include "java/hotspot_vmstructs.h"
 
 namespace oomsnap {

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "core/chunk_cache.h"
-#include "java/g1_heap.h"
+#include "java/java_heap.h"
 #include "java/generational_heap.h"
 #include "java/hotspot_vmstructs.h"
 

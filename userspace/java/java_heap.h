@@ -93,6 +93,10 @@ struct JavaHeapLayout {
 struct JavaHeapLimits {
   // Every distinct klass costs the walk under 64 bytes; 64 MiB of them.
   static constexpr size_t kMaxKlasses = size_t{1} << 20;
+  // HeapRegions and JavaThreads are C-heap objects, always readable in a live
+  // JVM: records that cannot be read mean a table that is not what it claims,
+  // and each costs a failed read, so their scan gives up after this many.
+  static constexpr int kMaxFailedRecordReads = 64;
 
   uint64_t max_walk_bytes = 1ull << 30;  // heaps using more are sampled
   // Classes named in JavaHeapWalk::classes: the first max_entries in the
