@@ -4,7 +4,7 @@
 # fuzzers like the short run (same build dir, $OOMSNAP_FUZZ_BUILD, and the same
 # corpora, which keep growing) and runs every target for that long, each to the
 # end even when an earlier one failed. It ends with one summary line per target
-# (execs, seconds, corpus size, crashes/leaks/timeouts/ooms) for the README, and
+# (execs, seconds, corpus size, crashes/leaks/timeouts/ooms) for docs/benchmarks.md and docs/testing.md, and
 # exits 1 if any target found something.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -114,7 +114,7 @@ std::map<std::string, std::string> status_of(pid_t pid) {
 
 }  // namespace
 
-// What the README promises about the capture process, read from /proc while
+// What docs/agent.md promises about the capture process, read from /proc while
 // a pre-started helper waits for its capture.
 TEST(CaptureSandbox, HelperIsLockedDown) {
   CaptureSandbox box(SandboxOptions{.helper_path = OOMSNAP_BINARY});

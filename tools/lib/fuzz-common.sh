@@ -38,7 +38,7 @@ fuzz_run_all() {
     "$f" -max_total_time="$seconds" -timeout="$FUZZ_TIMEOUT" -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$FUZZ_BUILD/" "$corpus" > "$log" 2>&1 || rc=$?
     end=$(date +%s.%N)
-    # One line per target, to paste into the README: executions, wall seconds,
+    # One line per target, to paste into docs/testing.md: executions, wall seconds,
     # inputs in the corpus after the run, findings of this run.
     awk -v name="$name" -v start="$start" -v end="$end" -v corpus="$(_fuzz_count "$corpus" '*')" \
         -v c=$(( $(_fuzz_count "$FUZZ_BUILD" 'crash-*') - before_c )) \

@@ -29,7 +29,7 @@ std::vector<MissingPrivilege> missing_privileges(const PrivilegeFacts& facts);
 // The facts of this process and kernel.
 PrivilegeFacts current_privilege_facts();
 
-// The capabilities the agent uses on this kernel, for the log and the README:
+// The capabilities the agent uses on this kernel, for the log and docs/security.md:
 // "CAP_BPF CAP_PERFMON CAP_SYS_PTRACE ...".
 std::string needed_capabilities(const PrivilegeFacts& facts);
 

@@ -1,5 +1,5 @@
 // What the capture process may do. It reads a hostile target, so it keeps
-// only what reading needs (see README "Capture process"):
+// only what reading needs (see docs/agent.md, "Capture process"):
 // - rlimits: address space (the memory cap: the collectors reserve address
 //   space for the largest tables they accept, ~600 MiB for the Go reader, and
 //   touch only what they use, so the cap is on reservations, a bound on

@@ -1,4 +1,4 @@
-// One agent record (README "Record": the JSON line `oomsnap watch` writes per
+// One agent record (docs/record.md: the JSON line `oomsnap watch` writes per
 // incident) rendered as plain text for a person: `oomsnap show`. A pure
 // function of the JSON, so tests feed it records and compare text. The JSON
 // stays the contract; this text may change to read better.
