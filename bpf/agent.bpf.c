@@ -24,7 +24,7 @@
  * each of them twice more, *_old, without the BPF cmpxchg/xchg instructions
  * that kernels before 5.12 refuse (core_fixes.bpf.h). User space loads exactly
  * one variant per event (bpf_program__set_autoload) — see
- * userspace/agent/bpf_events.cpp.
+ * userspace/agent/events/bpf_events.cpp.
  *
  * Everything that reads kernel structures goes through BPF_CORE_READ (probe
  * reads with CO-RE relocations) against the committed vmlinux/vmlinux.h; where

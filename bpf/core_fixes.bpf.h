@@ -9,7 +9,7 @@
  *
  * Supported: 5.10 (Debian 11) to the newest. The floor is set by the BPF ring
  * buffer (5.8) and BTF in /sys/kernel/btf/vmlinux (5.4, CONFIG_DEBUG_INFO_BTF),
- * both probed by user space before loading (userspace/agent/bpf_events.cpp).
+ * both probed by user space before loading (userspace/agent/events/bpf_events.cpp).
  *
  *   difference                          changed in  upstream commit
  *   mm_struct.rss_stat                  6.2         f1a7941243c1 "mm: convert mm's rss stats into percpu_counter"

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-#include "agent/collect.h"
+#include "agent/incident/collect.h"
 #include "capture/capture_sandbox.h"
 #include "test_cgroup.h"
 #include "test_process.h"

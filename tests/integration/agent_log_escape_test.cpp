@@ -2,7 +2,7 @@
 // in it: a process that names itself with a newline, and a container cgroup
 // whose name holds a carriage return and a terminal escape, must not be able
 // to start a forged log line or drive the terminal; they appear escaped
-// (core/log_escape.h).
+// (base/log_escape.h).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "agent_process.h"
-#include "core/log_escape.h"
+#include "base/log_escape.h"
 
 using namespace std::chrono_literals;
 using nlohmann::json;

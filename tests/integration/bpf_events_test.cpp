@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/bpf_events.h"
+#include "agent/events/bpf_events.h"
 #include "test_cgroup.h"
 #include "test_process.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "agent.skel.h"
-#include "agent/bpf_events.h"
+#include "agent/events/bpf_events.h"
 
 namespace {
 

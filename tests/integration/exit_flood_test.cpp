@@ -28,7 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/bpf_events.h"
+#include "agent/events/bpf_events.h"
 #include "agent_process.h"
 
 using namespace std::chrono_literals;

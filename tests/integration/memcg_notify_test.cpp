@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "agent/memcg_notify.h"
+#include "agent/events/memcg_notify.h"
 #include "test_cgroup.h"
 #include "test_process.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "agent/memory_stat.h"
+#include "agent/cgroup/memory_stat.h"
 #include "test_cgroup.h"
 #include "test_process.h"
 

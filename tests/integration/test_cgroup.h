@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "agent/cgroup.h"
+#include "agent/cgroup/cgroup.h"
 
 namespace oomsnap_test {
 

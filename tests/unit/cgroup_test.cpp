@@ -11,7 +11,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "agent/cgroup.h"
+#include "agent/cgroup/cgroup.h"
 #include "core/proc_info.h"
 
 using namespace oomsnap;

@@ -9,7 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <spdlog/logger.h>
 
-#include "agent/cgroup_triggers.h"
+#include "agent/events/cgroup_triggers.h"
 #include "temp_tree.h"
 
 using namespace oomsnap;

@@ -1,6 +1,6 @@
-// core/checked_bytes.h: bounds that cannot overflow, unaligned little-endian
+// base/checked_bytes.h: bounds that cannot overflow, unaligned little-endian
 // loads, and ByteView's accessors refusing anything outside the buffer.
-#include "core/checked_bytes.h"
+#include "base/checked_bytes.h"
 
 #include <gtest/gtest.h>
 

@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/config.h"
-#include "agent/listen_address.h"
-#include "agent/privileges.h"
+#include "agent/ops/listen_address.h"
+#include "agent/ops/privileges.h"
 
 using namespace oomsnap;
 using nlohmann::json;

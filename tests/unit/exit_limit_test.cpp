@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "agent/exit_limit.h"
+#include "agent/events/exit_limit.h"
 
 using namespace oomsnap;
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/http_server.h"
+#include "agent/ops/http_server.h"
 #include "http_get.h"
 
 using namespace oomsnap;

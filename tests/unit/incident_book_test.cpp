@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "agent/incident_book.h"
+#include "agent/incident/incident_book.h"
 
 using namespace oomsnap;
 

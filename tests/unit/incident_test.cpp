@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include "agent/incident.h"
+#include "agent/incident/incident.h"
 
 using namespace oomsnap;
 

@@ -1,5 +1,5 @@
-// core/log_escape.h: target-controlled text in a log line.
-#include "core/log_escape.h"
+// base/log_escape.h: target-controlled text in a log line.
+#include "base/log_escape.h"
 
 #include <gtest/gtest.h>
 

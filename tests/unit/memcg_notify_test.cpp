@@ -14,7 +14,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "agent/memcg_notify.h"
+#include "agent/events/memcg_notify.h"
 
 using namespace oomsnap;
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "agent/memory_stat.h"
+#include "agent/cgroup/memory_stat.h"
 
 using namespace oomsnap;
 

@@ -3,8 +3,8 @@
 // label values (incident_metrics.h).
 #include <gtest/gtest.h>
 
-#include "agent/incident_metrics.h"
-#include "agent/metrics.h"
+#include "agent/incident/incident_metrics.h"
+#include "agent/ops/metrics.h"
 
 using namespace oomsnap;
 

@@ -2,7 +2,7 @@
 // agent had at the kill.
 #include <gtest/gtest.h>
 
-#include "agent/no_snapshot_reason.h"
+#include "agent/incident/no_snapshot_reason.h"
 
 using namespace oomsnap;
 

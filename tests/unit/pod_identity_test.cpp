@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/cgroup.h"
-#include "agent/incident.h"
-#include "agent/pod_identity.h"
+#include "agent/cgroup/cgroup.h"
+#include "agent/incident/incident.h"
+#include "agent/cgroup/pod_identity.h"
 #include "temp_tree.h"
 
 using namespace oomsnap;

@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "agent/policy.h"
+#include "agent/incident/policy.h"
 
 using namespace oomsnap;
 

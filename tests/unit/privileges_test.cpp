@@ -4,7 +4,7 @@
 #include <linux/capability.h>
 #include <unistd.h>
 
-#include "agent/privileges.h"
+#include "agent/ops/privileges.h"
 
 using namespace oomsnap;
 

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/record_limit.h"
-#include "agent/sink.h"
+#include "agent/records/record_limit.h"
+#include "agent/records/sink.h"
 
 using namespace oomsnap;
 using nlohmann::json;

@@ -1,8 +1,8 @@
-// core/safe_open.h against a directory laid out as a hostile container root
+// base/safe_open.h against a directory laid out as a hostile container root
 // (tests/common/hostile_root.h): symlinks that point at the host, a FIFO, a
 // directory and a device where a library should be. Every open runs in a
 // forked child with a timeout, so an open that blocks fails instead of hanging.
-#include "core/safe_open.h"
+#include "base/safe_open.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

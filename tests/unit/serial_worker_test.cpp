@@ -6,7 +6,7 @@
 #include <future>
 #include <vector>
 
-#include "agent/serial_worker.h"
+#include "agent/incident/serial_worker.h"
 
 using oomsnap::SerialWorker;
 

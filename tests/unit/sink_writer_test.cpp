@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/sink.h"
-#include "agent/sink_writer.h"
+#include "agent/records/sink.h"
+#include "agent/records/sink_writer.h"
 #include "sink_test_util.h"
 
 using namespace oomsnap;

@@ -26,9 +26,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/record_limit.h"
-#include "agent/sink.h"
-#include "agent/time_format.h"
+#include "agent/records/record_limit.h"
+#include "agent/records/sink.h"
+#include "agent/records/time_format.h"
 #include "sink_test_util.h"
 #include "sink_records_util.h"
 

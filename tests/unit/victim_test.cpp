@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "agent/victim.h"
+#include "agent/incident/victim.h"
 
 using namespace oomsnap;
 

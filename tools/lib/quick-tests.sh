@@ -32,6 +32,7 @@ changed_files() {
 # Source folder -> the ctest name pattern of the suites that exercise it.
 suites_of_folder() {
   case "$1" in
+    userspace/base/*) echo 'Go|Python|Java|Capture|Snapshot|Remote|Chunk|Proc|Target|Agent|Sink|Show|Safe|Log|Text' ;;
     userspace/go/*) echo 'Go|SnapshotCli' ;;
     userspace/python/*) echo 'Python' ;;
     userspace/java/*) echo 'Java|HotSpot|G1' ;;

@@ -2,7 +2,7 @@
 // its timers and signals, and its shutdown. What it does with each event is
 // in agent_events.cpp.
 #include "agent/agent.h"
-#include "agent/privileges.h"
+#include "agent/ops/privileges.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -15,14 +15,14 @@
 
 #include <boost/asio/post.hpp>
 
-#include "agent/collect.h"
-#include "agent/incident_book.h"
-#include "agent/incident_metrics.h"
-#include "agent/version.h"
-#include "agent/no_snapshot_reason.h"
-#include "agent/pod_identity.h"
+#include "agent/incident/collect.h"
+#include "agent/incident/incident_book.h"
+#include "agent/incident/incident_metrics.h"
+#include "agent/ops/version.h"
+#include "agent/incident/no_snapshot_reason.h"
+#include "agent/cgroup/pod_identity.h"
 #include "base/text.h"
-#include "core/log_escape.h"
+#include "base/log_escape.h"
 #include "core/proc_info.h"
 
 namespace oomsnap {

@@ -8,13 +8,13 @@
 
 #include <boost/asio/post.hpp>
 
-#include "agent/collect.h"
-#include "agent/incident_book.h"
-#include "agent/incident_metrics.h"
-#include "agent/no_snapshot_reason.h"
-#include "agent/pod_identity.h"
+#include "agent/incident/collect.h"
+#include "agent/incident/incident_book.h"
+#include "agent/incident/incident_metrics.h"
+#include "agent/incident/no_snapshot_reason.h"
+#include "agent/cgroup/pod_identity.h"
 #include "base/text.h"
-#include "core/log_escape.h"
+#include "base/log_escape.h"
 #include "core/proc_info.h"
 
 namespace oomsnap {

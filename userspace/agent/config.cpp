@@ -9,7 +9,8 @@
 
 #include <toml++/toml.h>
 
-#include "agent/listen_address.h"
+#include "agent/incident/policy.h"
+#include "agent/ops/listen_address.h"
 #include "core/proc_info.h"
 
 namespace oomsnap {
@@ -185,12 +186,6 @@ void parse_http(const toml::table& t, AgentConfig& cfg) {
 }
 
 }  // namespace
-
-const std::vector<std::string>& known_triggers() {
-  static const std::vector<std::string> names = {"memcg_pressure", "oom_kill",      "process_exit",
-                                                 "memory_events",  "psi",           "threshold"};
-  return names;
-}
 
 AgentConfig parse_config(const std::string& toml_text) {
   toml::table root;

@@ -50,9 +50,6 @@ struct AgentConfig {
   std::string http_listen = "127.0.0.1:9463";               // [http] Listen
 };
 
-// Trigger names accepted in [triggers] Blacklist.
-const std::vector<std::string>& known_triggers();
-
 // Throws ConfigError naming the key (and line when known).
 AgentConfig parse_config(const std::string& toml_text);
 // Empty path gives the defaults; an unreadable file is a ConfigError naming it.

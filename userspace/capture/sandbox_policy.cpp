@@ -15,7 +15,7 @@
 #include <new>
 #include <vector>
 
-#include "core/safe_open.h"
+#include "base/safe_open.h"
 
 namespace oomsnap {
 namespace {
@@ -123,7 +123,7 @@ bool load_seccomp_filter(int result_fd, std::string& why) {
                           SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC | kTmpfileBit, O_RDONLY));
   // openat2 (Target::open_in_root: a path resolved inside the target's root)
   // takes its flags in a struct seccomp cannot read, so it is allowed only
-  // with the one struct core/safe_open.h passes, sealed read-only before this
+  // with the one struct base/safe_open.h passes, sealed read-only before this
   // filter: O_PATH, an fd that cannot be read or written (a regular file is
   // then reopened through /proc/self/fd by openat, under the rule above).
   // Any other openat2 kills the process. Where the struct cannot be sealed

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/bpf_events.h"
-#include "agent/version.h"
+#include "agent/events/bpf_events.h"
+#include "agent/ops/version.h"
 #include "capture/capture_child.h"
 #include "cli/show_command.h"
 #include "cli/snapshot_command.h"

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/config.h"
-#include "agent/sink.h"
+#include "agent/records/sink.h"
 #include "cli/command_line.h"
 #include "cli/record_text.h"
 #include "cli/terminal_text.h"
@@ -34,7 +34,7 @@ constexpr size_t kMaxLineBytes = 4u << 20;
 // Past this many notes about bad lines, only their count is reported: a
 // file of garbage should not bury the records in notes.
 constexpr size_t kMaxNotes = 20;
-// Rotated files are numbered from 1 without gaps (agent/sink.cpp); this
+// Rotated files are numbered from 1 without gaps (agent/records/sink.cpp); this
 // only bounds the search.
 constexpr int kMaxRotated = 10000;
 

@@ -12,7 +12,7 @@
 #include "capture/capture.h"
 #include "capture/capture_sandbox.h"
 #include "cli/command_line.h"
-#include "core/log_escape.h"
+#include "base/log_escape.h"
 
 namespace oomsnap {
 namespace {

@@ -12,9 +12,9 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
-#include "agent/listen_address.h"
+#include "agent/ops/listen_address.h"
 #include "cli/command_line.h"
-#include "core/log_escape.h"
+#include "base/log_escape.h"
 
 namespace oomsnap {
 namespace {
@@ -22,7 +22,7 @@ namespace {
 // The message of a log line (%*), kept to one line whatever reaches it: a
 // control character (target text a call site did not escape) is written as
 // \xNN. Call sites escape comm, cgroup and path text themselves
-// (core/log_escape.h: backslashes too), and that output holds no control
+// (base/log_escape.h: backslashes too), and that output holds no control
 // character, so nothing is escaped twice.
 class OneLineMessage : public spdlog::custom_flag_formatter {
  public:

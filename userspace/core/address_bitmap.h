@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/address_set.h"
-#include "core/huge_page_allocator.h"
+#include "base/huge_page_allocator.h"
 
 namespace oomsnap {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/huge_page_allocator.h"
+#include "base/huge_page_allocator.h"
 
 namespace oomsnap {
 

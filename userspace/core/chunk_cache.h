@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/huge_page_allocator.h"
+#include "base/huge_page_allocator.h"
 #include "core/proc_info.h"
 #include "core/remote_memory.h"
 

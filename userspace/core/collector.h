@@ -71,7 +71,7 @@ class Target {
   // Still the same process (pid + start time)?
   bool still_same() const;
   // Open a file as the target sees it (its mount namespace), resolved inside
-  // /proc/PID/root (core/safe_open.h): the target's symlinks, absolute or
+  // /proc/PID/root (base/safe_open.h): the target's symlinks, absolute or
   // relative, and ".." cannot leave its root, magic links are refused, and
   // only a regular file is opened (never a FIFO, socket, device or
   // directory, so nothing it plants can block the open). A read-only fd, or

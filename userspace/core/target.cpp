@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "core/collector.h"
-#include "core/safe_open.h"
+#include "base/safe_open.h"
 
 namespace oomsnap {
 

@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/checked_bytes.h"
-#include "core/huge_page_allocator.h"
+#include "base/checked_bytes.h"
+#include "base/huge_page_allocator.h"
 
 namespace oomsnap {
 

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "base/text.h"
-#include "core/huge_page_allocator.h"
+#include "base/huge_page_allocator.h"
 
 namespace oomsnap {
 namespace {

@@ -31,7 +31,7 @@
 #include <cstring>
 #include <unordered_set>
 
-#include "core/huge_page_allocator.h"
+#include "base/huge_page_allocator.h"
 #include "go/go_pclntab.h"
 
 namespace oomsnap {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/huge_page_allocator.h"
+#include "base/huge_page_allocator.h"
 
 namespace oomsnap {
 

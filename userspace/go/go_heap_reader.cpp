@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/checked_bytes.h"
+#include "base/checked_bytes.h"
 #include "go/go_bucket_walk.h"
 
 namespace oomsnap {

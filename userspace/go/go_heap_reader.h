@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/collector.h"
-#include "core/huge_page_allocator.h"
+#include "base/huge_page_allocator.h"
 #include "go/go_heap_profile.h"
 
 namespace oomsnap {

@@ -2,7 +2,7 @@
 // runtime/symtabinl.go, runtime/runtime2.go (_func), cmd/link/internal/ld/pcln.go.
 // Every load from the table (and the inline tree, the relocations and the
 // data words read from the file) goes through the ByteView of the buffer it
-// indexes (core/checked_bytes.h): a load outside reads as absent (0, false,
+// indexes (base/checked_bytes.h): a load outside reads as absent (0, false,
 // no function, no name), never past the buffer. Every loop over table bytes is
 // bounded.
 #include "go/go_pclntab.h"
@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/checked_bytes.h"
+#include "base/checked_bytes.h"
 #include "elf/elf_file.h"
 
 namespace oomsnap {

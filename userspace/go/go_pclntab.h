@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/checked_bytes.h"
+#include "base/checked_bytes.h"
 
 namespace oomsnap {
 class ElfFile;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/text.h"
-#include "core/checked_bytes.h"
+#include "base/checked_bytes.h"
 #include "java/java_heap.h"
 #include "java/hotspot_vmstructs.h"
 

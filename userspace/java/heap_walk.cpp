@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "base/text.h"
-#include "core/checked_bytes.h"
+#include "base/checked_bytes.h"
 #include "java/java_heap.h"
 #include "java/hotspot_vmstructs.h"
 #include "java/klass_table.h"

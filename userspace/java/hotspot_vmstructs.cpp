@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/checked_bytes.h"
+#include "base/checked_bytes.h"
 
 namespace oomsnap {
 namespace {

@@ -10,7 +10,7 @@
 #include "base/text.h"
 #include "core/address_bitmap.h"
 #include "core/address_set.h"
-#include "core/checked_bytes.h"
+#include "base/checked_bytes.h"
 
 #include "python/python_walker.h"
 

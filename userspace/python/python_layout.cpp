@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/checked_bytes.h"
+#include "base/checked_bytes.h"
 
 namespace oomsnap {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <set>
 
-#include "core/checked_bytes.h"
+#include "base/checked_bytes.h"
 #include "core/module_map.h"
 
 namespace oomsnap {

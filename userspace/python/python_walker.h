@@ -13,7 +13,7 @@
 #include "base/text.h"
 #include "core/address_bitmap.h"
 #include "core/address_set.h"
-#include "core/checked_bytes.h"
+#include "base/checked_bytes.h"
 #include "python/python_heap.h"
 
 namespace oomsnap::py_walk {

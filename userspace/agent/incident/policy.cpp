@@ -1,0 +1,190 @@
+#include "agent/incident/policy.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace oomsnap {
+
+const std::vector<std::string>& known_triggers() {
+  static const std::vector<std::string> names = {"memcg_pressure", "oom_kill",      "process_exit",
+                                                 "memory_events",  "psi",           "threshold"};
+  return names;
+}
+
+MonoNs monotonic_now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<MonoNs>(ts.tv_sec) * 1'000'000'000ull + static_cast<MonoNs>(ts.tv_nsec);
+}
+
+namespace {
+constexpr MonoNs kBudgetWindow = 60'000'000'000ull;  // NodeMaxCapturesPerMinute counts collections in any 60 s
+}
+
+const char* to_string(OfferResult r) {
+  switch (r) {
+    case OfferResult::kOpenedBatch: return "opened batch";
+    case OfferResult::kJoinedBatch: return "joined batch";
+    case OfferResult::kDeferred: return "deferred (within the container's IntervalTracing)";
+    case OfferResult::kUnlimited: return "not a candidate: no finite limit";
+    case OfferResult::kBelowThreshold: return "not a candidate: below threshold";
+  }
+  return "?";
+}
+
+void Policy::add(std::map<std::string, Candidate>& into, const std::string& memcg, const Trigger& t) {
+  auto it = into.find(memcg);
+  if (it == into.end()) {
+    Candidate c;
+    c.memcg = memcg;
+    c.trigger = t;
+    it = into.emplace(memcg, std::move(c)).first;
+  } else {
+    ++it->second.merged;  // the first trigger stays: it is when pressure began
+  }
+  if (it->second.seen.size() < kMaxSeenTriggers) it->second.seen.push_back({t.type, t.kernel_ns});
+}
+
+std::optional<MonoNs> Policy::interval_until(const std::string& memcg, MonoNs now) const {
+  auto it = last_collected_.find(memcg);
+  if (it == last_collected_.end()) return std::nullopt;
+  const MonoNs until = it->second + static_cast<MonoNs>(options_.interval.count());
+  return now < until ? std::optional<MonoNs>(until) : std::nullopt;
+}
+
+MonoNs Policy::budget_free_at(MonoNs now) const {
+  // recent_ is oldest first: the budget frees when the one that fills it ages out.
+  size_t live = 0;
+  for (MonoNs t : recent_) live += now < t + kBudgetWindow;
+  if (live < options_.max_per_minute) return now;
+  if (options_.max_per_minute == 0) return ~MonoNs{0};
+  const size_t first_live = recent_.size() - live;
+  return recent_[first_live + live - options_.max_per_minute] + kBudgetWindow;
+}
+
+void Policy::expire_budget(MonoNs now) {
+  size_t n = 0;
+  while (n < recent_.size() && now >= recent_[n] + kBudgetWindow) ++n;
+  recent_.erase(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+OfferResult Policy::offer(const std::string& memcg, const Trigger& trigger, const MemcgStats& stats, MonoNs now) {
+  if (!stats.limit_bytes) return OfferResult::kUnlimited;
+  auto r = usage_ratio(stats);
+  if (!r || *r * 100.0 < options_.threshold_percent) return OfferResult::kBelowThreshold;
+  if (auto until = interval_until(memcg, now)) {
+    add(deferred_, memcg, trigger);
+    Candidate& c = deferred_[memcg];
+    c.not_before = std::max(c.not_before, *until);
+    return OfferResult::kDeferred;
+  }
+  // Already deferred by the budget: it waits there, in ratio order, rather
+  // than opening batches the budget cannot serve.
+  if (auto it = deferred_.find(memcg); it != deferred_.end()) {
+    add(deferred_, memcg, trigger);
+    return OfferResult::kDeferred;
+  }
+  if (batch_deadline_) {
+    add(batch_, memcg, trigger);
+    return OfferResult::kJoinedBatch;
+  }
+  batch_deadline_ = now + static_cast<MonoNs>(options_.batch_window.count());
+  add(batch_, memcg, trigger);
+  return OfferResult::kOpenedBatch;
+}
+
+std::optional<MonoNs> Policy::next_deadline() const {
+  std::optional<MonoNs> next = batch_deadline_;
+  for (const auto& [memcg, c] : deferred_)
+    if (!next || c.not_before < *next) next = c.not_before;
+  return next;
+}
+
+Decision Policy::on_deadline(MonoNs now, const Reread& reread) {
+  Decision d;
+  const bool batch_due = batch_deadline_ && now >= *batch_deadline_;
+  bool deferred_due = false;
+  for (const auto& [memcg, c] : deferred_) deferred_due = deferred_due || c.not_before <= now;
+  if (!batch_due && !deferred_due) return d;
+
+  // Everything due is judged together: the batch (when its window is over)
+  // and the deferred candidates whose time has come.
+  std::map<std::string, Candidate> pool;
+  if (batch_due) {
+    pool = std::move(batch_);
+    batch_.clear();
+    batch_deadline_.reset();
+  }
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (it->second.not_before > now) {
+      ++it;
+      continue;
+    }
+    auto [at, fresh] = pool.emplace(it->first, std::move(it->second));
+    if (!fresh) {
+      Candidate& c = it->second;
+      at->second.merged += 1 + c.merged;
+      for (auto& s : c.seen)
+        if (at->second.seen.size() < kMaxSeenTriggers) at->second.seen.push_back(std::move(s));
+    }
+    it = deferred_.erase(it);
+  }
+
+  std::vector<Candidate> keep;
+  for (auto& [memcg, c] : pool) {
+    if (auto until = interval_until(memcg, now)) {  // collected since it was pooled
+      c.not_before = *until;
+      c.by_budget = false;
+      deferred_.emplace(memcg, std::move(c));
+      continue;
+    }
+    c.stats = reread(memcg);
+    auto r = usage_ratio(c.stats);
+    if (!c.stats.limit_bytes || !r) {
+      d.dropped.emplace_back(memcg, "no finite limit at re-check");
+      continue;
+    }
+    if (*r * 100.0 < options_.threshold_percent) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "usage %.1f%% of the limit at re-check, below the %d%% threshold",
+                    *r * 100.0, options_.threshold_percent);
+      d.dropped.emplace_back(memcg, buf);
+      continue;
+    }
+    c.ratio = *r;
+    keep.push_back(std::move(c));
+  }
+  std::sort(keep.begin(), keep.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.ratio != b.ratio) return a.ratio > b.ratio;
+    return a.memcg < b.memcg;
+  });
+  expire_budget(now);
+  for (auto& c : keep) {
+    const MonoNs free_at = budget_free_at(now);
+    if (free_at <= now) {
+      recent_.push_back(now);
+      last_collected_[c.memcg] = now;
+      d.collect.push_back(std::move(c));
+      continue;
+    }
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "the node's capture budget (NodeMaxCapturesPerMinute %u) is used; deferred %.1f s",
+                  options_.max_per_minute, static_cast<double>(free_at - now) / 1e9);
+    d.dropped.emplace_back(c.memcg, buf);
+    c.not_before = free_at;
+    c.by_budget = true;
+    deferred_.emplace(c.memcg, std::move(c));
+  }
+  return d;
+}
+
+void Policy::forget(const std::string& memcg) {
+  batch_.erase(memcg);
+  deferred_.erase(memcg);
+  last_collected_.erase(memcg);
+  if (batch_.empty()) batch_deadline_.reset();
+}
+
+}  // namespace oomsnap

@@ -1,0 +1,136 @@
+// When to collect, and which container: pure decisions over triggers, usage
+// figures and a monotonic clock, so every rule is unit-testable without a
+// kernel. The agent feeds it triggers and asks it at the deadlines it names.
+//
+// Rules (issues #3, #13):
+// - a container is a candidate only with a finite limit and usage/limit at or
+//   above the threshold;
+// - candidates arriving within a short batch window are merged; at the end of
+//   the window each is re-read and re-checked and they are sorted by usage
+//   ratio, closest to its limit first;
+// - a container is not collected again within its interval (IntervalTracing,
+//   per container): its triggers in that time are deferred and re-checked
+//   when the interval ends. Unlike a node-wide cooldown (HUATUO's), one
+//   container's incident leaves the others' visible;
+// - a node-wide budget bounds the overhead: at most max_per_minute
+//   collections in any 60 s; candidates beyond it are deferred, in ratio
+//   order, until the oldest collection in the window ages out.
+// OOM kills are not decided here: the agent records every one.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/cgroup/cgroup.h"
+
+namespace oomsnap {
+
+using MonoNs = uint64_t;  // CLOCK_MONOTONIC nanoseconds, the clock of bpf_ktime_get_ns()
+
+MonoNs monotonic_now_ns();
+
+// What made the agent look at a container.
+struct Trigger {
+  std::string type;        // a known_triggers() name: "memcg_pressure", "threshold", ...
+  std::string source;      // how it arrived, e.g. "bpf raw_tp/mm_vmscan_memcg_reclaim_begin"
+  MonoNs kernel_ns = 0;    // when the kernel saw it (BPF timestamp), else when it was read
+  bool from_bpf_clock = false;  // kernel_ns is the BPF event's own timestamp
+  MonoNs received_ns = 0;  // when the agent took it in
+  pid_t pid = 0;           // the task involved, when the kernel names one
+  nlohmann::json counters = nlohmann::json::object();
+};
+
+// Every Trigger::type there is (the names [triggers] Blacklist accepts).
+const std::vector<std::string>& known_triggers();
+
+struct PolicyOptions {
+  int threshold_percent = 90;
+  std::chrono::nanoseconds interval{std::chrono::seconds(300)};  // per container (IntervalTracing)
+  unsigned max_per_minute = 6;                                    // node-wide (NodeMaxCapturesPerMinute)
+  std::chrono::nanoseconds batch_window{std::chrono::milliseconds(2)};
+};
+
+// One trigger as it was seen, for an incident's timeline.
+struct SeenTrigger {
+  std::string type;
+  MonoNs kernel_ns = 0;
+};
+constexpr size_t kMaxSeenTriggers = 64;  // per candidate / incident: the first ones are what matter
+
+struct Candidate {
+  std::string memcg;   // relative cgroup path of the limited container
+  Trigger trigger;     // the first trigger that made it a candidate
+  uint64_t merged = 0; // further triggers for it that were folded in
+  std::vector<SeenTrigger> seen;  // every trigger folded in, in arrival order (capped)
+  MemcgStats stats;    // as re-read when the decision was made
+  double ratio = 0;
+  MonoNs not_before = 0;  // deferred: re-checked from then on
+  bool by_budget = false; // deferred by the node budget (else by its own interval)
+};
+
+enum class OfferResult {
+  kOpenedBatch,     // first candidate: a batch window started
+  kJoinedBatch,     // added to (or merged into) the open batch
+  kDeferred,        // the container is within its interval: re-checked when it ends
+  kUnlimited,       // no finite limit: never a candidate
+  kBelowThreshold,  // usage/limit under the threshold
+};
+const char* to_string(OfferResult r);
+
+struct Decision {
+  std::vector<Candidate> collect;                            // closest to its limit first, within the budget
+  std::vector<std::pair<std::string, std::string>> dropped;  // memcg, why it was not collected
+};
+
+class Policy {
+ public:
+  using Reread = std::function<MemcgStats(const std::string& memcg)>;
+
+  explicit Policy(PolicyOptions options) : options_(options) {}
+  void set_options(PolicyOptions options) { options_ = options; }
+  const PolicyOptions& options() const { return options_; }
+
+  // A trigger for `memcg` whose counters right now are `stats`.
+  OfferResult offer(const std::string& memcg, const Trigger& trigger, const MemcgStats& stats, MonoNs now);
+
+  // When on_deadline() should next be called (batch end, or the earliest
+  // time a deferred candidate may be re-checked); nullopt when nothing is pending.
+  std::optional<MonoNs> next_deadline() const;
+
+  // Closes a due batch, together with the deferred candidates now due, and
+  // decides which to collect: by ratio, within the node budget.
+  Decision on_deadline(MonoNs now, const Reread& reread);
+
+  size_t deferred_count() const { return deferred_.size(); }
+  bool is_deferred(const std::string& memcg) const { return deferred_.count(memcg) != 0; }
+  // Deferred by the node budget (not by its own interval).
+  bool deferred_by_budget(const std::string& memcg) const {
+    auto it = deferred_.find(memcg);
+    return it != deferred_.end() && it->second.by_budget;
+  }
+  bool in_batch(const std::string& memcg) const { return batch_.count(memcg) != 0; }
+  // The end of the container's interval, when it is within one.
+  std::optional<MonoNs> interval_until(const std::string& memcg, MonoNs now) const;
+  // When the node budget next admits a collection (now when it does).
+  MonoNs budget_free_at(MonoNs now) const;
+  void forget(const std::string& memcg);  // the cgroup was removed
+
+ private:
+  void add(std::map<std::string, Candidate>& into, const std::string& memcg, const Trigger& t);
+  void expire_budget(MonoNs now);
+
+  PolicyOptions options_;
+  std::map<std::string, Candidate> batch_;
+  std::optional<MonoNs> batch_deadline_;
+  std::map<std::string, Candidate> deferred_;
+  std::map<std::string, MonoNs> last_collected_;
+  std::vector<MonoNs> recent_;  // collection times within the last 60 s, oldest first
+};
+
+}  // namespace oomsnap
