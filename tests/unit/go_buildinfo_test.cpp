@@ -95,7 +95,9 @@ INSTANTIATE_TEST_SUITE_P(GoFixtures, BuildInfoFixtureTest, testing::ValuesIn(all
                          fixture_name);
 
 TEST(GoBuildInfo, NotAGoBinary) {
-  // The test binary itself is a C++ ELF.
+  // The test binary itself is a C++ ELF; it holds the magic several times (the
+  // reader's own constant, these tests' images), one of them at a 16-byte
+  // aligned address on some link layouts: no copy of it makes it Go.
   auto self = open_elf("/proc/self/exe");
   EXPECT_FALSE(read_go_buildinfo(*self));
 }
@@ -165,6 +167,31 @@ TEST(GoBuildInfo, SyntheticInlineAndPointerFormats) {
   EXPECT_EQ(bi->version.text, "go1.16.5");
   EXPECT_EQ(bi->version.minor, 16);
   EXPECT_EQ(bi->modinfo, "");
+}
+
+// A copy of the magic that is not a header: the bare string (its NUL where
+// the pointer size goes) followed by whatever the linker put after it, and
+// headers whose inline "version" is not one. Each made one ELF "Go" before.
+TEST(GoBuildInfo, TheMagicAloneOrANonVersionIsNotGo) {
+  auto with_inline = [](uint8_t ptr_size, const std::string& vers) {
+    auto p = blob_header(2);
+    p[14] = ptr_size;
+    p.push_back(static_cast<uint8_t>(vers.size()));
+    p.insert(p.end(), vers.begin(), vers.end());
+    p.push_back(0);
+    return read_go_buildinfo(*ElfFile::from_bytes(tiny_elf(p), "inline"));
+  };
+  EXPECT_TRUE(with_inline(8, "go1.21.3"));
+  EXPECT_TRUE(with_inline(4, "devel go1.24-abcdef Tue Jan 1"));
+  EXPECT_FALSE(with_inline(0, "go1.21.3"));  // the magic's own NUL as pointer size
+  EXPECT_FALSE(with_inline(8, "ntime.SetBlockProfileRate"));
+  EXPECT_FALSE(with_inline(8, "1.21.3"));
+  // The bytes oomsnap's own .rodata held: "\xff Go buildinf:\0runtime.SetBlockProfileRate\0 ...".
+  static constexpr char kAfter[] = "\0runtime.SetBlockProfileRate\0 is 0 or";
+  std::string rodata = std::string("\xff Go buildinf:", 14) + std::string(kAfter, sizeof kAfter - 1);
+  rodata.resize(64, '\0');
+  const std::vector<uint8_t> bare(rodata.begin(), rodata.end());
+  EXPECT_FALSE(read_go_buildinfo(*ElfFile::from_bytes(tiny_elf(bare), "bare magic")));
 }
 
 TEST(GoBuildInfo, GarbageNeverThrows) {

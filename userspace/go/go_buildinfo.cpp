@@ -76,7 +76,11 @@ std::string read_ptr_string(const ElfFile& elf, uint64_t addr, int ptr_size, boo
 // Decodes a blob starting with the magic; d runs to the end of its section/segment.
 std::optional<GoBuildInfo> decode(const ElfFile& elf, std::span<const uint8_t> d) {
   if (d.size() < kHeaderSize || std::memcmp(d.data(), kMagic, kMagicLen) != 0) return std::nullopt;
+  // The linker writes the pointer size in both formats. Requiring it also
+  // refuses a bare copy of the magic (followed by its NUL), which any program
+  // that looks for Go binaries holds in its .rodata, oomsnap included.
   int ptr_size = d[14];
+  if (ptr_size != 4 && ptr_size != 8) return std::nullopt;
   uint8_t flags = d[15];
   std::string vers, mod;
   if ((flags & 0x2) == 0x2) {
@@ -86,12 +90,12 @@ std::optional<GoBuildInfo> decode(const ElfFile& elf, std::span<const uint8_t> d
     vers = std::move(*v);
     if (auto m = read_inline_string(d, off)) mod = std::move(*m);
   } else {
-    if (ptr_size != 4 && ptr_size != 8) return std::nullopt;
     bool be = flags & 0x1;
     vers = read_ptr_string(elf, read_ptr(d.data() + 16, ptr_size, be), ptr_size, be);
     mod = read_ptr_string(elf, read_ptr(d.data() + 16 + ptr_size, ptr_size, be), ptr_size, be);
   }
-  if (vers.empty()) return std::nullopt;
+  // runtime.buildVersion: "go1.N...", or "devel ..." for a toolchain built from source.
+  if (vers.rfind("go", 0) != 0 && vers.rfind("devel", 0) != 0) return std::nullopt;
   if (mod.size() >= 33 && mod[mod.size() - 17] == '\n')
     mod = mod.substr(16, mod.size() - 32);
   else
