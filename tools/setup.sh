@@ -8,6 +8,9 @@
 # xz-utils: the build unpacks the committed vmlinux/vmlinux.h.xz.
 # libsystemd-dev: sd_notify (READY, STATUS, WATCHDOG) when the agent runs as a systemd service.
 # libcli11-dev: the command line of every subcommand (header-only).
+# python3-jsonschema: tools/validate-record.py holds every record and snapshot the tests
+#   produce to docs/record.schema.json (tests/common/record_schema.h).
+# groff-base: DocsMan.* render the man pages (docs/man/) with groff's warnings on.
 # python3-docutils, python3-sympy: a real program nobody here wrote, for the CPython
 #   reader (tests/fixtures/python/realprogram.py).
 # ccache: the builds (tools/build.sh, the ASan unit build, the fuzzers) compile through it,
@@ -25,7 +28,8 @@ PKGS=(build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev 
       libfmt-dev libtomlplusplus-dev libboost-dev libboost-system-dev libgtest-dev googletest
       libclang-rt-14-dev python3 python3-yaml ca-certificates qemu-system-x86 busybox-static
       debootstrap libpython3-dev openjdk-17-jdk-headless libseccomp-dev libcap-dev libsystemd-dev
-      xz-utils prometheus ccache libcli11-dev python3-docutils python3-sympy)
+      xz-utils prometheus ccache libcli11-dev python3-docutils python3-sympy python3-jsonschema
+      groff-base)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "record_schema.h"
 #include "test_cgroup.h"
 #include "test_process.h"
 
@@ -75,6 +76,8 @@ class AgentProcess {
   json next_record(std::chrono::milliseconds timeout) {
     std::string line = proc_->read_line(timeout);
     if (line.empty()) return nullptr;
+    // Every record an agent under test writes holds to the published schema.
+    EXPECT_EQ(record_schema_errors(line), "") << line;
     return json::parse(line);
   }
   Process& process() { return *proc_; }

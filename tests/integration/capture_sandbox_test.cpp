@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "record_schema.h"
 #include "capture/capture_sandbox.h"
 #include "capture/capture_child.h"
 #include "go_versions.h"
@@ -411,6 +412,7 @@ TEST(CaptureSandbox, SnapshotCommandReturnsOnATrap) {
   EXPECT_EQ(st, 0);
   auto j = nlohmann::json::parse(line, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << line;
+  EXPECT_EQ(oomsnap_test::record_schema_errors(line, true), "");
   EXPECT_EQ(j["snapshot"]["status"], "partial") << line;
   EXPECT_NE(j["snapshot"]["reason"].get<std::string>().find("(userfaultfd)"), std::string::npos) << line;
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "record_schema.h"
 #include "capture/capture.h"
 #include "snapshot_checks.h"
 #include "pprof_summary.h"
@@ -324,6 +325,7 @@ TEST_P(GoSnapshot, RecentAllocationsSinceLastGc) {
                           " --max-entries 50 --recent-pprof " + rfile,
                       &json_out);
   ASSERT_EQ(rc, 0) << json_out;
+  EXPECT_EQ(oomsnap_test::record_schema_errors(json_out, true), "");
   auto j = nlohmann::json::parse(json_out);
   bool found = false;
   for (const auto& e : j["snapshot"]["recent"]["entries"]) {

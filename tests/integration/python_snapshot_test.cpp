@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "record_schema.h"
 #include "capture/capture.h"
 #include "python/python_collector.h"
 #include "snapshot_checks.h"
@@ -352,6 +353,7 @@ TEST(PythonSnapshotCli, SnapshotCommandPrintsHistogram) {
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
   ASSERT_EQ(pclose(f), 0) << out;
+  EXPECT_EQ(oomsnap_test::record_schema_errors(out, true), "");
   auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["language"], "python");
   EXPECT_EQ(j["snapshot"]["status"], "complete");

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "record_schema.h"
 #include "test_process.h"
 
 namespace {
@@ -34,6 +35,9 @@ CliRun run_oomsnap(const std::string& args) {
   int st = pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   oomsnap_test::read_file(errpath, r.err);
+  // Every JSON document the command prints holds to the published schema.
+  if (r.status == 0 && !r.out.empty() && r.out[0] == '{')
+    EXPECT_EQ(oomsnap_test::record_schema_errors(r.out, true), "") << args;
   unlink(errpath);
   return r;
 }

@@ -4,6 +4,8 @@
 #include <signal.h>
 
 #include "agent/incident/incident.h"
+#include "agent/records/record_limit.h"
+#include "record_schema.h"
 
 using namespace oomsnap;
 
@@ -170,4 +172,47 @@ TEST(IncidentRecord, GroupKillListsEveryKilledProcessOnce) {
   EXPECT_EQ(k["killed"][1]["comm"], "holder");
   EXPECT_EQ(k["killed"][1]["rss_bytes"], 8192);
   EXPECT_EQ(k["killed"][2]["pid"], 78);
+}
+
+// Every shape the encoder writes holds to docs/record.schema.json: collected
+// with a kill, its exit and other processes; without a victim; an exit of its
+// own; over the size limit, cut down.
+TEST(IncidentRecord, EveryShapeHoldsToThePublishedSchema) {
+  std::vector<nlohmann::json> records;
+  Incident full = collected();
+  full.oom_kill = OomKillInfo{1234, "leaker", "/x", 9'400'000'000ull, 4096, true, {}};
+  full.oom_kill->add_killed({1234, "leaker", 4096});
+  full.oom_kill->add_killed({77, "sidecar", 8192});
+  full.timeline.oom_kill = 9'400'000'000ull;
+  full.exit = ExitInfo{1234, 9'401'000'000ull, SIGKILL};
+  full.merged_triggers = 3;
+  full.triggers_seen.push_back({"psi", 9'000'100'000ull});
+  OtherProcess other;
+  other.process.pid = 77;
+  other.process.comm = "sidecar";
+  other.outcome = CollectionOutcome::kVictimGone;
+  other.reason = "exited";
+  full.other_processes.push_back(other);
+  full.others_without_runtime = 2;
+  records.push_back(to_json(full, ctx()));
+  Incident none = collected();
+  none.victim.reset();
+  none.capture.reset();
+  none.outcome = CollectionOutcome::kNoVictim;
+  none.reason = "no candidate";
+  records.push_back(to_json(none, ctx()));
+  Incident exited = collected();
+  exited.trigger.type = "process_exit";
+  exited.capture.reset();
+  exited.outcome = CollectionOutcome::kNotAttempted;
+  exited.exit = ExitInfo{1234, 9'401'000'000ull, 0x0100};  // exit status 1
+  records.push_back(to_json(exited, ctx()));
+  for (const auto& r : records) EXPECT_EQ(oomsnap_test::record_schema_errors(r.dump()), "") << r.dump();
+  // Cut down past the record size limit: still a record.
+  Incident big = collected();
+  for (int i = 0; i < 2000; ++i)
+    big.capture->result.snapshot.entries.push_back({"object_type", std::string(200, 'x') + std::to_string(i), 1, 1});
+  const std::string line = serialise_record(to_json(big, ctx()), 64 * 1024);
+  EXPECT_LE(line.size(), 64u * 1024);
+  EXPECT_EQ(oomsnap_test::record_schema_errors(line), "") << line.substr(0, 400);
 }
