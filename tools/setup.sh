@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian (bookworm) packages oomsnap builds and tests with.
 # Idempotent: apt runs only when something is missing.
-# python3-yaml: tests/unit/deploy_test.cpp parses deploy/daemonset.yaml with PyYAML.
+# python3-yaml: tests/unit/deploy/deploy_test.cpp parses deploy/daemonset.yaml with PyYAML.
 # libpython3-dev: tests/fixtures/python/embed_host.c embeds CPython through libpython3.11.so.
 # openjdk-17-jdk-headless: the Java fixture's javac, the host JVM and jcmd (the oracle).
 # libseccomp-dev, libcap-dev: the capture process's system-call allow-list and capability drop.

@@ -17,7 +17,7 @@
 //     whose generations and spaces are described the way JDK 8 or a later
 //     JDK describes them, each offset and pointer unconstrained, the space
 //     records now in the image and now harness-made bounds into it.
-// tests/unit/java_g1_heap_test.cpp runs regression inputs through this entry point.
+// tests/unit/java/java_g1_heap_test.cpp runs regression inputs through this entry point.
 #include <sys/mman.h>
 #include <unistd.h>
 

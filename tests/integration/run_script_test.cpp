@@ -150,7 +150,7 @@ TEST_F(RunScript, QuickTestsSelectTheSuitesOfWhatTheChangeTouched) {
     return r.out;
   };
   // A changed test file: the suites it defines; a source folder: its suites.
-  EXPECT_EQ(selected("tests/unit/incident_book_test.cpp userspace/python/python_heap.cpp"),
+  EXPECT_EQ(selected("tests/unit/agent/incident/incident_book_test.cpp userspace/python/python_heap.cpp"),
             "IncidentBook|Python\nexcluding: AgentCgroupV2\n");
   // The guest-kernel tests only when their own file changed.
   EXPECT_EQ(selected("tests/integration/agent_v2vm_test.cpp"), "AgentCgroupV2\nexcluding: ^$\n");

@@ -10,7 +10,7 @@
  * symbols here, as an object on the link line ahead of the archive, means the
  * linker never takes those members from libcapstone.a. cs_open() for one of
  * these architectures then fails with CS_ERR_ARCH, as for an architecture
- * capstone was built without. tests/unit/capstone_trim_test.cpp checks that x86
+ * capstone was built without. tests/unit/capstone_trim/capstone_trim_test.cpp checks that x86
  * still disassembles, and tests/build/build_hardening_test.cpp bounds the
  * binary's relative relocations. */
 #include <stddef.h>

@@ -1,6 +1,6 @@
 // The table of go_g_layout.h. Offsets were computed field by field from
 // $GOROOT/src/runtime/runtime2.go of each toolchain (type g struct, gobuf,
-// stack) and are re-checked against DWARF by tests/unit/go_g_layout_test.cpp
+// stack) and are re-checked against DWARF by tests/unit/go/go_g_layout_test.cpp
 // (tests/fixtures/go/glayout prints the DWARF view). What moved:
 //   1.21: g grew (coroarg etc.); gopc/startpc moved from 296/312 to 280/296.
 //   1.23: syscallbp added after syscallpc (+8 for everything after it).
@@ -168,7 +168,7 @@ bool go_wait_is_transient(int go_minor, uint8_t reason) {
 
 uint8_t go_func_id_wrapper(int go_minor) {
   // Its place in the FuncID list, which grew before it: corostart (1.22)
-  // and one more entry in 1.25. tests/unit/go_g_layout_test.cpp counts it
+  // and one more entry in 1.25. tests/unit/go/go_g_layout_test.cpp counts it
   // in each toolchain's own internal/abi/symtab.go (runtime/symtab.go on 1.19).
   if (go_minor == 19 || go_minor == 21) return 21;
   if (go_minor >= 22 && go_minor <= 24) return 22;

@@ -1,7 +1,7 @@
 // Per-Go-version layout of runtime.g (amd64) and the names the runtime gives
 // goroutine states and wait reasons: one table, used by the goroutine census
 // (go_goroutines.cpp). Stripped binaries have no DWARF, so the table is what
-// they use; tests/unit/go_g_layout_test.cpp checks every entry against the
+// they use; tests/unit/go/go_g_layout_test.cpp checks every entry against the
 // DWARF of each toolchain's unstripped fixture.
 #pragma once
 #include <cstdint>

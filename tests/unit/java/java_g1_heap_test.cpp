@@ -13,7 +13,7 @@
 #include <vector>
 
 // The Java fuzzer's own entry point, for its regression inputs.
-#include "../fuzz/fuzz_java_heap.cpp"
+#include "../../fuzz/fuzz_java_heap.cpp"
 
 #include "java_heap_images.h"
 
