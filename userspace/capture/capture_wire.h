@@ -46,7 +46,4 @@ size_t declared_frame_size(std::string_view bytes);
 // bound what a record may hold (the request's).
 std::optional<CaptureReply> decode_reply(std::string_view frame, const CaptureOptions& bounds, std::string& why);
 
-// Parses the `snapshot` object of a record (the inverse of to_json(Snapshot)).
-bool snapshot_from_json(const nlohmann::json& j, const CaptureOptions& bounds, Snapshot& out, std::string& why);
-
 }  // namespace oomsnap

@@ -116,4 +116,11 @@ nlohmann::json to_json(const Snapshot& s);
 nlohmann::json to_json(const GoroutineCensus& c);
 nlohmann::json to_json(const ContentionProfile& p);
 
+struct CaptureOptions;
+// The inverse of to_json(Snapshot), for a snapshot from an untrusted peer (a
+// capture process): false, with why, for any field of the wrong type or past
+// the bounds (max_entries, max_stack_depth, max_goroutine_groups).
+// core/snapshot_json.cpp holds both directions.
+bool snapshot_from_json(const nlohmann::json& j, const CaptureOptions& bounds, Snapshot& out, std::string& why);
+
 }  // namespace oomsnap
