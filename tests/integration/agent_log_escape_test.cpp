@@ -68,6 +68,42 @@ TEST(AgentLogEscape, CommWithNewlineCannotForgeALogLine) {
   std::filesystem::remove_all(dir);
 }
 
+// A comm with a C1 control (U+009B, a terminal's CSI), a right-to-left
+// override, a line separator and DEL: JSON would let all four through raw,
+// and `kubectl logs` or a log UI shows them as they are. The record is
+// printable ASCII, each of them a \u escape, and reads back to the comm.
+TEST(AgentLogEscape, CommWithC1BidiAndDelIsPrintableAsciiInTheRecord) {
+  const std::string comm = std::string("\xc2\x9b") + "\xe2\x80\xae" + "\xe2\x80\xa8" + "\x7f" + "evil";
+  ASSERT_LE(comm.size(), 15u);
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 64 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir,
+                     config_for(scope, dir, "ThresholdPercent = 50\nOomKillWindow = 0.5\nRunTracingToolTimeout = 5"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  const char* src =
+      "import ctypes, os, sys, time\n"
+      "ctypes.CDLL(None).prctl(15, os.fsencode(sys.argv[1]), 0, 0, 0)\n"
+      "hold = b'x' * (40 << 20)\n"
+      "print('ready', flush=True)\n"
+      "time.sleep(600)\n";
+  Process py({"/usr/bin/python3", "-c", src, comm}, {}, box.dir());
+  ASSERT_NE(py.read_line(30s).find("ready"), std::string::npos);
+  std::string proc_comm;
+  read_file("/proc/" + std::to_string(py.pid()) + "/comm", proc_comm);
+  ASSERT_EQ(proc_comm, comm + "\n");
+
+  std::string line;
+  json rec = agent.next_record(60s, line);
+  ASSERT_FALSE(rec.is_null()) << agent.log();
+  EXPECT_EQ(rec["victim_pid"], py.pid()) << line;
+  EXPECT_EQ(rec["comm"], comm);
+  for (unsigned char c : line) ASSERT_TRUE(c >= 0x20 && c <= 0x7e) << "raw byte " << int(c) << " in the record";
+  EXPECT_NE(line.find(R"("comm":"\u009b\u202e\u2028\u007fevil")"), std::string::npos) << line;
+  EXPECT_EQ(agent.stop(), 0);
+  std::filesystem::remove_all(dir);
+}
+
 // The kernel refuses "\n" in a cgroup name, not "\r" or ESC: a name that
 // would rewrite the terminal line ("\r", erase line) is escaped wherever the
 // agent logs the container.

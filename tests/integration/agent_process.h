@@ -74,7 +74,12 @@ class AgentProcess {
   std::string log() const { return oomsnap_test::slurp(log_); }
   // The next record (parsed), or null on timeout.
   json next_record(std::chrono::milliseconds timeout) {
-    std::string line = proc_->read_line(timeout);
+    std::string line;
+    return next_record(timeout, line);
+  }
+  // The same, with the line as the agent wrote it in `line`.
+  json next_record(std::chrono::milliseconds timeout, std::string& line) {
+    line = proc_->read_line(timeout);
     if (line.empty()) return nullptr;
     // Every record an agent under test writes holds to the published schema.
     EXPECT_EQ(record_schema_errors(line), "") << line;

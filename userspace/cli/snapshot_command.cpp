@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/records/record_limit.h"
 #include "capture/capture.h"
 #include "capture/capture_sandbox.h"
 #include "cli/command_line.h"
@@ -133,8 +134,9 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
     }
     data = std::move(*rec->result.pprof);
   } else {
-    // A comm or name from the target need not be UTF-8: replace, never abort.
-    data = to_json(*rec).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    // A comm or name from the target need not be UTF-8 or printable: printable
+    // ASCII with escapes, invalid UTF-8 replaced, never an abort.
+    data = dump_printable_json(to_json(*rec)) + "\n";
   }
   std::string why;
   if (output.empty() || output == "-") {

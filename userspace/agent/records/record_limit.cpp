@@ -4,11 +4,26 @@
 #include <vector>
 
 namespace oomsnap {
+
+std::string dump_printable_json(const nlohmann::json& j) {
+  std::string s = j.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
+  // ensure_ascii escapes everything past 0x7f and below 0x20, not DEL. DEL
+  // is never JSON syntax, so each one is inside a string: escape it there.
+  if (s.find('\x7f') == std::string::npos) return s;
+  std::string out;
+  out.reserve(s.size() + 16);
+  for (char c : s) {
+    if (c == '\x7f') out += "\\u007f";
+    else out += c;
+  }
+  return out;
+}
+
 namespace {
 
 using nlohmann::json;
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) { return dump_printable_json(j); }
 
 // The snapshot of `holder` (the record, or one of its other_processes), if
 // it has one with entries.

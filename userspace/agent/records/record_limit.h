@@ -11,7 +11,14 @@ namespace oomsnap {
 
 inline constexpr size_t kMaxRecordBytes = 1 << 20;
 
-// `record` serialised (compact, invalid UTF-8 replaced) in at most
+// JSON text of printable ASCII only: every character outside 0x20-0x7e is a
+// \u escape (controls, DEL, C1 controls such as U+009B, bidi overrides such
+// as U+202E, U+2028/2029, and all other non-ASCII text), and invalid UTF-8 is
+// replaced by U+FFFD. Names from a target cannot drive a terminal, a
+// `kubectl logs` or a log UI that shows the line as it is.
+std::string dump_printable_json(const nlohmann::json& j);
+
+// `record` serialised (compact, printable ASCII: dump_printable_json) in at most
 // `max_bytes` bytes without its '\n'. Over the limit, the snapshot's entries
 // are cut from the least important end first, then stacks and long strings
 // and arrays anywhere; the record then says "output_truncated": true with

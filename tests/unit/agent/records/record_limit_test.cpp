@@ -133,3 +133,23 @@ TEST(RecordLimit, RecentEntriesAreBoundedAndGoBeforeTheInUseOnes) {
     EXPECT_LE(s["recent"]["entries"][0]["stack"].size(), 64u);
   }
 }
+
+// Text from a target reaches log pipelines and UIs that show a line as it is:
+// the record is printable ASCII, every other character a \u escape, and it
+// reads back to the same text (invalid UTF-8 replaced).
+TEST(RecordLimit, RecordsArePrintableAsciiWithEscapes) {
+  const std::string hostile = std::string("\xc2\x9b") + "31m" +  // C1 CSI (U+009B)
+                              "\xe2\x80\xae" + "txt.exe" +       // right-to-left override
+                              "\xe2\x80\xa8\xe2\x80\xa9" +       // line and paragraph separators
+                              "\x7f\x1b[2J\r\t" + "\xe5\x86\x85\xe5\xad\x98";  // DEL, ESC, CR, TAB, CJK
+  json r = {{"comm", hostile}, {"container", {{"cgroup_path", "/a\x7f" "b"}}}, {"bad", "\xff\xfe"}};
+  const std::string line = serialise_record(r);
+  for (unsigned char c : line) EXPECT_TRUE(c >= 0x20 && c <= 0x7e) << "byte " << static_cast<int>(c) << " in " << line;
+  for (const char* esc : {"\\u009b", "\\u202e", "\\u2028", "\\u2029", "\\u007f", "\\u001b", "\\r", "\\t", "\\u5185"})
+    EXPECT_NE(line.find(esc), std::string::npos) << esc << " in " << line;
+  const json back = json::parse(line);
+  EXPECT_EQ(back["comm"], hostile);
+  EXPECT_EQ(back["container"]["cgroup_path"], "/a\x7f" "b");
+  EXPECT_EQ(back["bad"], "\xef\xbf\xbd\xef\xbf\xbd");  // U+FFFD twice
+  EXPECT_EQ(dump_printable_json(json{{"k", "plain"}}), R"({"k":"plain"})");
+}
