@@ -3,12 +3,12 @@
 // (tools/validate-record.py, Debian's python3-jsonschema), so a renamed or
 // undescribed field fails the test that produced it.
 #pragma once
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include "run_command.h"
 
 namespace oomsnap_test {
 
@@ -23,17 +23,9 @@ inline std::string record_schema_errors(const std::string& json_text, bool snaps
   ::close(fd);
   std::string out;
   if (written) {
-    const std::string cmd = std::string("/usr/bin/python3 '") + OOMSNAP_SOURCE_DIR + "/tools/validate-record.py' " +
-                            (snapshot ? "--snapshot " : "") + path + " 2>&1";
-    if (FILE* p = ::popen(cmd.c_str(), "r")) {
-      char buf[4096];
-      for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-      const int st = ::pclose(p);
-      if (WIFEXITED(st) && WEXITSTATUS(st) == 0) out.clear();
-      else if (out.empty()) out = "validator failed (status " + std::to_string(st) + ")";
-    } else {
-      out = "record_schema_errors: cannot run tools/validate-record.py";
-    }
+    const CommandRun r = run_command(std::string("/usr/bin/python3 '") + OOMSNAP_SOURCE_DIR +
+                                     "/tools/validate-record.py' " + (snapshot ? "--snapshot " : "") + path);
+    if (r.status != 0) out = r.out.empty() ? "validator failed (status " + std::to_string(r.status) + ")" : r.out;
   } else {
     out = "record_schema_errors: cannot write " + std::string(path);
   }

@@ -27,6 +27,33 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+// A Python process in `box` that names itself `comm` (prctl PR_SET_NAME), then
+// holds ~40 MiB: over a 50 % threshold of 64 MiB, no OOM.
+std::unique_ptr<Process> start_named_holder(const std::string& comm, const TestMemcg& box) {
+  const char* src =
+      "import ctypes, os, sys, time\n"
+      "ctypes.CDLL(None).prctl(15, os.fsencode(sys.argv[1]), 0, 0, 0)\n"
+      "hold = b'x' * (40 << 20)\n"
+      "print('ready', flush=True)\n"
+      "time.sleep(600)\n";
+  auto py = std::make_unique<Process>(std::vector<std::string>{"/usr/bin/python3", "-c", src, comm},
+                                      std::vector<std::string>{}, box.dir());
+  EXPECT_NE(py->read_line(30s).find("ready"), std::string::npos);
+  std::string proc_comm;
+  read_file("/proc/" + std::to_string(py->pid()) + "/comm", proc_comm);
+  EXPECT_EQ(proc_comm, comm + "\n");
+  return py;
+}
+
+// An agent watching a 64 MiB box with a 50 % threshold, ready.
+struct BoxedAgent {
+  TestMemcg scope{"scope"};
+  TestMemcg box{scope, "box", 64 * kMiB};
+  std::string dir = temp_dir();
+  AgentProcess agent{dir, config_for(scope, dir, "ThresholdPercent = 50\nOomKillWindow = 0.5\nRunTracingToolTimeout = 5")};
+  ~BoxedAgent() { std::filesystem::remove_all(dir); }
+};
+
 }  // namespace
 
 // comm is at most 15 bytes: a newline, then the start of a forged line (with
@@ -35,25 +62,12 @@ std::vector<std::string> lines_of(const std::string& text) {
 TEST(AgentLogEscape, CommWithNewlineCannotForgeALogLine) {
   const std::string comm = "\nFORGED\\oomsnap";
   ASSERT_EQ(comm.size(), 15u);
-  TestMemcg scope("scope");
-  TestMemcg box(scope, "box", 64 * kMiB);
-  const std::string dir = temp_dir();
-  AgentProcess agent(dir,
-                     config_for(scope, dir, "ThresholdPercent = 50\nOomKillWindow = 0.5\nRunTracingToolTimeout = 5"));
+  BoxedAgent run;
+  AgentProcess& agent = run.agent;
   ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
-
-  // Names itself, then holds ~40 MiB of the 64: over the threshold, no OOM.
-  const char* src =
-      "import ctypes, sys, time\n"
-      "ctypes.CDLL(None).prctl(15, sys.argv[1].encode(), 0, 0, 0)\n"
-      "hold = b'x' * (40 << 20)\n"
-      "print('ready', flush=True)\n"
-      "time.sleep(600)\n";
-  Process py({"/usr/bin/python3", "-c", src, comm}, {}, box.dir());
-  ASSERT_NE(py.read_line(30s).find("ready"), std::string::npos);
-  std::string proc_comm;
-  read_file("/proc/" + std::to_string(py.pid()) + "/comm", proc_comm);
-  ASSERT_EQ(proc_comm, comm + "\n");
+  auto holder = start_named_holder(comm, run.box);
+  ASSERT_FALSE(testing::Test::HasFailure());  // it is ready, named as asked
+  Process& py = *holder;
 
   json rec = agent.next_record(60s);
   ASSERT_FALSE(rec.is_null()) << agent.log();
@@ -65,7 +79,6 @@ TEST(AgentLogEscape, CommWithNewlineCannotForgeALogLine) {
   for (const auto& line : lines_of(log)) EXPECT_NE(line.rfind("FORGED", 0), 0u) << "forged line: " << line;
   EXPECT_NE(log.find("victim " + std::to_string(py.pid()) + " (\\x0aFORGED\\\\oomsnap)"), std::string::npos) << log;
   EXPECT_EQ(agent.stop(), 0);
-  std::filesystem::remove_all(dir);
 }
 
 // A comm with a C1 control (U+009B, a terminal's CSI), a right-to-left
@@ -75,23 +88,12 @@ TEST(AgentLogEscape, CommWithNewlineCannotForgeALogLine) {
 TEST(AgentLogEscape, CommWithC1BidiAndDelIsPrintableAsciiInTheRecord) {
   const std::string comm = std::string("\xc2\x9b") + "\xe2\x80\xae" + "\xe2\x80\xa8" + "\x7f" + "evil";
   ASSERT_LE(comm.size(), 15u);
-  TestMemcg scope("scope");
-  TestMemcg box(scope, "box", 64 * kMiB);
-  const std::string dir = temp_dir();
-  AgentProcess agent(dir,
-                     config_for(scope, dir, "ThresholdPercent = 50\nOomKillWindow = 0.5\nRunTracingToolTimeout = 5"));
+  BoxedAgent run;
+  AgentProcess& agent = run.agent;
   ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
-  const char* src =
-      "import ctypes, os, sys, time\n"
-      "ctypes.CDLL(None).prctl(15, os.fsencode(sys.argv[1]), 0, 0, 0)\n"
-      "hold = b'x' * (40 << 20)\n"
-      "print('ready', flush=True)\n"
-      "time.sleep(600)\n";
-  Process py({"/usr/bin/python3", "-c", src, comm}, {}, box.dir());
-  ASSERT_NE(py.read_line(30s).find("ready"), std::string::npos);
-  std::string proc_comm;
-  read_file("/proc/" + std::to_string(py.pid()) + "/comm", proc_comm);
-  ASSERT_EQ(proc_comm, comm + "\n");
+  auto holder = start_named_holder(comm, run.box);
+  ASSERT_FALSE(testing::Test::HasFailure());  // it is ready, named as asked
+  Process& py = *holder;
 
   std::string line;
   json rec = agent.next_record(60s, line);
@@ -101,7 +103,6 @@ TEST(AgentLogEscape, CommWithC1BidiAndDelIsPrintableAsciiInTheRecord) {
   for (unsigned char c : line) ASSERT_TRUE(c >= 0x20 && c <= 0x7e) << "raw byte " << int(c) << " in the record";
   EXPECT_NE(line.find(R"("comm":"\u009b\u202e\u2028\u007fevil")"), std::string::npos) << line;
   EXPECT_EQ(agent.stop(), 0);
-  std::filesystem::remove_all(dir);
 }
 
 // The kernel refuses "\n" in a cgroup name, not "\r" or ESC: a name that

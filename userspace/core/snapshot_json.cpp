@@ -111,11 +111,15 @@ constexpr size_t kMaxString = JsonFields::kMaxString;
 constexpr size_t kMaxTotals = 64;
 constexpr size_t kMaxInlineFactor = 8;  // frames per stack slot (inlined calls expanded)
 
-std::optional<SnapshotStatus> status_from(const std::string& s) {
+// The "status" and optional "reason" every snapshot part carries.
+void read_status(Fields& f, SnapshotStatus& status, std::string& reason) {
+  const std::string s = f.str("status");
+  bool known = false;
   for (auto st : {SnapshotStatus::kComplete, SnapshotStatus::kPartial, SnapshotStatus::kUnavailable,
                   SnapshotStatus::kFailed})
-    if (s == to_string(st)) return st;
-  return std::nullopt;
+    if (s == to_string(st)) status = st, known = true;
+  if (f.ok() && !known) f.fail("unknown status");
+  reason = f.str("reason", false);
 }
 
 // A stack (or any list of names): an array of at most max strings, each at
@@ -141,10 +145,7 @@ bool strings_from_json(const json& j, size_t max, const char* what, std::vector<
 // the entries' stacks, at most kMaxTotals states.
 bool census_from_json(const json& j, const CaptureOptions& bounds, GoroutineCensus& c, std::string& why) {
   Fields f(j, "snapshot.goroutines", why);
-  auto status = status_from(f.str("status"));
-  if (f.ok() && !status) f.fail("unknown status");
-  if (status) c.status = *status;
-  c.reason = f.str("reason", false);
+  read_status(f, c.status, c.reason);
   c.total = f.u64("total");
   c.system = f.u64("system");
   c.groups_truncated = f.boolean("groups_truncated");
@@ -190,10 +191,7 @@ bool census_from_json(const json& j, const CaptureOptions& bounds, GoroutineCens
 bool contention_from_json(const json& j, const char* where, const CaptureOptions& bounds, ContentionProfile& p,
                           std::string& why) {
   Fields f(j, where, why);
-  auto status = status_from(f.str("status"));
-  if (f.ok() && !status) f.fail("unknown status");
-  if (status) p.status = *status;
-  p.reason = f.str("reason", false);
+  read_status(f, p.status, p.reason);
   if (f.has("rate")) p.rate = f.i64("rate");
   p.cycles_per_second = f.i64("cycles_per_second");
   p.total_contentions = f.i64("total_contentions");
@@ -256,10 +254,7 @@ bool entries_from_json(const json& entries, const CaptureOptions& bounds, const 
 bool snapshot_from_json(const json& j, const CaptureOptions& bounds, Snapshot& s, std::string& why) {
   Fields f(j, "snapshot", why);
   s.runtime_version = f.str("runtime_version");
-  auto status = status_from(f.str("status"));
-  if (f.ok() && !status) f.fail("unknown status");
-  if (status) s.status = *status;
-  s.reason = f.str("reason", false);
+  read_status(f, s.status, s.reason);
   s.duration_ms = f.num("duration_ms");
   if (f.has("sample_rate")) s.sample_rate = f.i64("sample_rate");
   s.output_truncated = f.boolean("output_truncated");

@@ -2,12 +2,12 @@
 // every build by cmake/check_layering.cmake: the real tree passes, and the same
 // tree with one include against the layers fails, naming the file and the rule.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "run_command.h"
 
 namespace fs = std::filesystem;
 
@@ -15,26 +15,14 @@ namespace {
 
 const std::string kSource = OOMSNAP_SOURCE_DIR;
 
-struct CheckRun {
-  int status = -1;
-  std::string out;
-};
-
 // The check on the folders under root, with the layers as the build passes them.
-CheckRun check(const fs::path& root) {
+oomsnap_test::CommandRun check(const fs::path& root) {
   std::string layers = OOMSNAP_LAYERS;
   for (char& c : layers)
     if (c == '|') c = ';';
   const std::string cmd = std::string("'") + OOMSNAP_CMAKE + "' -DROOT='" + root.string() + "' '-DLAYERS=" + layers +
-                          "' -P '" + kSource + "/cmake/check_layering.cmake' 2>&1";
-  CheckRun r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+                          "' -P '" + kSource + "/cmake/check_layering.cmake'";
+  return oomsnap_test::run_command(cmd);
 }
 
 class LayeringCopy : public testing::Test {
@@ -54,13 +42,13 @@ class LayeringCopy : public testing::Test {
 }  // namespace
 
 TEST(Layering, TheTreeFollowsItsLayers) {
-  const CheckRun r = check(kSource + "/userspace");
+  const oomsnap_test::CommandRun r = check(kSource + "/userspace");
   EXPECT_EQ(r.status, 0) << r.out;
 }
 
 TEST_F(LayeringCopy, ARuntimeIncludingAnotherFailsNamingTheFile) {
   plant("java/klass_table.h", "go/go_collector.h");
-  const CheckRun r = check(dir_);
+  const oomsnap_test::CommandRun r = check(dir_);
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("java/klass_table.h includes go/"), std::string::npos) << r.out;
 }
@@ -69,7 +57,7 @@ TEST_F(LayeringCopy, AnIncludeRunningBackUpFails) {
   plant("core/chunk_cache.cpp", "capture/capture.h");  // core below capture
   plant("agent/records/sink.cpp", "agent/agent.h");    // a wing below the loop
   plant("base/text.cpp", "core/snapshot.h");           // base depends on nothing
-  const CheckRun r = check(dir_);
+  const oomsnap_test::CommandRun r = check(dir_);
   EXPECT_NE(r.status, 0) << r.out;
   for (const char* what : {"core/chunk_cache.cpp includes capture/", "agent/records/sink.cpp includes agent/",
                            "base/text.cpp includes core/"})
@@ -79,6 +67,6 @@ TEST_F(LayeringCopy, AnIncludeRunningBackUpFails) {
 TEST_F(LayeringCopy, IncludesWithinTheLayerAndOfGeneratedHeadersPass) {
   plant("java/heap_walk.cpp", "java/klass_table.h");
   plant("cli/main.cpp", "git_commit.h");
-  const CheckRun r = check(dir_);
+  const oomsnap_test::CommandRun r = check(dir_);
   EXPECT_EQ(r.status, 0) << r.out;
 }

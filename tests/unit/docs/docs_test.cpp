@@ -3,34 +3,20 @@
 // oomsnap.toml(5) are generated from deploy/oomsnap.toml, the example the
 // DeployConfig tests hold to the parser, and are not stale.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 
+#include "run_command.h"
+
+using oomsnap_test::CommandRun;
+
 namespace {
 
 const std::string kSource = OOMSNAP_SOURCE_DIR;
-
-struct CommandRun {
-  int status = -1;
-  std::string out;
-};
-
-CommandRun run(const std::string& cmd) {
-  CommandRun r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -43,7 +29,7 @@ std::string slurp(const std::string& path) {
 
 TEST(DocsMan, PagesRenderWithoutWarnings) {
   for (const char* page : {"oomsnap.1", "oomsnap.toml.5"}) {
-    const CommandRun r = run("groff -man -ww -z '" + kSource + "/docs/man/" + page + "'");
+    const CommandRun r = oomsnap_test::run_command("groff -man -ww -z '" + kSource + "/docs/man/" + page + "'");
     EXPECT_EQ(r.status, 0) << page << ": " << r.out;
     EXPECT_EQ(r.out, "") << page;
   }
@@ -55,7 +41,7 @@ TEST(DocsMan, EveryOptionOfEveryCommandIsDescribed) {
   const std::regex option("(^|[\\s\\[|])(--[a-z][a-z-]*)");
   size_t seen = 0;
   for (const char* command : {"watch", "snapshot", "show"}) {
-    const CommandRun help = run(std::string(OOMSNAP_BINARY) + " " + command + " --help");
+    const CommandRun help = oomsnap_test::run_command(std::string(OOMSNAP_BINARY) + " " + command + " --help");
     ASSERT_EQ(help.status, 0) << command;
     std::set<std::string> options;
     for (std::sregex_iterator it(help.out.begin(), help.out.end(), option), end; it != end; ++it)
@@ -75,7 +61,7 @@ TEST(DocsMan, EveryOptionOfEveryCommandIsDescribed) {
 }
 
 TEST(DeployConfig, DocsPagesAreTheExample) {
-  const CommandRun r = run("/usr/bin/python3 '" + kSource + "/tools/gen-config-doc.py' --check");
+  const CommandRun r = oomsnap_test::run_command("/usr/bin/python3 '" + kSource + "/tools/gen-config-doc.py' --check");
   EXPECT_EQ(r.status, 0) << r.out;
   // The page shows the example verbatim.
   EXPECT_NE(slurp(kSource + "/docs/config.md").find(slurp(kSource + "/deploy/oomsnap.toml")), std::string::npos);

@@ -24,6 +24,13 @@ bool prepare_line(const std::string& json_line, std::string& line, std::string& 
   return true;
 }
 
+bool prepare_or_reject(const std::string& json_line, const std::string& sink, std::string& line, WriteResult& r) {
+  if (prepare_line(json_line, line, r.error)) return true;
+  r.status = WriteStatus::rejected;
+  r.error = sink + ": " + r.error;
+  return false;
+}
+
 Clock::time_point earliest(Clock::time_point own, const SinkDeadline& deadline) {
   return std::min(own, deadline.get());
 }

@@ -18,6 +18,8 @@ using Clock = SinkDeadline::Clock;
 
 // `json_line` as exactly one '\n'-terminated line, or false when it is empty
 bool prepare_line(const std::string& json_line, std::string& line, std::string& error);
+// prepare_line, or false with `r` set to rejected, its error naming the sink.
+bool prepare_or_reject(const std::string& json_line, const std::string& sink, std::string& line, WriteResult& r);
 
 // Blocks SIGPIPE and SIGXFSZ in the calling thread for the lifetime of the
 // object. A write(2) to a closed pipe raises SIGPIPE, and one past

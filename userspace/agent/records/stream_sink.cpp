@@ -25,13 +25,7 @@
 namespace oomsnap {
 namespace {
 
-using sink_io::Clock;
-using sink_io::earliest;
-using sink_io::ms_since;
-using sink_io::prepare_line;
-using sink_io::wait_writable;
-using sink_io::WriteSignalGuard;
-using sink_io::file_kind;
+using namespace sink_io;  // the helpers every sink shares
 
 class StreamSink final : public RecordSink {
  public:
@@ -55,11 +49,7 @@ class StreamSink final : public RecordSink {
   WriteResult write_record(const std::string& json_line, const SinkDeadline& deadline) override {
     WriteResult r;
     std::string line;
-    if (!prepare_line(json_line, line, r.error)) {
-      r.status = WriteStatus::rejected;
-      r.error = name_ + ": " + r.error;
-      return r;
-    }
+    if (!prepare_or_reject(json_line, name_, line, r)) return r;
     const auto start = Clock::now();
     const auto own = start + timeout_;
     // The mutex is held until the whole line is out, so the retries below for
