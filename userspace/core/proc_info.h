@@ -9,6 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "base/mapping.h"
 #include "core/remote_memory.h"  // AddressRange
 
 namespace oomsnap {
@@ -40,13 +41,6 @@ struct ProcessIdentity {
   std::string comm;
   char state = '?';               // field 3: 'R', 'S', ..., 'Z' zombie, 'X' dead
   bool exited() const { return state == 'Z' || state == 'X' || state == 'x'; }
-};
-
-struct Mapping {
-  uint64_t start = 0, end = 0, offset = 0;
-  std::string perms;  // "r-xp"
-  uint64_t inode = 0;
-  std::string path;   // as /proc/PID/maps prints it (may be "[heap]" or empty)
 };
 
 // Parse helpers take file contents so unit tests can feed text directly.

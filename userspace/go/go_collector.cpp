@@ -8,7 +8,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "core/module_map.h"
+#include "elf/module_map.h"
 #include "go/go_g_layout.h"
 #include "go/go_goroutine_census.h"
 #include "go/go_goroutines.h"

@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 
-#include "core/module_map.h"
+#include "elf/module_map.h"
 
 namespace oomsnap {
 namespace {

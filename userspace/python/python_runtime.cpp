@@ -8,7 +8,7 @@
 #include <set>
 
 #include "base/checked_bytes.h"
-#include "core/module_map.h"
+#include "elf/module_map.h"
 
 namespace oomsnap {
 namespace {

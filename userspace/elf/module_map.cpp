@@ -1,4 +1,4 @@
-#include "core/module_map.h"
+#include "elf/module_map.h"
 
 #include <elf.h>
 

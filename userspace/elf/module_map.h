@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/proc_info.h"
+#include "base/mapping.h"
 #include "elf/elf_file.h"
 
 namespace oomsnap {
