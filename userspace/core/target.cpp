@@ -5,7 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/collector.h"
+#include "core/target.h"
+
 #include "base/safe_open.h"
 
 namespace oomsnap {
