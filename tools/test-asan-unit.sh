@@ -13,9 +13,5 @@ cmake --build "$BUILD" -j"$(nproc)" --target unit_tests
 # LeakSanitizer at exit; UBSan halts on its first report, ASan always does.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-# Tests that bound a wall-clock time tightly (a stop within 450 ms of its
-# deadline) run in the optimised build only: under ASan they sit at their limit.
-TIMED='SinkWriter.StopReturnsByItsDeadlineWhileTheLockIsHeld'
-if [ $# -eq 0 ]; then set -- --gtest_filter="-$TIMED"; fi
 "$BUILD/tests/unit_tests" "$@"
 echo "asan-unit: unit tests passed under ASan + UBSan"
