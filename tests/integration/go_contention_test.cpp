@@ -79,7 +79,7 @@ TEST_P(GoContention, BlockAndMutexMatchOwnProfiles) {
     auto rec = capture(fx.proc->pid(), kind, true, err);
     ASSERT_TRUE(rec) << err;
     const Snapshot& s = rec->result.snapshot;
-    ASSERT_EQ(rec->result.language, "go");
+    ASSERT_EQ(rec->result.language, "go") << rec->result.snapshot.reason;
     const auto& p = block ? s.block : s.mutex;
     ASSERT_TRUE(p) << "no snapshot." << profile_kind_name(kind);
     EXPECT_FALSE(block ? s.mutex.has_value() : s.block.has_value());

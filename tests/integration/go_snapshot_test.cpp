@@ -105,7 +105,7 @@ TEST_P(GoSnapshot, ExactAtRate1AndMatchesOwnProfile) {
   auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), opts, err);
   ASSERT_TRUE(rec) << err;
   const Snapshot& s = rec->result.snapshot;
-  ASSERT_EQ(rec->result.language, "go");
+  ASSERT_EQ(rec->result.language, "go") << rec->result.snapshot.reason;
   ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
   EXPECT_EQ(s.runtime_version, fx.census["go_version"].get<std::string>());
   ASSERT_EQ(s.sample_rate.value_or(-1), 1);
