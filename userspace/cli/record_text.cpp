@@ -163,6 +163,7 @@ void render_tasks(Block& b, const json& c) {
   }
   if (auto total = u64_at(c, "tasks_total"); total && *total > shown)
     b.more("and " + count_of(*total - shown, "more process", "more processes"));
+  if (auto cut = text_at(c, "tasks_cut", kMaxTextBytes)) b.more("scan cut: " + *cut);
 }
 
 void render_container(Block& b, const json& rec) {

@@ -119,8 +119,10 @@ bool no_runtime(const CandidateCapture& c) {
 
 std::vector<VictimCandidate> rank_container(Incident& inc, const CgroupFs& fs) {
   const auto pids = container_pids(fs, inc.container.cgroup_path);
-  auto candidates = read_candidates(pids);
+  auto scan = read_candidates(pids);
+  auto& candidates = scan.candidates;
   inc.container.tasks_total = candidates.size();
+  inc.container.tasks_cut = std::move(scan.cut);
   inc.container.tasks = largest_tasks(candidates, kMaxRecordedTasks);
   // The kernel scales oom_score_adj by the limit of the OOM-ing cgroup.
   const uint64_t limit = inc.container.stats.limit_bytes.value_or(0);
@@ -129,6 +131,7 @@ std::vector<VictimCandidate> rank_container(Incident& inc, const CgroupFs& fs) {
     inc.outcome = CollectionOutcome::kNoVictim;
     inc.reason = pids.empty() ? "the container has no processes"
                               : "no process the OOM killer could pick (exited, no memory, or oom_score_adj -1000)";
+    if (!inc.container.tasks_cut.empty()) inc.reason += "; " + inc.container.tasks_cut;
   }
   return ranked;
 }

@@ -95,6 +95,7 @@ nlohmann::json container_json(const IncidentContainer& c) {
     j["tasks"] = std::move(tasks);
     j["tasks_total"] = c.tasks_total;
   }
+  if (!c.tasks_cut.empty()) j["tasks_cut"] = c.tasks_cut;
   return j;
 }
 

@@ -29,6 +29,7 @@ struct IncidentContainer {
   // collection found them, and how many it found.
   std::vector<VictimCandidate> tasks;
   size_t tasks_total = 0;
+  std::string tasks_cut;  // why the scan stopped before the last process (ScanLimits)
   std::optional<ContainerRef> ref;
   // Names from kubelet's log directories, filled as the record is built.
   std::optional<PodIdentity> pod;

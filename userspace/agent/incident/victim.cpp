@@ -85,10 +85,24 @@ std::optional<VictimCandidate> pick_victim(std::vector<VictimCandidate> cands, u
   return std::move(ranked.front());
 }
 
-std::vector<VictimCandidate> read_candidates(const std::vector<pid_t>& pids) {
-  std::vector<VictimCandidate> out;
-  out.reserve(pids.size());
+CandidateScan read_candidates(const std::vector<pid_t>& pids, const ScanLimits& limits) {
+  CandidateScan scan;
+  std::vector<VictimCandidate>& out = scan.candidates;
+  out.reserve(std::min(pids.size(), limits.max_processes));
+  const auto t0 = std::chrono::steady_clock::now();
   for (pid_t pid : pids) {
+    std::string limit_text;
+    if (scan.pids_read == limits.max_processes) {
+      limit_text = "the limit of " + std::to_string(limits.max_processes) + " processes";
+    } else if (std::chrono::steady_clock::now() - t0 >= limits.max_time) {
+      limit_text = "the scan's time limit of " + std::to_string(limits.max_time.count()) + " ms";
+    }
+    if (!limit_text.empty()) {
+      scan.cut = "read " + std::to_string(scan.pids_read) + " of " + std::to_string(pids.size()) +
+                 " processes (" + limit_text + "): the victim was chosen among those read";
+      break;
+    }
+    ++scan.pids_read;
     auto id = read_identity(pid);
     if (!id) continue;  // already gone
     VictimCandidate c;
@@ -107,7 +121,7 @@ std::vector<VictimCandidate> read_candidates(const std::vector<pid_t>& pids) {
     if (!again || again->start_time_ticks != c.start_time_ticks) continue;
     out.push_back(std::move(c));
   }
-  return out;
+  return scan;
 }
 
 }  // namespace oomsnap

@@ -3,6 +3,7 @@
 // agent can name the likely victim before the kill happens.
 #pragma once
 #include <sys/types.h>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,9 +42,25 @@ std::vector<VictimCandidate> rank_victims(std::vector<VictimCandidate> cands, ui
 // oom_score_adj), the unkillable among them.
 std::vector<VictimCandidate> largest_tasks(std::vector<VictimCandidate> cands, size_t n);
 
-// Live: reads identity, /proc/PID/status and /proc/PID/oom_score_adj. Pids that
-// vanish (or are reused) while being read are left out, not reported as errors.
-std::vector<VictimCandidate> read_candidates(const std::vector<pid_t>& pids);
+// How much of a container the victim scan may read. Each process costs four
+// /proc reads on the agent's serial worker, outside any capture budget, so a
+// container with 100,000 processes would hold the worker for seconds.
+struct ScanLimits {
+  size_t max_processes = 10000;
+  std::chrono::milliseconds max_time{1000};
+};
+
+// What a scan read, and why it stopped early (empty when it read every pid).
+struct CandidateScan {
+  std::vector<VictimCandidate> candidates;
+  size_t pids_read = 0;  // pids tried (gone ones included)
+  std::string cut;       // e.g. "read 10000 of 100000 processes (the limit of 10000)"
+};
+
+// Live: reads identity, /proc/PID/status and /proc/PID/oom_score_adj, in the
+// order given, until `limits` stop it. Pids that vanish (or are reused) while
+// being read are left out, not reported as errors.
+CandidateScan read_candidates(const std::vector<pid_t>& pids, const ScanLimits& limits = {});
 
 // Parses the text of /proc/PID/oom_score_adj; nullopt unless -1000..1000.
 std::optional<int> parse_oom_score_adj(const std::string& text);

@@ -105,7 +105,10 @@ TEST(IncidentRecord, MemoryStatAtCaptureAndKillAndTheTaskList) {
                                            {"page_table_bytes", 16},
                                            {"oom_score_adj", -10}}));
   EXPECT_EQ(c["tasks_total"], 3);
+  EXPECT_FALSE(c.contains("tasks_cut"));  // the scan read every process
   EXPECT_EQ(j["oom_kill"]["memory_stat"]["error"], "cannot read /x/memory.stat");
+  inc.container.tasks_cut = "read 3 of 5 processes (the limit of 3 processes)";
+  EXPECT_EQ(to_json(inc, ctx())["container"]["tasks_cut"], inc.container.tasks_cut);
 }
 
 TEST(IncidentRecord, KillBeforeSnapshotHasNegativeLead) {
@@ -200,6 +203,7 @@ TEST(IncidentRecord, EveryShapeHoldsToThePublishedSchema) {
   none.capture.reset();
   none.outcome = CollectionOutcome::kNoVictim;
   none.reason = "no candidate";
+  none.container.tasks_cut = "read 0 of 100000 processes (the scan's time limit of 1000 ms)";
   records.push_back(to_json(none, ctx()));
   Incident exited = collected();
   exited.trigger.type = "process_exit";

@@ -118,12 +118,42 @@ TEST(Victim, ParseOomScoreAdj) {
 
 TEST(Victim, ReadCandidatesToleratesMissingPid) {
   // pid_max is at most 4194304; this one cannot exist.
-  EXPECT_TRUE(read_candidates({99999999}).empty());
-  auto self = read_candidates({getpid()});
+  EXPECT_TRUE(read_candidates({99999999}).candidates.empty());
+  auto self = read_candidates({getpid()}).candidates;
   ASSERT_EQ(self.size(), 1u);
   EXPECT_EQ(self[0].pid, getpid());
   EXPECT_GT(self[0].start_time_ticks, 0u);
   EXPECT_TRUE(self[0].memory.rss_bytes);
+}
+
+// A container with more processes than the scan may read: it stops at the
+// count, says how many of how many it read, and keeps what it read.
+TEST(Victim, ScanStopsAtItsProcessLimitAndSaysSo) {
+  const std::vector<pid_t> pids = {getpid(), getppid(), getpid(), getppid(), getpid()};
+  ScanLimits limits;
+  limits.max_processes = 2;
+  auto scan = read_candidates(pids, limits);
+  EXPECT_EQ(scan.pids_read, 2u);
+  EXPECT_EQ(scan.candidates.size(), 2u);
+  EXPECT_NE(scan.cut.find("read 2 of 5 processes"), std::string::npos) << scan.cut;
+  EXPECT_NE(scan.cut.find("limit of 2 processes"), std::string::npos) << scan.cut;
+  // Within the limits: every pid read, nothing said.
+  auto whole = read_candidates(pids);
+  EXPECT_EQ(whole.pids_read, pids.size());
+  EXPECT_EQ(whole.candidates.size(), pids.size());
+  EXPECT_EQ(whole.cut, "");
+}
+
+// ... and at its time limit, however many are left.
+TEST(Victim, ScanStopsAtItsTimeLimitAndSaysSo) {
+  const std::vector<pid_t> pids(100000, getpid());
+  ScanLimits limits;
+  limits.max_processes = pids.size();
+  limits.max_time = std::chrono::milliseconds(20);
+  auto scan = read_candidates(pids, limits);
+  EXPECT_LT(scan.pids_read, pids.size());  // 100,000 rounds of four /proc reads take seconds
+  EXPECT_EQ(scan.candidates.size(), scan.pids_read);
+  EXPECT_NE(scan.cut.find("of 100000 processes (the scan's time limit of 20 ms)"), std::string::npos) << scan.cut;
 }
 
 namespace {
@@ -196,7 +226,7 @@ TEST(Victim, LivePicksBigChild) {
   Child idle(0);
   ASSERT_TRUE(big.ready());
   ASSERT_TRUE(idle.ready());
-  auto cands = read_candidates({big.pid(), idle.pid()});
+  auto cands = read_candidates({big.pid(), idle.pid()}).candidates;
   ASSERT_EQ(cands.size(), 2u);
   auto v = pick_victim(cands, kLiveLimit);
   ASSERT_TRUE(v);
@@ -214,7 +244,7 @@ TEST(Victim, LiveAdjMinusThousandExempts) {
   int err = set_oom_score_adj(big.pid(), -1000);
   if (err == EACCES || err == EPERM) GTEST_SKIP() << "no CAP_SYS_RESOURCE: " << std::strerror(err);
   ASSERT_EQ(err, 0) << std::strerror(err);
-  auto cands = read_candidates({big.pid(), idle.pid()});
+  auto cands = read_candidates({big.pid(), idle.pid()}).candidates;
   ASSERT_EQ(cands.size(), 2u);
   auto v = pick_victim(cands, kLiveLimit);
   ASSERT_TRUE(v);
@@ -229,7 +259,7 @@ TEST(Victim, LiveRaisedAdjOverridesSize) {
   ASSERT_TRUE(big.ready());
   ASSERT_TRUE(idle.ready());
   ASSERT_EQ(set_oom_score_adj(idle.pid(), 1000), 0);
-  auto cands = read_candidates({big.pid(), idle.pid()});
+  auto cands = read_candidates({big.pid(), idle.pid()}).candidates;
   ASSERT_EQ(cands.size(), 2u);
   auto v = pick_victim(cands, kLiveLimit);
   ASSERT_TRUE(v);
