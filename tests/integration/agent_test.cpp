@@ -445,6 +445,24 @@ TEST(AgentCli, BadConfigIsRejectedNamingTheKey) {
   std::filesystem::remove_all(dir);
 }
 
+// A config that its group or everyone can write (or that another user
+// owns: tests/unit/agent/config_file_test.cpp) does not start the agent.
+TEST(AgentCli, ConfigOthersCanWriteIsRefusedNamingPathAndMode) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/open.toml";
+  std::ofstream(path) << "ThresholdPercent = 90\n";
+  ASSERT_EQ(chmod(path.c_str(), 0666), 0);
+  Process p({"/bin/sh", "-c", std::string("exec \"$0\" watch --config \"$1\" 2>&1"), OOMSNAP_BINARY, path});
+  std::string line = p.read_line(10s);
+  EXPECT_NE(line.find("refusing '" + path + "' (mode 0666"), std::string::npos) << line;
+  EXPECT_NE(line.find("everyone can write it"), std::string::npos) << line;
+  int st = -1;
+  for (int i = 0; i < 100 && (st = p.try_wait()) < 0; ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 2);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(AgentCli, MissingPrivilegesGiveAClearErrorAndExitOne) {
   if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv (util-linux) not installed";
   // A copy the unprivileged user can execute, wherever the build lives.
