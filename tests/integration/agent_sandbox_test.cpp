@@ -58,6 +58,16 @@ bool catches(pid_t pid, int sig) {
   return (std::strtoull(text.c_str() + at + 7, nullptr, 16) >> (sig - 1)) & 1;
 }
 
+// A record whose CPython victim `pid` was captured: complete, or partial
+// saying why (taken while the holder may still be filling its lists).
+void expect_python_captured(const json& rec, pid_t pid) {
+  EXPECT_EQ(rec["victim_pid"], pid) << rec.dump(2);
+  EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
+  EXPECT_EQ(rec["tracer_data"]["language"], "python") << rec.dump(2);
+  const json& snap = rec["tracer_data"]["snapshot"];
+  EXPECT_TRUE(snap["status"] == "complete" || snap["status"] == "partial") << rec.dump(2);
+}
+
 // Every test hook of the agent, switched on.
 const std::vector<std::string> kAllHooks = {kHookEnv, "OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2=9",
                                             "OOMSNAP_TEST_CAPTURE_IN_PROCESS=1"};
@@ -87,12 +97,7 @@ TEST(AgentSandbox, CrashedCaptureRecordedAndNextIncidentCaptured) {
   auto fine = holder(good, dir, "plain-python", 112);
   json second = agent.next_record(30s);
   ASSERT_FALSE(second.is_null()) << agent.log();
-  EXPECT_EQ(second["victim_pid"], fine->pid()) << second.dump(2);
-  EXPECT_EQ(second["collection"]["status"], "collected") << second.dump(2);
-  EXPECT_EQ(second["tracer_data"]["language"], "python") << second.dump(2);
-  // Taken while the holder may still be filling its lists: complete, or partial saying why.
-  const json& s2 = second["tracer_data"]["snapshot"];
-  EXPECT_TRUE(s2["status"] == "complete" || s2["status"] == "partial") << second.dump(2);
+  expect_python_captured(second, fine->pid());
   EXPECT_EQ(agent.stop(), 0) << agent.log();
   fs::remove_all(dir);
 }
@@ -128,11 +133,7 @@ TEST(AgentSandbox, ShippedBinaryIgnoresTheTestHookEnvironment) {
   auto victim = holder(box, dir, "hook-segv", 112);
   json rec = agent.next_record(30s);
   ASSERT_FALSE(rec.is_null()) << agent.log();
-  EXPECT_EQ(rec["victim_pid"], victim->pid()) << rec.dump(2);
-  EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
-  EXPECT_EQ(rec["tracer_data"]["language"], "python") << rec.dump(2);
-  const json& snap = rec["tracer_data"]["snapshot"];
-  EXPECT_TRUE(snap["status"] == "complete" || snap["status"] == "partial") << rec.dump(2);
+  expect_python_captured(rec, victim->pid());  // not crashed by the hook helper, which never ran
   EXPECT_EQ(agent.stop(), 0) << agent.log();
   fs::remove_all(dir);
 }

@@ -10,6 +10,7 @@
 
 #include "agent/config.h"
 #include "agent/config_file.h"
+#include "config_error.h"
 
 using namespace oomsnap;
 namespace fs = std::filesystem;
@@ -35,12 +36,7 @@ class ConfigDir {
 
 // load_config's ConfigError, or "" when it loaded.
 std::string load_error(const std::string& path) {
-  try {
-    load_config(path);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return oomsnap_test::config_error([&] { load_config(path); });
 }
 
 }  // namespace
