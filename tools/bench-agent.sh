@@ -3,8 +3,9 @@
 #   1. event-to-collection-start latency (kernel timestamp of the BPF
 #      memcg-pressure event -> collection start), p50/p99 over many incidents,
 #      and the capture's own duration (collection start -> snapshot complete),
-#      with the capture process (the default) and without it
-#      (--capture-in-process), side by side: what the sandbox costs;
+#      with the capture process (the shipped build/oomsnap) and without it
+#      (build/oomsnap-test-hooks with OOMSNAP_TEST_CAPTURE_IN_PROCESS=1: the
+#      shipped agent has no such switch), side by side: what the sandbox costs;
 #   2. the idle agent's CPU and RSS over IDLE_S seconds (default 60);
 #   3. ring-buffer drops under a storm of STORM_N memcgs (default 100)
 #      reclaiming at once.
@@ -15,12 +16,14 @@ cd "$(dirname "$0")/.."
 BUILD=${OOMSNAP_BUILD:-build}
 CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 BIN=$BUILD/oomsnap
+HOOKS_BIN=$BUILD/oomsnap-test-hooks  # the same sources with the test hooks (userspace/cli/test_hooks.h)
 FIX=$CACHE/fixtures/go/1.26/default/heapfixture
 IDLE_S=${IDLE_S:-60}
 STORM_N=${STORM_N:-100}
 LAT_S=${LAT_S:-40}
 [ "$(id -u)" = 0 ] || { echo "bench-agent: run as root" >&2; exit 1; }
 [ -x "$BIN" ] || { echo "bench-agent: $BIN missing (tools/build.sh)" >&2; exit 1; }
+[ -x "$HOOKS_BIN" ] || { echo "bench-agent: $HOOKS_BIN missing (tools/build.sh)" >&2; exit 1; }
 [ -x "$FIX" ] || { echo "bench-agent: $FIX missing (tools/build-go-fixtures.sh 1.26)" >&2; exit 1; }
 
 MOUNT=/sys/fs/cgroup/memory
@@ -48,13 +51,15 @@ cleanup() {
 trap cleanup EXIT
 mkdir "$SCOPE"
 
-# start_agent NAME CONFIG_TEXT [ARGS...]: the agent with records to $WORK/NAME.jsonl.
+# start_agent NAME CONFIG_TEXT [ARGS...]: the agent with records to $WORK/NAME.jsonl,
+# run as "${AGENT_CMD[@]}" (the shipped binary unless a phase says otherwise).
+AGENT_CMD=("$BIN")
 start_agent() {
   local name=$1 config=$2; shift 2
   printf '%s\n[storage]\nLocalFile = false\n[cgroup]\nScope = "%s"\n' "$config" "$SCOPE_REL" > "$WORK/$name.toml"
   # Any free port: the HTTP endpoint runs as in production, never colliding
   # with another agent on this machine (tools/run.sh has the default port).
-  "$BIN" watch --config "$WORK/$name.toml" --http-listen=127.0.0.1:0 "$@" > "$WORK/$name.jsonl" 2> "$WORK/$name.log" &
+  "${AGENT_CMD[@]}" watch --config "$WORK/$name.toml" --http-listen=127.0.0.1:0 "$@" > "$WORK/$name.jsonl" 2> "$WORK/$name.log" &
   AGENT=$!
   for _ in $(seq 200); do grep -q "ready:" "$WORK/$name.log" && return 0; sleep 0.05; done
   echo "bench-agent: agent did not start:" >&2; cat "$WORK/$name.log" >&2; exit 1
@@ -88,7 +93,13 @@ LAT_CONFIG=$'IntervalTracing = 0\nNodeMaxCapturesPerMinute = 10000\nOomKillWindo
 # Alternating halves, so both modes see the same machine load.
 for half in 1 2; do
   start_agent "lat-sandbox-$half" "$LAT_CONFIG"; sleep $((LAT_S / 2)); stop_agent
-  start_agent "lat-inproc-$half" "$LAT_CONFIG" --capture-in-process; sleep $((LAT_S / 2)); stop_agent
+  # env execs the agent, so $! is still the agent's pid.
+  AGENT_CMD=(env OOMSNAP_TEST_CAPTURE_IN_PROCESS=1 "$HOOKS_BIN")
+  start_agent "lat-inproc-$half" "$LAT_CONFIG"
+  grep -q "captures IN THE AGENT" "$WORK/lat-inproc-$half.log" ||
+    { echo "bench-agent: $HOOKS_BIN did not capture in-process:" >&2; cat "$WORK/lat-inproc-$half.log" >&2; exit 1; }
+  sleep $((LAT_S / 2)); stop_agent
+  AGENT_CMD=("$BIN")
 done
 for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; PIDS=()
 

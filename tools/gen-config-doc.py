@@ -40,6 +40,8 @@ def man(example):
         "unknown key, a wrong type or an out-of-range value stops the agent at start,",
         "or on SIGHUP keeps the running configuration, with an error naming the key",
         "and its line. Durations are seconds, integer or fractional.",
+        "The file must be owned by root or the agent's user and writable by neither",
+        "its group nor others; any other is refused, naming its path, mode and owner.",
         "Below, every key with its default.",
     ]
     pending = []  # comment lines waiting for their key or section

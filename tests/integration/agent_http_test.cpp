@@ -183,7 +183,8 @@ TEST(AgentHttpPrometheus, PromtoolFindsNothingWrongInAScrape) {
 TEST(AgentHttpHealth, HealthzTurns503WhileTheLoopStallsAndBack) {
   TestMemcg scope("scope");
   const std::string dir = temp_dir();
-  AgentProcess agent(dir, config_for(scope, dir, "", "127.0.0.1:0"), {}, {"OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2=9"});
+  AgentProcess agent(dir, config_for(scope, dir, "", "127.0.0.1:0"), {}, {"OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2=9"},
+                     {}, kTestHooksBinary);
   ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
   const uint16_t port = http_port(agent, 5s);
   ASSERT_NE(port, 0) << agent.log();

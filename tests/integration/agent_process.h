@@ -30,6 +30,9 @@ using nlohmann::json;
 
 inline const std::string kFixture = std::string(OOMSNAP_FIXTURES) + "/go/1.26/default/heapfixture";
 inline constexpr uint64_t kMiB = 1 << 20;
+// The agent built with its test hooks (cli/test_hooks.h): for the tests that
+// set them in its environment. Every other test runs the shipped binary.
+inline const std::string kTestHooksBinary = OOMSNAP_TEST_HOOKS_BINARY;
 
 inline std::string temp_dir() {
   char tmpl[] = "/tmp/oomsnap-agent-XXXXXX";
@@ -42,15 +45,17 @@ inline std::string temp_dir() {
 // log goes to a file the test can search.
 class AgentProcess {
  public:
-  // env: extra NAME=value for the agent (e.g. OOMSNAP_CAPTURE_HELPER).
+  // env: extra NAME=value for the agent (e.g. NOTIFY_SOCKET).
   // launcher: a command the agent runs under (e.g. setpriv with fewer capabilities).
+  // binary: kTestHooksBinary for a test hook in env (e.g. OOMSNAP_CAPTURE_HELPER).
   AgentProcess(const std::string& dir, const std::string& config_text, std::vector<std::string> extra_args = {},
-               const std::vector<std::string>& env = {}, const std::vector<std::string>& launcher = {})
+               const std::vector<std::string>& env = {}, const std::vector<std::string>& launcher = {},
+               const std::string& binary = OOMSNAP_BINARY)
       : dir_(dir), log_(dir + "/agent.log") {
     std::ofstream(dir + "/agent.toml") << config_text;
     std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"" + log_ + "\""};
     argv.insert(argv.end(), launcher.begin(), launcher.end());
-    for (const char* a : {OOMSNAP_BINARY, "watch", "--config"}) argv.push_back(a);
+    for (const std::string& a : {binary, std::string("watch"), std::string("--config")}) argv.push_back(a);
     for (const std::string& a : {dir + "/agent.toml", std::string("--log-level"), std::string("debug")}) argv.push_back(a);
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     proc_ = std::make_unique<Process>(argv, env);

@@ -2,7 +2,9 @@
 // hogs memory, hangs or is still stuck at SIGTERM is recorded as failed with
 // the reason, and the agent keeps taking events and capturing the next
 // incident. Misbehaving capture processes come from tests/capture_hooks (the
-// agent runs it through OOMSNAP_CAPTURE_HELPER), picked by the victim's comm.
+// agent built with its test hooks, oomsnap-test-hooks, runs it through
+// OOMSNAP_CAPTURE_HELPER), picked by the victim's comm. The shipped binary
+// ignores that variable and every other test hook.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -48,6 +50,28 @@ uint64_t status_kib(pid_t pid, const std::string& field) {
 // The agent's own pid (AgentProcess runs it through `sh -c exec`).
 pid_t agent_pid(AgentProcess& a) { return a.process().pid(); }
 
+// Whether the process has a handler for sig (SigCgt in /proc/PID/status).
+bool catches(pid_t pid, int sig) {
+  const std::string text = slurp("/proc/" + std::to_string(pid) + "/status");
+  const auto at = text.find("SigCgt:");
+  if (at == std::string::npos) throw std::runtime_error("no SigCgt in /proc/" + std::to_string(pid) + "/status");
+  return (std::strtoull(text.c_str() + at + 7, nullptr, 16) >> (sig - 1)) & 1;
+}
+
+// A record whose CPython victim `pid` was captured: complete, or partial
+// saying why (taken while the holder may still be filling its lists).
+void expect_python_captured(const json& rec, pid_t pid) {
+  EXPECT_EQ(rec["victim_pid"], pid) << rec.dump(2);
+  EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
+  EXPECT_EQ(rec["tracer_data"]["language"], "python") << rec.dump(2);
+  const json& snap = rec["tracer_data"]["snapshot"];
+  EXPECT_TRUE(snap["status"] == "complete" || snap["status"] == "partial") << rec.dump(2);
+}
+
+// Every test hook of the agent, switched on.
+const std::vector<std::string> kAllHooks = {kHookEnv, "OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2=9",
+                                            "OOMSNAP_TEST_CAPTURE_IN_PROCESS=1"};
+
 }  // namespace
 
 // A capture process that dies by SIGSEGV: the incident is recorded failed,
@@ -58,7 +82,7 @@ TEST(AgentSandbox, CrashedCaptureRecordedAndNextIncidentCaptured) {
   TestMemcg good(scope, "good", 128 * kMiB);
   const std::string dir = temp_dir();
   AgentProcess agent(dir, config_for(scope, dir, "IntervalTracing = 1\nOomKillWindow = 1\nRunTracingToolTimeout = 5"),
-                     {}, {kHookEnv});
+                     {}, {kHookEnv}, {}, kTestHooksBinary);
   ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
 
   auto crasher = holder(bad, dir, "hook-segv", 112);
@@ -73,12 +97,43 @@ TEST(AgentSandbox, CrashedCaptureRecordedAndNextIncidentCaptured) {
   auto fine = holder(good, dir, "plain-python", 112);
   json second = agent.next_record(30s);
   ASSERT_FALSE(second.is_null()) << agent.log();
-  EXPECT_EQ(second["victim_pid"], fine->pid()) << second.dump(2);
-  EXPECT_EQ(second["collection"]["status"], "collected") << second.dump(2);
-  EXPECT_EQ(second["tracer_data"]["language"], "python") << second.dump(2);
-  // Taken while the holder may still be filling its lists: complete, or partial saying why.
-  const json& s2 = second["tracer_data"]["snapshot"];
-  EXPECT_TRUE(s2["status"] == "complete" || s2["status"] == "partial") << second.dump(2);
+  expect_python_captured(second, fine->pid());
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
+  fs::remove_all(dir);
+}
+
+// The shipped binary with every test hook in its environment runs as if
+// there were none: its captures run in its own capture process (a victim named
+// hook-segv is captured, where the hook helper would die by SIGSEGV), not in
+// the agent, and SIGUSR2 is not handled (no stalled loop to be had). The same
+// environment does switch them on in oomsnap-test-hooks, so the checks see
+// what they are meant to.
+TEST(AgentSandbox, ShippedBinaryIgnoresTheTestHookEnvironment) {
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 128 * kMiB);
+  const std::string config = "IntervalTracing = 1\nOomKillWindow = 1\nRunTracingToolTimeout = 5";
+  {
+    const std::string dir = temp_dir();
+    AgentProcess hooked(dir, config_for(scope, dir, config), {}, kAllHooks, {}, kTestHooksBinary);
+    ASSERT_TRUE(hooked.wait_log("ready:", 30s)) << hooked.log();
+    EXPECT_TRUE(catches(agent_pid(hooked), SIGUSR2));
+    EXPECT_NE(hooked.log().find("captures IN THE AGENT"), std::string::npos) << hooked.log();
+    EXPECT_NE(hooked.log().find("never deploy it"), std::string::npos) << hooked.log();
+    EXPECT_EQ(hooked.stop(), 0) << hooked.log();
+    fs::remove_all(dir);
+  }
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, config), {}, kAllHooks);
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  EXPECT_FALSE(catches(agent_pid(agent), SIGUSR2));
+  EXPECT_NE(agent.log().find("captures in a capture process"), std::string::npos) << agent.log();
+  EXPECT_EQ(agent.log().find("test hook"), std::string::npos) << agent.log();
+  EXPECT_EQ(agent.log().find("oomsnap-test-hooks"), std::string::npos) << agent.log();
+
+  auto victim = holder(box, dir, "hook-segv", 112);
+  json rec = agent.next_record(30s);
+  ASSERT_FALSE(rec.is_null()) << agent.log();
+  expect_python_captured(rec, victim->pid());  // not crashed by the hook helper, which never ran
   EXPECT_EQ(agent.stop(), 0) << agent.log();
   fs::remove_all(dir);
 }
@@ -91,7 +146,7 @@ TEST(AgentSandbox, CaptureOverMemoryCapLeavesAgentMemoryAlone) {
   const std::string dir = temp_dir();
   AgentProcess agent(dir,
                      config_for(scope, dir, "OomKillWindow = 1\nRunTracingToolTimeout = 10\n[capture]\nMemoryMax = 268435456"),
-                     {}, {kHookEnv});
+                     {}, {kHookEnv}, {}, kTestHooksBinary);
   ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
   const uint64_t rss_before = status_kib(agent_pid(agent), "VmRSS");
 
@@ -115,7 +170,8 @@ TEST(AgentSandbox, SigtermDuringStuckCaptureStopsWithin2sAndWritesTheRecord) {
   TestMemcg scope("scope");
   TestMemcg box(scope, "box", 128 * kMiB);
   const std::string dir = temp_dir();
-  AgentProcess agent(dir, config_for(scope, dir, "OomKillWindow = 60\nRunTracingToolTimeout = 30"), {}, {kHookEnv});
+  AgentProcess agent(dir, config_for(scope, dir, "OomKillWindow = 60\nRunTracingToolTimeout = 30"), {}, {kHookEnv}, {},
+                     kTestHooksBinary);
   ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
   auto stuck = holder(box, dir, "hook-stop", 112);
   ASSERT_TRUE(agent.wait_log("collecting in", 30s)) << agent.log();

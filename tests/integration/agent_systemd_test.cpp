@@ -84,7 +84,8 @@ TEST(AgentSystemd, NotifiesReadyWatchdogReloadAndStop) {
   ASSERT_TRUE(sock.ok()) << "cannot bind " << dir << "/notify.sock";
   AgentProcess agent(dir, config_for(scope, dir, ""), {},
                      {"NOTIFY_SOCKET=" + dir + "/notify.sock", "WATCHDOG_USEC=1000000",
-                      "OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2=3"});
+                      "OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2=3"},
+                     {}, kTestHooksBinary);
   std::vector<std::string> seen;
   const std::string ready = sock.wait_for("READY=1", 30s, &seen);
   ASSERT_FALSE(ready.empty()) << "no READY=1; messages seen: " << seen.size() << "\n" << agent.log();

@@ -432,14 +432,40 @@ TEST(AgentEndToEnd, VictimGoneBeforeCollectionGivesRecordWithReason) {
   std::filesystem::remove_all(dir);
 }
 
+namespace {
+// `oomsnap watch --config path`: the first line it writes (stdout and stderr),
+// and its wait status in status (-1 if it has not exited within 5 s).
+std::string watch_first_line(const std::string& path, int& status) {
+  Process p({"/bin/sh", "-c", std::string("exec \"$0\" watch --config \"$1\" 2>&1"), OOMSNAP_BINARY, path});
+  std::string line = p.read_line(10s);
+  status = -1;
+  for (int i = 0; i < 100 && (status = p.try_wait()) < 0; ++i) std::this_thread::sleep_for(50ms);
+  return line;
+}
+}  // namespace
+
 TEST(AgentCli, BadConfigIsRejectedNamingTheKey) {
   const std::string dir = temp_dir();
   std::ofstream(dir + "/bad.toml") << "ThresholdPercent = 90\nIntervalTracin = 5\n";
-  Process p({"/bin/sh", "-c", std::string("exec \"$0\" watch --config \"$1\" 2>&1"), OOMSNAP_BINARY, dir + "/bad.toml"});
-  std::string line = p.read_line(10s);
-  EXPECT_NE(line.find("'IntervalTracin' (line 2)"), std::string::npos) << line;
   int st = -1;
-  for (int i = 0; i < 100 && (st = p.try_wait()) < 0; ++i) std::this_thread::sleep_for(50ms);
+  const std::string line = watch_first_line(dir + "/bad.toml", st);
+  EXPECT_NE(line.find("'IntervalTracin' (line 2)"), std::string::npos) << line;
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 2);
+  std::filesystem::remove_all(dir);
+}
+
+// A config that its group or everyone can write (or that another user
+// owns: tests/unit/agent/config_file_test.cpp) does not start the agent.
+TEST(AgentCli, ConfigOthersCanWriteIsRefusedNamingPathAndMode) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/open.toml";
+  std::ofstream(path) << "ThresholdPercent = 90\n";
+  ASSERT_EQ(chmod(path.c_str(), 0666), 0);
+  int st = -1;
+  const std::string line = watch_first_line(path, st);
+  EXPECT_NE(line.find("refusing '" + path + "' (mode 0666"), std::string::npos) << line;
+  EXPECT_NE(line.find("everyone can write it"), std::string::npos) << line;
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 2);
   std::filesystem::remove_all(dir);

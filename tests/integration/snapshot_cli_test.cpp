@@ -222,11 +222,33 @@ TEST(CliConventions, UsageErrorsNameTheOptionAndExitTwo) {
   for (const Case& c : {Case{"snapshot", "--pid"}, Case{"snapshot --pid", "--pid"},
                         Case{"snapshot --pid 1 --bogus", "--bogus"}, Case{"show --container ''", "--container"},
                         Case{"show a.jsonl --config c.toml", "--config"}, Case{"watch --config", "--config"},
-                        Case{"watch --frob", "--frob"}}) {
+                        Case{"watch --frob", "--frob"}, Case{"watch --capture-in-process", "--capture-in-process"}}) {
     CliRun r = run_oomsnap(c.args);
     EXPECT_EQ(r.status, 2) << c.args;
     EXPECT_NE(r.err.find(c.names), std::string::npos) << c.args << ": " << r.err;
     EXPECT_TRUE(r.out.empty()) << c.args;
+  }
+}
+
+// Capturing without the sandbox is a person's choice for one process
+// (snapshot), never the agent's: watch refuses the switch, saying where it is.
+TEST(CliConventions, CaptureInProcessOnlyInSnapshot) {
+  const std::string self = std::to_string(getpid());
+  for (const char* flag : {"--in-process", "--capture-in-process"}) {
+    CliRun r = run_oomsnap("snapshot --pid " + self + " " + flag);
+    EXPECT_EQ(r.status, 0) << flag << ": " << r.err;
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << flag << ": " << r.out;
+    EXPECT_EQ(j["pid"], getpid()) << flag;
+  }
+  for (const char* args : {"watch --capture-in-process", "watch --config /nonexistent --capture-in-process",
+                           "watch --capture-in-process=true"}) {
+    CliRun r = run_oomsnap(args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.err.find("--capture-in-process is not an option of the agent"), std::string::npos) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("oomsnap snapshot --in-process"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("usage: oomsnap watch"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << args;
   }
 }
 

@@ -105,6 +105,7 @@ SandboxOptions Agent::sandbox_options() const {
   o.memory_bytes = c.capture_memory_max;
   o.result_max_bytes = c.capture_result_max;
   o.max_budget = c.run_tracing_tool_timeout;
+  o.helper_path = options_.test.capture_helper;  // empty (outside tests): the agent's own executable
   return o;
 }
 
@@ -238,7 +239,7 @@ bool Agent::start(std::string& error) {
   signals_.add(SIGTERM);
   signals_.add(SIGINT);
   signals_.add(SIGHUP);
-  if (options_.test_stall_on_sigusr2.count() > 0) signals_.add(SIGUSR2);
+  if (options_.test.stall_on_sigusr2.count() > 0) signals_.add(SIGUSR2);
   arm_signals();
   cgroups_->rescan();
   arm_rescan();
@@ -250,7 +251,7 @@ bool Agent::start(std::string& error) {
              c.node_max_captures_per_minute, c.batch_window.count(),
              c.oom_kill_window.count(), join(c.trigger_blacklist, ","), c.stdout_sink ? "stdout " : "",
              c.file_sink ? c.storage_path : "",
-             options_.capture_in_process ? "IN THE AGENT (--capture-in-process, benchmarks only)" : "in a capture process",
+             options_.test.capture_in_process ? "IN THE AGENT (test hook, benchmarks only)" : "in a capture process",
              c.run_tracing_tool_timeout.count(), c.capture_grace.count(), c.capture_memory_max >> 20);
   systemd_.ready(systemd_status());
   systemd_status_ = systemd_status();
@@ -368,9 +369,9 @@ void Agent::arm_signals() {
       arm_signals();
       return;
     }
-    if (sig == SIGUSR2) {  // only registered for tests (AgentOptions::test_stall_on_sigusr2)
-      log_->warn("test hook: blocking the event loop for {} s", options_.test_stall_on_sigusr2.count());
-      std::this_thread::sleep_for(options_.test_stall_on_sigusr2);
+    if (sig == SIGUSR2) {  // only registered for tests (AgentTestHooks::stall_on_sigusr2)
+      log_->warn("test hook: blocking the event loop for {} s", options_.test.stall_on_sigusr2.count());
+      std::this_thread::sleep_for(options_.test.stall_on_sigusr2);
       log_->warn("test hook: event loop running again");
       arm_signals();
       return;

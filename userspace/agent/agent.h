@@ -44,22 +44,34 @@
 
 namespace oomsnap {
 
+// What only the tests and the benchmark set. The shipped `oomsnap` binary never
+// does: its copy of cli/test_hooks.cpp is compiled without them, and only
+// oomsnap-test-hooks (a test executable built from the same sources) fills
+// them from the environment. Each of them would weaken a production agent.
+struct AgentTestHooks {
+  // ($OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2=N) SIGUSR2 blocks the event loop for N
+  // seconds, so a test can see /healthz and the watchdog report the stall
+  // and recover. 0: SIGUSR2 is not even handled.
+  std::chrono::seconds stall_on_sigusr2{0};
+  // ($OOMSNAP_CAPTURE_HELPER=PATH) the executable run as the capture process
+  // instead of the agent's own (tests/capture_hooks: one that misbehaves on
+  // purpose). It runs with the agent's capabilities, hence test-only.
+  std::string capture_helper;
+  // ($OOMSNAP_TEST_CAPTURE_IN_PROCESS=1, tools/bench-agent.sh) capture in the
+  // agent's own worker thread, without the capture process, to measure what
+  // the sandbox costs: a stuck read would hang the agent.
+  bool capture_in_process = false;
+};
+
 struct AgentOptions {
   AgentConfig config;
   std::string config_path;  // re-read on SIGHUP; empty = defaults
   BpfAttachMode bpf_mode = BpfAttachMode::Auto;
   std::string node_name;    // empty: $OOMSNAP_NODE_NAME, else the host name
-  // Benchmarks only (tools/bench-agent.sh, --capture-in-process): capture in
-  // the agent's own worker thread, without the capture process, to measure
-  // what the sandbox costs. Never for production: a stuck read hangs the agent.
-  bool capture_in_process = false;
   // --http-listen: overrides [http] Listen, also across SIGHUP (the
   // DaemonSet passes the pod's IP from the downward API this way).
   std::optional<std::string> http_listen;
-  // Tests only ($OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2=N, read by `oomsnap
-  // watch`): SIGUSR2 blocks the event loop for N seconds, so a test can see
-  // /healthz report the stall and recover. 0 (always, outside tests): off.
-  std::chrono::seconds test_stall_on_sigusr2{0};
+  AgentTestHooks test;      // all off outside tests
 };
 
 class Agent {

@@ -163,7 +163,7 @@ void Agent::start_collection(Candidate c, MonoNs decided) {
   CaptureFn capture = [box = sandbox_.get()](pid_t pid, const CaptureOptions& o, std::string& error) {
     return box->capture(pid, o, error);
   };
-  if (options_.capture_in_process) capture = capture_process;
+  if (options_.test.capture_in_process) capture = capture_process;
   const size_t max_processes = options_.config.max_processes_per_incident;
   bool queued = worker_->post([this, job_inc, fs, opts, capture, max_processes, box = sandbox_.get()]() mutable {
     collect_incident(job_inc, fs, opts, capture, max_processes);

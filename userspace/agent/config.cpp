@@ -1,17 +1,15 @@
 #include "agent/config.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cmath>
-#include <cstring>
 #include <string_view>
 
 #include <toml++/toml.h>
 
+#include "agent/config_file.h"
 #include "agent/incident/policy.h"
 #include "agent/ops/listen_address.h"
-#include "core/proc_info.h"
 
 namespace oomsnap {
 
@@ -240,12 +238,7 @@ AgentConfig parse_config(const std::string& toml_text) {
 
 AgentConfig load_config(const std::string& path) {
   if (path.empty()) return AgentConfig{};
-  std::string text;
-  errno = 0;
-  if (!read_text_file(path, text)) {
-    int err = errno;
-    throw ConfigError("config: cannot read '" + path + "'" + (err ? ": " + std::string(std::strerror(err)) : ""));
-  }
+  const std::string text = read_config_file(path);  // refuses one another user could have written
   try {
     return parse_config(text);
   } catch (const ConfigError& e) {

@@ -138,11 +138,9 @@ bool CaptureSandbox::prestart(std::string& error) {
 }
 
 bool CaptureSandbox::spawn(std::string& error) {
-  std::string path = options_.helper_path;
-  if (path.empty()) {
-    const char* env = std::getenv("OOMSNAP_CAPTURE_HELPER");
-    path = env && *env ? env : "/proc/self/exe";
-  }
+  // The caller picks the executable (tests: a misbehaving one); the sandbox
+  // reads no environment, so nothing outside the caller can swap it.
+  const std::string path = options_.helper_path.empty() ? "/proc/self/exe" : options_.helper_path;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     error = std::string("socketpair: ") + std::strerror(errno);

@@ -21,7 +21,7 @@
 namespace oomsnap {
 
 struct SandboxOptions {
-  std::string helper_path;                      // empty: $OOMSNAP_CAPTURE_HELPER, else /proc/self/exe
+  std::string helper_path;                      // the capture process's executable; empty: /proc/self/exe
   std::chrono::milliseconds grace{1000};        // hard deadline = budget + grace
   uint64_t memory_bytes = 1ull << 30;         // the capture process's address-space cap
   uint64_t result_max_bytes = 64ull << 20;      // larger results are refused

@@ -8,6 +8,7 @@
 #include "capture/capture_child.h"
 #include "cli/show_command.h"
 #include "cli/snapshot_command.h"
+#include "cli/test_hooks.h"
 #include "cli/watch_command.h"
 #include "git_commit.h"
 
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
   if (cmd == oomsnap::kCaptureChildCommand) return oomsnap::run_capture_child(args);
   if (cmd == "snapshot") return oomsnap::run_snapshot_command(args, std::cout, std::cerr);
   if (cmd == "show") return oomsnap::run_show_command(args, std::cin, std::cout, std::cerr);
-  if (cmd == "watch") return oomsnap::run_watch_command(args, std::cout, std::cerr);
+  if (cmd == "watch") return oomsnap::run_watch_command(args, oomsnap::read_test_hooks(), std::cout, std::cerr);
   std::cerr << "oomsnap: unknown command '" << cmd << "'\n" << usage;
   return 2;
 }

@@ -25,7 +25,8 @@ constexpr const char* kUsage =
     "  --profile (Go): which profile --format pprof writes: heap (default), goroutine, or the\n"
     "  block/mutex contention profile (then also snapshot.block / snapshot.mutex in JSON).\n"
     "  The capture runs in a sandboxed capture process, killed at budget + grace;\n"
-    "  --in-process skips the sandbox (benchmarks and debugging only).\n"
+    "  --in-process (also --capture-in-process) skips the sandbox: a person's debugging\n"
+    "  choice for one process, never the agent's (watch has no such switch).\n"
     "  --recent-pprof FILE (Go): also write the allocations since the last GC\n"
     "  (snapshot.recent) as a profile.proto; the main output is unchanged.\n";
 
@@ -89,7 +90,7 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
   app.add_option("--grace-ms", grace_ms)->check(CLI::Range(100L, 600'000L));
   app.add_option("--memory-max-mb", memory_mb)->check(CLI::Range(uint64_t{64}, uint64_t{1} << 20));
   app.add_option("--recent-pprof", recent_output)->check(file_name(false));
-  app.add_flag("--in-process", in_process);
+  app.add_flag("--in-process,--capture-in-process", in_process);
   if (auto rc = parse_command_line(app, args, kUsage, out, err)) return *rc;
   opts.profile = *profile_kind_from_name(profile);
   opts.budget = std::chrono::milliseconds(budget_ms);

@@ -3,9 +3,6 @@
 #include <signal.h>
 #include <sys/resource.h>
 
-#include <algorithm>
-#include <cstdlib>
-
 #include <boost/asio/io_context.hpp>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -41,7 +38,8 @@ constexpr const char* kUsage =
     "  SIGHUP reloads the configuration, SIGTERM/SIGINT stop cleanly.\n"
     "  --http-listen HOST:PORT serves /metrics, /healthz, /readyz there instead of [http] Listen\n"
     "    (\"\" for none).\n"
-    "  --capture-in-process (benchmarks only) captures without the sandboxed capture process.\n";
+    "  Every capture runs in a sandboxed capture process (oomsnap snapshot --in-process is\n"
+    "  the debugging switch without it, for one process by hand).\n";
 
 // Every fd is a notification (one or two per watched cgroup): use the hard limit.
 void raise_fd_limit() {
@@ -54,7 +52,18 @@ void raise_fd_limit() {
 
 }  // namespace
 
-int run_watch_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int run_watch_command(const std::vector<std::string>& args, const TestHooks& hooks, std::ostream& out,
+                      std::ostream& err) {
+  // The switch watch had until issue #28: named, so that a unit or script
+  // still passing it learns why the agent will not start.
+  for (const std::string& a : args)
+    if (a == "--capture-in-process" || a.rfind("--capture-in-process=", 0) == 0) {
+      err << "oomsnap watch: --capture-in-process is not an option of the agent: its captures always run in "
+             "the sandboxed capture process (oomsnap snapshot --in-process captures one process without it, "
+             "for debugging)\n"
+          << kUsage;
+      return 2;
+    }
   AgentOptions options;
   std::string level = "info", http_listen;
   CLI::App app("", "oomsnap watch");
@@ -66,7 +75,6 @@ int run_watch_command(const std::vector<std::string>& args, std::ostream& out, s
         return v.empty() || parse_listen_address(v, why) ? std::string() : "'" + v + "': " + why;
       },
       "HOST:PORT"));
-  app.add_flag("--capture-in-process", options.capture_in_process);  // benchmarks only: no capture process
   std::string bpf_mode = to_string(options.bpf_mode);
   std::vector<std::string> mode_names;
   for (BpfAttachMode m : {BpfAttachMode::Auto, BpfAttachMode::RawTracepoint, BpfAttachMode::Tracepoint})
@@ -78,9 +86,7 @@ int run_watch_command(const std::vector<std::string>& args, std::ostream& out, s
   if (listen_opt->count()) options.http_listen = http_listen;
   for (BpfAttachMode m : {BpfAttachMode::Auto, BpfAttachMode::RawTracepoint, BpfAttachMode::Tracepoint})
     if (bpf_mode == to_string(m)) options.bpf_mode = m;
-  // Tests only: see AgentOptions::test_stall_on_sigusr2.
-  if (const char* stall = std::getenv("OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2"); stall && *stall)
-    options.test_stall_on_sigusr2 = std::chrono::seconds(std::clamp(std::atoi(stall), 0, 60));
+  options.test = hooks.agent;  // all off in the shipped binary (cli/test_hooks.h)
   try {
     options.config = load_config(options.config_path);
   } catch (const ConfigError& e) {
@@ -101,6 +107,8 @@ int run_watch_command(const std::vector<std::string>& args, std::ostream& out, s
   raise_fd_limit();
 
   boost::asio::io_context io;
+  if (hooks.built_in)
+    log->warn("this is oomsnap-test-hooks, which reads test hooks from its environment: never deploy it");
   Agent agent(io, options, log);
   std::string error;
   if (!agent.start(error)) {

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "agent/config.h"
+#include "config_error.h"
 
 using namespace oomsnap;
 
@@ -12,12 +13,7 @@ namespace {
 
 // The ConfigError message for `text`, or "" if it parsed.
 std::string error_of(const std::string& text) {
-  try {
-    parse_config(text);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return oomsnap_test::config_error([&] { parse_config(text); });
 }
 
 }  // namespace

@@ -324,18 +324,57 @@ TEST(DeployService, HardeningLeavesWhatTheAgentNeeds) {
 
 // systemd's own reading of the unit (offline: no systemd needed): an exposure
 // score at most 3.0 ("OK"; the unit before least privilege scored 6.1).
-TEST(DeployService, SystemdRatesTheExposureLow) {
-  if (access("/usr/bin/systemd-analyze", X_OK) != 0) GTEST_SKIP() << "systemd-analyze not installed";
-  const std::string cmd = "/usr/bin/systemd-analyze security --offline=yes --threshold=30 '" + kDeploy +
-                          "oomsnap.service' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
+namespace {
+// `systemd-analyze security --offline` of the unit with `options`: its output,
+// and its wait status in status.
+std::string systemd_analyze_security(const std::string& options, int& status) {
+  const std::string cmd =
+      "/usr/bin/systemd-analyze security --offline=yes " + options + " '" + kDeploy + "oomsnap.service' 2>&1";
   std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return "cannot run " + cmd;
   char buf[4096];
   for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int st = pclose(p);
+  status = pclose(p);
+  return out;
+}
+}  // namespace
+
+TEST(DeployService, SystemdRatesTheExposureLow) {
+  if (access("/usr/bin/systemd-analyze", X_OK) != 0) GTEST_SKIP() << "systemd-analyze not installed";
+  int st = -1;
+  const std::string out = systemd_analyze_security("--threshold=30", st);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
   EXPECT_NE(out.find("Overall exposure level for oomsnap.service"), std::string::npos) << out;
+}
+
+// The pages that describe the unit say what it does: the exposure score
+// systemd gives it now, and PrivateNetwork only as what the unit does not set
+// (it has no PrivateNetwork=, DeployService.HardeningLeavesWhatTheAgentNeeds).
+TEST(DeployService, DocsQuoteTheUnitsScoreAndNeverClaimPrivateNetwork) {
+  if (access("/usr/bin/systemd-analyze", X_OK) != 0) GTEST_SKIP() << "systemd-analyze not installed";
+  int st = -1;
+  const std::string out = systemd_analyze_security("", st);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("Overall exposure level for oomsnap.service: ([0-9.]+)"))) << out;
+  const std::string score = m[1];
+  const std::string root = std::string(OOMSNAP_SOURCE_DIR) + "/";
+  for (const char* page : {"docs/security.md", "docs/agent.md", "deploy/README.md"}) {
+    std::string text = read_file(root + page);
+    ASSERT_FALSE(text.empty()) << page;
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    EXPECT_NE(text.find("rates it " + score), std::string::npos) << page << " does not quote the score " << score;
+    // PrivateNetwork, or a private network in words ("private /dev, /tmp and network").
+    const std::regex claim("PrivateNetwork|[Pp]rivate [^.]*network");
+    for (std::sregex_iterator it(text.begin(), text.end(), claim), end; it != end; ++it) {
+      // The sentence it is in says it is not set.
+      const size_t at = static_cast<size_t>(it->position());
+      const size_t dot = text.rfind(". ", at), from = dot == std::string::npos ? 0 : dot;
+      const std::string sentence = text.substr(from, text.find(". ", at) - from);
+      const bool says_not = std::regex_search(sentence, std::regex("instead of|rather than|\\bnot\\b|left out"));
+      EXPECT_TRUE(says_not) << page << " names a private network as if the unit set it: " << sentence;
+    }
+  }
 }
 
 // ------------------------------------------------------------------ daemonset.yaml
