@@ -1,8 +1,10 @@
 #include "core/proc_info.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -10,13 +12,31 @@
 namespace oomsnap {
 
 bool read_text_file(const std::string& path, std::string& out) {
+  bool cut = false;
+  return read_text_file(path, out, std::numeric_limits<size_t>::max(), std::chrono::steady_clock::time_point::max(),
+                        cut);
+}
+
+bool read_text_file(const std::string& path, std::string& out, size_t max_bytes,
+                    std::chrono::steady_clock::time_point deadline, bool& cut) {
+  cut = false;
+  out.clear();
   std::ifstream f(path, std::ios::binary);
   if (!f) return false;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return false;
-  out = ss.str();
-  return true;
+  // In chunks, so that a /proc file the kernel writes as it goes (smaps) is
+  // stopped at the bound or the deadline, not read whole first.
+  char buf[64 * 1024];
+  for (;;) {
+    if (out.size() >= max_bytes || std::chrono::steady_clock::now() >= deadline) {
+      cut = f.peek() != std::char_traits<char>::eof();
+      break;
+    }
+    f.read(buf, static_cast<std::streamsize>(std::min(sizeof buf, max_bytes - out.size())));
+    out.append(buf, static_cast<size_t>(f.gcount()));
+    if (f.eof()) break;
+    if (f.bad() || f.fail()) return false;
+  }
+  return !f.bad();
 }
 
 std::optional<ProcessIdentity> parse_proc_stat(pid_t pid, const std::string& text) {
@@ -155,6 +175,7 @@ nlohmann::json to_json(const ProcessMemory& m) {
   j["status"] = m.status;
   for (const auto& f : kProcessMemoryFields)
     if (const auto& v = m.*f.member) j[f.name] = *v;
+  if (m.breakdown) j["breakdown"] = to_json(*m.breakdown);
   return j;
 }
 

@@ -2,6 +2,7 @@
 // memory summary of the record, and its mappings.
 #pragma once
 #include <sys/types.h>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "base/mapping.h"
+#include "core/memory_breakdown.h"
 #include "core/remote_memory.h"  // AddressRange
 
 namespace oomsnap {
@@ -20,6 +22,9 @@ struct ProcessMemory {
   std::optional<uint64_t> virtual_bytes, rss_bytes, rss_anon_bytes, rss_file_bytes,
       rss_shmem_bytes, swap_bytes, page_table_bytes;
   std::string status;  // "ok" or why nothing could be read
+  // The RSS by kind (capture process only: smaps_breakdown.h); absent when
+  // not computed.
+  std::optional<MemoryBreakdown> breakdown;
 };
 nlohmann::json to_json(const ProcessMemory& m);
 
@@ -58,5 +63,8 @@ ProcessMemory read_process_memory(pid_t pid);
 std::vector<Mapping> read_maps(pid_t pid);  // empty on failure
 std::vector<AddressRange> read_userfaultfd_ranges(pid_t pid);  // /proc/PID/smaps; empty on failure
 bool read_text_file(const std::string& path, std::string& out);
+// At most max_bytes, until the deadline: cut says that more was left.
+bool read_text_file(const std::string& path, std::string& out, size_t max_bytes,
+                    std::chrono::steady_clock::time_point deadline, bool& cut);
 
 }  // namespace oomsnap

@@ -1,0 +1,64 @@
+// A process's RSS by kind (issue #24 item 2): what its mappings hold
+// (smaps_breakdown.h reads them) and what its runtime says of them (claims,
+// moved out of `native` for the mappings they lie in), so that the kinds
+// still sum to the resident bytes smaps counted.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/remote_memory.h"  // AddressRange
+
+namespace oomsnap {
+
+enum class MemoryKind : uint8_t { kHeap, kHeapFree, kRuntime, kStacks, kNative, kFile, kShmem };
+inline constexpr size_t kMemoryKinds = 7;
+// "heap", "heap_free", "runtime", "stacks", "native", "file", "shmem".
+const char* memory_kind_name(MemoryKind k);
+
+// One of the largest contributors: {"kind":"shmem","what":"/dev/shm/x","bytes":...}.
+struct BreakdownDetail {
+  MemoryKind kind = MemoryKind::kNative;
+  std::string what;  // at most kMaxDetailWhat bytes
+  uint64_t bytes = 0;
+};
+
+struct MemoryBreakdown {
+  static constexpr size_t kMaxDetail = 12;
+  static constexpr size_t kMaxDetailWhat = 200;
+
+  std::string status = "failed";  // "complete", "partial" (cut: reason says where), "failed"
+  std::string reason;
+  std::array<uint64_t, kMemoryKinds> bytes{};  // resident bytes per MemoryKind
+  uint64_t mappings = 0;                       // mappings read from smaps
+  double duration_ms = 0;                      // reading smaps and building this (its cost to the capture)
+  std::vector<BreakdownDetail> detail;         // largest first, at most kMaxDetail
+
+  uint64_t& at(MemoryKind k) { return bytes[static_cast<size_t>(k)]; }
+  uint64_t at(MemoryKind k) const { return bytes[static_cast<size_t>(k)]; }
+  uint64_t total() const;
+  // Adds to the detail (strings cut to kMaxDetailWhat); call finish_detail once.
+  void add_detail(MemoryKind k, std::string what, uint64_t bytes);
+  // Largest first, then by name for stable output; keeps kMaxDetail.
+  void finish_detail();
+};
+
+// What a runtime says it owns: `bytes` of `kind` lying in `ranges` (the
+// goroutine stacks, a Java heap space). The bytes move out of `native` of
+// the mappings the ranges lie in, never more than those mappings' native
+// resident bytes (a claim is of address space, residency is smaps's word).
+struct MemoryClaim {
+  MemoryKind kind = MemoryKind::kHeap;
+  std::string what;
+  std::vector<AddressRange> ranges;  // need not be sorted; may overlap nothing
+};
+
+nlohmann::json to_json(const MemoryBreakdown& b);
+// The inverse, for a breakdown from the capture process (untrusted): false,
+// with why, for a wrong type, an unknown kind or past the bounds.
+bool memory_breakdown_from_json(const nlohmann::json& j, MemoryBreakdown& out, std::string& why);
+
+}  // namespace oomsnap

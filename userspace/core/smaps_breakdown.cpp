@@ -1,0 +1,365 @@
+#include "core/smaps_breakdown.h"
+
+#include <algorithm>
+#include <map>
+#include <string_view>
+#include <unordered_map>
+
+#include "base/log_escape.h"
+#include "base/text.h"
+
+namespace oomsnap {
+namespace {
+
+using std::string_view;
+
+// A thread stack's guard: glibc's page, the JVM's red/yellow/reserved zones
+// (4 pages). Less than HotSpot's 64 KiB metaspace commit granule, so that an
+// uncommitted granule below a committed one is not taken for a guard.
+constexpr uint64_t kMaxGuardBytes = 32 * 1024;
+
+bool hex_u64(string_view s, uint64_t& v) {
+  if (s.empty() || s.size() > 16) return false;
+  v = 0;
+  for (char c : s) {
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  return true;
+}
+
+bool dec_u64(string_view s, uint64_t& v) {
+  if (s.empty() || s.size() > 19) return false;  // 19 digits cannot overflow
+  v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return true;
+}
+
+// Splits off the next field separated by one or more spaces.
+string_view next_field(string_view& s) {
+  size_t b = s.find_first_not_of(' ');
+  if (b == string_view::npos) return s = {}, string_view{};
+  s.remove_prefix(b);
+  size_t e = s.find(' ');
+  string_view f = s.substr(0, e);
+  s.remove_prefix(e == string_view::npos ? s.size() : e);
+  return f;
+}
+
+bool parse_device(string_view s, int base, DeviceNumber& d) {
+  size_t colon = s.find(':');
+  if (colon == string_view::npos) return false;
+  uint64_t major = 0, minor = 0;
+  bool ok = base == 16 ? hex_u64(s.substr(0, colon), major) && hex_u64(s.substr(colon + 1), minor)
+                       : dec_u64(s.substr(0, colon), major) && dec_u64(s.substr(colon + 1), minor);
+  if (!ok || major > 0xffffffffu || minor > 0xffffffffu) return false;
+  d = {static_cast<uint32_t>(major), static_cast<uint32_t>(minor)};
+  return true;
+}
+
+struct Header {
+  uint64_t start = 0, end = 0;
+  string_view perms, name;
+  DeviceNumber dev{};
+  uint64_t inode = 0;
+};
+
+// "start-end perms offset major:minor inode [name]"
+bool parse_header(string_view line, Header& h) {
+  string_view rest = line;
+  string_view range = next_field(rest), offset, dev, inode;
+  size_t dash = range.find('-');
+  if (dash == string_view::npos || !hex_u64(range.substr(0, dash), h.start) ||
+      !hex_u64(range.substr(dash + 1), h.end) || h.start >= h.end)
+    return false;
+  h.perms = next_field(rest);
+  if (h.perms.size() != 4) return false;
+  uint64_t off = 0;
+  offset = next_field(rest);
+  dev = next_field(rest);
+  inode = next_field(rest);
+  if (!hex_u64(offset, off) || !parse_device(dev, 16, h.dev) || !dec_u64(inode, h.inode)) return false;
+  size_t b = rest.find_first_not_of(' ');
+  h.name = b == string_view::npos ? string_view{} : rest.substr(b);
+  return true;
+}
+
+// Files the kernel keeps on its internal shm mount (not in any mount table):
+// memfd_create, SysV shared memory, shared anonymous mappings.
+bool internal_shmem_name(string_view name) {
+  return name.rfind("/memfd:", 0) == 0 || name.rfind("/SYSV", 0) == 0 || name == "/dev/zero (deleted)" ||
+         name.rfind("[anon_shmem:", 0) == 0;
+}
+
+// Where the last mapping whose text is whole ends: VmFlags is the last line
+// the kernel writes for each mapping (fs/proc/task_mmu.c, show_smap).
+size_t end_of_last_mapping(const std::string& t) {
+  size_t pos = t.size();
+  for (;;) {
+    size_t v = t.rfind("\nVmFlags:", pos);
+    if (v == std::string::npos) return 0;
+    size_t e = t.find('\n', v + 1);
+    if (e != std::string::npos) return e + 1;
+    if (v == 0) return 0;
+    pos = v - 1;
+  }
+}
+
+std::string kib_text(uint64_t bytes) { return std::to_string(bytes / 1024) + " kB"; }
+
+}  // namespace
+
+bool TmpfsDevices::contains(DeviceNumber d) const { return std::binary_search(devices.begin(), devices.end(), d); }
+
+TmpfsDevices parse_tmpfs_devices(string_view text) {
+  TmpfsDevices t;
+  size_t entries = 0;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == string_view::npos ? text.size() : nl + 1);
+    if (++entries > kMaxMountEntries) {
+      t.reason = "mount table cut at " + std::to_string(kMaxMountEntries) + " entries";
+      break;
+    }
+    // "id parent major:minor root mountpoint options [optional...] - fstype source super"
+    string_view rest = line;
+    next_field(rest);
+    next_field(rest);
+    DeviceNumber dev{};
+    if (!parse_device(next_field(rest), 10, dev)) continue;
+    size_t sep = rest.find(" - ");
+    if (sep == string_view::npos) continue;
+    rest.remove_prefix(sep + 3);
+    string_view fstype = next_field(rest);
+    if (fstype == "tmpfs" || fstype == "devtmpfs") t.devices.push_back(dev);
+  }
+  std::sort(t.devices.begin(), t.devices.end());
+  t.devices.erase(std::unique(t.devices.begin(), t.devices.end()), t.devices.end());
+  return t;
+}
+
+SmapsRead parse_smaps(string_view text, const SmapsLimits& limits, const TmpfsDevices& tmpfs) {
+  SmapsRead r;
+  size_t line_no = 0;
+  bool have_rss = true;  // of the mapping being read (true before the first: nothing pending)
+  Header prev{};         // the mapping before, for the thread-stack guard
+  bool prev_anon_none = false;
+  auto refuse = [&](string_view why, string_view line) {
+    r.error = "smaps line " + std::to_string(line_no) + " " + std::string(why) + ": '" +
+              printable(line.substr(0, 80)) + "'";
+    r.mappings.clear();
+    return r;
+  };
+  auto kb_value = [](string_view rest, uint64_t& bytes) {
+    string_view n = next_field(rest), unit = next_field(rest);
+    uint64_t kb = 0;
+    if (unit != "kB" || !next_field(rest).empty() || !dec_u64(n, kb) || kb > (uint64_t{1} << 50)) return false;
+    bytes = kb * 1024;
+    return true;
+  };
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == string_view::npos ? text.size() : nl + 1);
+    ++line_no;
+    if (line.empty()) continue;
+    size_t colon = line.find(':');
+    size_t space = line.find(' ');
+    // A field line is "Key: value"; a header starts with "start-end ".
+    const bool field = colon != string_view::npos && (space == string_view::npos || colon < space);
+    if (!field) {
+      if (!have_rss) return refuse("ends a mapping that had no Rss", line);
+      if (r.mappings.size() >= limits.max_mappings) {
+        r.cut = true;
+        r.reason = "smaps cut at " + std::to_string(limits.max_mappings) + " mappings";
+        break;
+      }
+      if ((r.mappings.size() & 255) == 255 && std::chrono::steady_clock::now() >= limits.deadline) {
+        r.cut = true;
+        r.reason = "smaps cut at its deadline after " + std::to_string(r.mappings.size()) + " mappings";
+        break;
+      }
+      Header h;
+      if (!parse_header(line, h)) return refuse("is neither a mapping nor a field", line);
+      if (!r.mappings.empty() && h.start < r.mappings.back().end) return refuse("is out of address order", line);
+      SmapsMapping m;
+      m.start = h.start;
+      m.end = h.end;
+      const bool shmem = (h.inode != 0 && tmpfs.contains(h.dev)) || internal_shmem_name(h.name) ||
+                         (tmpfs.devices.empty() && h.name.rfind("/dev/shm/", 0) == 0);
+      m.rest_kind = shmem ? MemoryKind::kShmem : MemoryKind::kFile;
+      const bool anon_file = h.inode == 0 && (h.name.empty() || h.name.front() == '[');
+      const bool guard_below = prev_anon_none && prev.end == h.start && prev.end - prev.start <= kMaxGuardBytes;
+      if (h.name == "[stack]") {
+        m.anon_kind = MemoryKind::kStacks;
+      } else if (h.name.empty() && h.inode == 0 && h.perms.substr(0, 2) == "rw" && guard_below) {
+        m.anon_kind = MemoryKind::kStacks;
+        ++r.thread_stacks;
+      }
+      if (!h.name.empty()) {
+        string_view name = h.name;
+        std::string kept(name.substr(0, limits.max_name));
+        if (name.size() > limits.max_name) kept += "...";
+        if (r.names.back() != kept) r.names.push_back(std::move(kept));
+        m.name = static_cast<uint32_t>(r.names.size() - 1);
+      }
+      prev_anon_none = anon_file && h.name.empty() && h.perms.substr(0, 3) == "---";
+      prev = h;
+      r.mappings.push_back(m);
+      have_rss = false;
+      continue;
+    }
+    if (r.mappings.empty()) return refuse("is a field before any mapping", line);
+    string_view key = line.substr(0, colon), rest = line.substr(colon + 1);
+    for (char c : key)
+      if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+        return refuse("has a key that is not a word", line);
+    SmapsMapping& m = r.mappings.back();
+    if (key == "Rss") {
+      if (!kb_value(rest, m.rss) || m.rss > m.end - m.start) return refuse("has an Rss that does not fit", line);
+      have_rss = true;
+    } else if (key == "Anonymous") {
+      if (!kb_value(rest, m.anonymous) || !have_rss || m.anonymous > m.rss)
+        return refuse("has an Anonymous that does not fit", line);
+    }
+  }
+  if (!have_rss) return refuse("ends a mapping that had no Rss", "");
+  return r;
+}
+
+namespace {
+
+// The claim's ranges sorted and merged: a range given twice (a crafted
+// runtime structure) is counted once.
+std::vector<AddressRange> merged(std::vector<AddressRange> ranges) {
+  std::sort(ranges.begin(), ranges.end(), [](const auto& x, const auto& y) { return x.start < y.start; });
+  std::vector<AddressRange> out;
+  for (const AddressRange& r : ranges) {
+    if (r.end <= r.start) continue;
+    if (!out.empty() && r.start <= out.back().end) out.back().end = std::max(out.back().end, r.end);
+    else out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryClaim>& claims,
+                                const ProcessMemory& status, const ResidentAnonFn& resident_anon) {
+  MemoryBreakdown b;
+  if (!read.error.empty()) {
+    b.reason = read.error;
+    return b;
+  }
+  b.mappings = read.mappings.size();
+  // Native bytes per mapping, from which the claims take theirs.
+  std::vector<uint64_t> native(read.mappings.size());
+  for (size_t i = 0; i < read.mappings.size(); ++i) {
+    const SmapsMapping& m = read.mappings[i];
+    b.at(m.rest_kind) += m.rss - m.anonymous;
+    b.at(m.anon_kind) += m.anonymous;
+    if (m.anon_kind == MemoryKind::kNative) native[i] = m.anonymous;
+  }
+  bool by_span = false;
+  for (const MemoryClaim& c : claims) {
+    uint64_t taken = 0;
+    size_t mi = 0;
+    for (const AddressRange& r : merged(c.ranges)) {
+      while (mi < read.mappings.size() && read.mappings[mi].end <= r.start) ++mi;
+      for (size_t j = mi; j < read.mappings.size() && read.mappings[j].start < r.end; ++j) {
+        if (!native[j]) continue;
+        const uint64_t lo = std::max(r.start, read.mappings[j].start), hi = std::min(r.end, read.mappings[j].end);
+        std::optional<uint64_t> resident = resident_anon ? resident_anon(lo, hi) : std::nullopt;
+        if (!resident) by_span = true;
+        const uint64_t t = std::min({resident.value_or(hi - lo), hi - lo, native[j]});
+        native[j] -= t;
+        taken += t;
+      }
+    }
+    b.at(MemoryKind::kNative) -= taken;
+    b.at(c.kind) += taken;
+    if (taken) b.add_detail(c.kind, c.what, taken);
+  }
+  // Detail: files and named anonymous memory by name, unnamed native memory
+  // by mapping, thread stacks together.
+  std::unordered_map<uint64_t, uint64_t> by_name;  // (name << 8 | kind) -> bytes
+  uint64_t thread_stack_bytes = 0;
+  for (size_t i = 0; i < read.mappings.size(); ++i) {
+    const SmapsMapping& m = read.mappings[i];
+    const uint64_t rest = m.rss - m.anonymous;
+    if (rest && m.name) by_name[uint64_t{m.name} << 8 | static_cast<uint64_t>(m.rest_kind)] += rest;
+    const uint64_t anon = m.anon_kind == MemoryKind::kNative ? native[i] : m.anonymous;
+    if (!anon) continue;
+    if (m.anon_kind == MemoryKind::kStacks && !m.name) thread_stack_bytes += anon;
+    else if (m.name) by_name[uint64_t{m.name} << 8 | static_cast<uint64_t>(m.anon_kind)] += anon;
+    else b.add_detail(m.anon_kind, "anonymous mapping " + hex(m.start) + "-" + hex(m.end), anon);
+  }
+  for (const auto& [key, bytes] : by_name)
+    b.add_detail(static_cast<MemoryKind>(key & 0xff), read.names[key >> 8], bytes);
+  if (thread_stack_bytes)
+    b.add_detail(MemoryKind::kStacks, "thread stacks (" + std::to_string(read.thread_stacks) + ")",
+                 thread_stack_bytes);
+  b.status = "complete";
+  if (read.cut) {
+    // What the status counters hold beyond what was read, by the kernel's split.
+    b.status = "partial";
+    auto rest = [](std::optional<uint64_t> counted, uint64_t read_bytes) {
+      return counted && *counted > read_bytes ? *counted - read_bytes : 0;
+    };
+    uint64_t anon_read = 0;
+    for (const SmapsMapping& m : read.mappings) anon_read += m.anonymous;
+    const uint64_t more_anon = rest(status.rss_anon_bytes, anon_read);
+    const uint64_t more_file = rest(status.rss_file_bytes, b.at(MemoryKind::kFile));
+    const uint64_t more_shmem = rest(status.rss_shmem_bytes, b.at(MemoryKind::kShmem));
+    b.at(MemoryKind::kNative) += more_anon;
+    b.at(MemoryKind::kFile) += more_file;
+    b.at(MemoryKind::kShmem) += more_shmem;
+    if (more_anon) b.add_detail(MemoryKind::kNative, "anonymous memory in mappings not read", more_anon);
+    b.reason = read.reason + "; the mappings not read are counted from /proc/PID/status (" +
+               kib_text(more_anon + more_file + more_shmem) + ")";
+  } else if (!read.reason.empty()) {
+    b.reason = read.reason;
+  }
+  if (by_span) {
+    const std::string note = "runtime claims counted by address span where pagemap could not say what is resident";
+    b.reason = b.reason.empty() ? note : b.reason + "; " + note;
+  }
+  b.finish_detail();
+  return b;
+}
+
+SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/";
+  TmpfsDevices tmpfs;
+  std::string text;
+  bool cut = false;
+  if (!read_text_file(dir + "mountinfo", text, kMaxMountinfoBytes, limits.deadline, cut)) {
+    tmpfs.reason = "cannot read " + dir + "mountinfo (tmpfs files taken from /dev/shm only)";
+  } else {
+    tmpfs = parse_tmpfs_devices(text);
+    if (cut && tmpfs.reason.empty()) tmpfs.reason = "mount table cut at " + kib_text(kMaxMountinfoBytes);
+  }
+  SmapsRead r;
+  if (!read_text_file(dir + "smaps", text, limits.max_bytes, limits.deadline, cut)) {
+    r.error = "cannot read " + dir + "smaps";
+    return r;
+  }
+  if (cut) text.resize(end_of_last_mapping(text));  // leave out the mapping the bound cut in two
+  r = parse_smaps(text, limits, tmpfs);
+  if (cut && r.error.empty() && !r.cut) {
+    r.cut = true;
+    r.reason = std::chrono::steady_clock::now() >= limits.deadline
+                   ? "smaps cut at its deadline after " + std::to_string(r.mappings.size()) + " mappings"
+                   : "smaps cut at " + kib_text(limits.max_bytes) + " of text (" + std::to_string(r.mappings.size()) +
+                         " mappings)";
+  }
+  if (!tmpfs.reason.empty()) r.reason = r.reason.empty() ? tmpfs.reason : r.reason + "; " + tmpfs.reason;
+  return r;
+}
+
+}  // namespace oomsnap

@@ -1,0 +1,88 @@
+// /proc/PID/smaps read into resident bytes per mapping and kind, and the
+// process's RSS by kind built from them (memory_breakdown.h).
+//
+// Per mapping: its anonymous pages (smaps "Anonymous") are `stacks` for the
+// main thread's [stack] and for a thread stack (an anonymous rw mapping right
+// above a small PROT_NONE guard, as glibc and the JVM lay them out), else
+// `native` until a runtime claims them; the rest of its Rss is `shmem` for a
+// file on a tmpfs (its device is a tmpfs mount's in /proc/PID/mountinfo) or on
+// the kernel's internal shm mount (memfd, SysV, shared anonymous), else `file`.
+// That is the split the kernel's RssAnon / RssShmem / RssFile counters make.
+//
+// smaps comes from the kernel, but its names from the target (file names,
+// prctl anon names): everything is bounded (mappings, bytes, a deadline, name
+// length), and a line that is not smaps refuses the whole read.
+#pragma once
+#include <sys/types.h>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/memory_breakdown.h"
+#include "core/proc_info.h"
+
+namespace oomsnap {
+
+struct SmapsLimits {
+  // ~730 bytes of smaps per mapping: 16 MiB holds ~22,000 mappings; the
+  // kernel takes ~2 ms per 1,000 mappings to write them.
+  size_t max_mappings = 16384;
+  size_t max_bytes = 16u << 20;
+  size_t max_name = 256;  // a longer name is cut (with "...")
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+};
+
+// Device numbers (major, minor) whose files are shmem: tmpfs and devtmpfs
+// mounts of the process's mount namespace.
+using DeviceNumber = std::pair<uint32_t, uint32_t>;
+struct TmpfsDevices {
+  std::vector<DeviceNumber> devices;  // sorted
+  std::string reason;                 // set when the mount table was cut or unreadable
+  bool contains(DeviceNumber d) const;
+};
+inline constexpr size_t kMaxMountEntries = 10000;
+inline constexpr size_t kMaxMountinfoBytes = 2u << 20;
+TmpfsDevices parse_tmpfs_devices(std::string_view mountinfo_text);
+
+struct SmapsMapping {
+  uint64_t start = 0, end = 0;
+  uint64_t rss = 0, anonymous = 0;  // bytes
+  MemoryKind anon_kind = MemoryKind::kNative;  // of `anonymous`
+  MemoryKind rest_kind = MemoryKind::kFile;    // of rss - anonymous
+  uint32_t name = 0;                           // index into SmapsRead::names; 0: none
+};
+
+struct SmapsRead {
+  std::vector<SmapsMapping> mappings;  // in address order
+  std::vector<std::string> names{""};  // names[0] is "no name"
+  uint64_t thread_stacks = 0;          // mappings taken as thread stacks
+  bool cut = false;                    // a limit stopped the read: reason says which
+  std::string reason;
+  std::string error;                   // set: the text was not smaps (nothing else is valid)
+};
+
+SmapsRead parse_smaps(std::string_view text, const SmapsLimits& limits, const TmpfsDevices& tmpfs);
+
+// Resident anonymous bytes in [start, end) (PagemapResidency); nullopt when
+// it cannot say.
+using ResidentAnonFn = std::function<std::optional<uint64_t>(uint64_t start, uint64_t end)>;
+
+// The breakdown of what was read, with the runtime's claims applied: a
+// claim's ranges are merged, cut to the mappings they lie in and counted by
+// their resident anonymous bytes (by their span when resident_anon is empty
+// or cannot say; the reason then says so), never more than the mapping's
+// native bytes left. When the read was cut, the mappings not read are counted
+// from /proc/PID/status (RssAnon as native, RssFile, RssShmem), so the kinds
+// still sum to the RSS.
+MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryClaim>& claims,
+                                const ProcessMemory& status, const ResidentAnonFn& resident_anon = {});
+
+// Reads /proc/PID/smaps (bounded by limits) and /proc/PID/mountinfo.
+SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits);
+
+}  // namespace oomsnap
