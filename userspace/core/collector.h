@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/capture_options.h"
+#include "core/memory_breakdown.h"
 #include "core/remote_memory.h"
 #include "core/snapshot.h"
 #include "core/target.h"
@@ -52,6 +53,9 @@ struct CaptureResult {
   Snapshot snapshot;
   std::optional<std::string> pprof;  // gzipped profile.proto when asked for and possible
   std::optional<std::string> recent_pprof;  // the same for snapshot.recent (Go)
+  // What the runtime says it owns of the process's memory (goroutine stacks,
+  // a Java heap): applied to the breakdown in the capture process, never sent.
+  std::vector<MemoryClaim> memory_claims;
 };
 
 // The result a collect() builds, with its meter and deadline: every

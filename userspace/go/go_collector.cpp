@@ -185,6 +185,7 @@ void collect_goroutines(Target& target, const ElfFile& elf, const GoPclntab& tab
     addrs = {*rec.allglen + bias, *rec.allgptr + bias};
   }
   GoGoroutineRead rd = read_go_goroutines(target.memory(), addrs, *layout, tab, bias, opts, deadline);
+  out.memory_claims.push_back(goroutine_stack_claim(rd));
   const size_t max_groups = opts.max_goroutine_groups ? opts.max_goroutine_groups : opts.max_entries;
   out.snapshot.goroutines = build_goroutine_census(rd, tab, bias, ver.minor, max_groups);
   if (opts.want_pprof && opts.profile == ProfileKind::kGoroutine && !rd.goroutines.empty()) {

@@ -176,4 +176,13 @@ std::vector<std::pair<std::vector<uint64_t>, int64_t>> goroutine_profile_samples
   return out;
 }
 
+MemoryClaim goroutine_stack_claim(const GoGoroutineRead& read) {
+  MemoryClaim c;
+  c.kind = MemoryKind::kStacks;
+  for (const GoGoroutine& g : read.goroutines)
+    if (g.stack_hi > g.stack_lo) c.ranges.push_back({g.stack_lo, g.stack_hi});
+  c.what = "goroutine stacks (" + std::to_string(c.ranges.size()) + " goroutines)";
+  return c;
+}
+
 }  // namespace oomsnap

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/memory_breakdown.h"
 #include "core/snapshot.h"
 #include "go/go_goroutines.h"
 
@@ -23,5 +24,10 @@ GoroutineCensus build_goroutine_census(const GoGoroutineRead& read, const GoPcln
 std::vector<std::pair<std::vector<uint64_t>, int64_t>> goroutine_profile_samples(const GoGoroutineRead& read,
                                                                                  const GoPclntab& tab,
                                                                                  uint64_t load_bias);
+
+// The goroutines' stacks as the runtime allocated them (g.stack of every
+// goroutine read, the runtime's own included), for the process's memory
+// breakdown: "goroutine stacks (N goroutines)".
+MemoryClaim goroutine_stack_claim(const GoGoroutineRead& read);
 
 }  // namespace oomsnap

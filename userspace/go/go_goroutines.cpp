@@ -436,6 +436,10 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
       g.wait_reason = f.wait_reason;
       g.gopc = f.gopc;
       g.startpc = f.startpc;
+      if (f.stack_lo < f.stack_hi && f.stack_hi - f.stack_lo <= kMaxStackSize) {
+        g.stack_lo = f.stack_lo;
+        g.stack_hi = f.stack_hi;
+      }
       out.goroutines.push_back(std::move(g));
       const auto index = static_cast<uint32_t>(out.goroutines.size() - 1);
       if (out_of_time || !has_saved_stack(f.place.status)) continue;

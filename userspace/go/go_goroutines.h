@@ -50,6 +50,9 @@ struct GoGoroutine {
   uint32_t status = 0;         // atomicstatus with the scan bit cleared
   uint32_t stack = kNoStack;   // as consistent as the re-check could tell
   uint8_t wait_reason = 0;
+  // g.stack [lo, hi) when plausible (lo < hi, at most the runtime's maximum
+  // stack), else both 0: the process's memory breakdown counts them as stacks.
+  uint64_t stack_lo = 0, stack_hi = 0;
   GoStackMissing missing = GoStackMissing::kNone;  // why stack is kNoStack, when the census cares
 };
 
