@@ -32,7 +32,11 @@ bool memory_from_json(const json& j, ProcessMemory& m, std::string& why) {
   m.status = f.str("status");
   for (const auto& field : kProcessMemoryFields)
     if (f.has(field.name)) m.*field.member = f.u64(field.name);
-  return f.ok();
+  const json* b = f.get("breakdown", false);
+  if (!f.ok()) return false;
+  if (!b) return true;
+  m.breakdown.emplace();
+  return memory_breakdown_from_json(*b, *m.breakdown, why);
 }
 
 bool record_from_json(const json& j, const CaptureOptions& bounds, CaptureRecord& r, std::string& why) {

@@ -286,6 +286,31 @@ std::string process_memory_text(const json& pm) {
   return join(parts, ", ");
 }
 
+// process_memory.breakdown on one line: the kinds that hold anything,
+// largest first, and the largest contributor by name.
+std::optional<std::string> breakdown_text(const json& pm) {
+  const json* b = object_at(pm, "breakdown");
+  if (!b) return std::nullopt;
+  const std::string status = text_at(*b, "status").value_or("?");
+  if (status == "failed")
+    return "rss by kind: not read (" + text_at(*b, "reason", kMaxTextBytes).value_or("no reason") + ")";
+  std::vector<std::pair<uint64_t, const char*>> kinds;
+  for (const char* k : {"heap", "heap_free", "runtime", "stacks", "native", "file", "shmem"})
+    if (auto v = u64_at(*b, k); v && *v) kinds.emplace_back(*v, k);
+  std::stable_sort(kinds.begin(), kinds.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<std::string> parts;
+  for (const auto& [v, k] : kinds) parts.push_back(std::string(k) + " " + human_bytes(v));
+  std::string t = "rss by kind: " + (parts.empty() ? std::string("nothing resident") : join(parts, ", "));
+  const json* detail = array_at(*b, "detail");
+  if (detail && !detail->empty() && (*detail)[0].is_object()) {
+    const json& d = (*detail)[0];
+    t += "; largest: " + text_at(d, "what", kMaxTextBytes).value_or("?") + " (" +
+         text_at(d, "kind").value_or("?") + ", " + human_bytes(u64_at(d, "bytes").value_or(0)) + ")";
+  }
+  if (status != "complete") t += " [" + status + ": " + text_at(*b, "reason", kMaxTextBytes).value_or("") + "]";
+  return t;
+}
+
 std::string process_head(const json& p, const char* pid_key) {
   auto pid = i64_at(p, pid_key);
   std::string t = pid ? format("pid %lld", static_cast<long long>(*pid)) : "pid ?";
@@ -451,7 +476,10 @@ void render_victim(Block& b, const json& rec) {
     b.line("victim", "none chosen");
   } else {
     b.line("victim", process_head(rec, "victim_pid"));
-    if (const json* pm = object_at(rec, "process_memory")) b.more(process_memory_text(*pm));
+    if (const json* pm = object_at(rec, "process_memory")) {
+      b.more(process_memory_text(*pm));
+      if (auto t = breakdown_text(*pm)) b.more(*t);
+    }
   }
 
   const json* coll = object_at(rec, "collection");
@@ -480,7 +508,10 @@ void render_other(Block& b, const json& p) {
   std::string head = process_head(p, "pid");
   if (auto killed = bool_at(p, "killed")) head += *killed ? ", killed in the OOM kill" : ", not killed";
   b.line("other", head);
-  if (const json* pm = object_at(p, "process_memory")) b.more(process_memory_text(*pm));
+  if (const json* pm = object_at(p, "process_memory")) {
+    b.more(process_memory_text(*pm));
+    if (auto t = breakdown_text(*pm)) b.more(*t);
+  }
   const json* coll = object_at(p, "collection");
   const json* tracer = object_at(p, "tracer_data");
   const json* snap = tracer ? object_at(*tracer, "snapshot") : nullptr;

@@ -1,0 +1,150 @@
+// process_memory.breakdown of live processes with a known truth, as
+// `oomsnap snapshot` reports it (the capture process reads smaps and the
+// runtime, the record crosses the wire and holds to the schema): a touched
+// anonymous mmap is native, a touched tmpfs file is shmem and named, parked
+// goroutines' grown stacks are stacks; the kinds sum to VmRSS.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "go_matrix.h"
+#include "record_schema.h"
+#include "run_command.h"
+#include "test_process.h"
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using oomsnap_test::Process;
+
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+const char* const kKinds[] = {"heap", "heap_free", "runtime", "stacks", "native", "file", "shmem"};
+
+json snapshot_of(pid_t pid) {
+  auto r = oomsnap_test::run_command(std::string(OOMSNAP_BINARY) + " snapshot --pid " + std::to_string(pid) +
+                                     " 2>/dev/null");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(oomsnap_test::record_schema_errors(r.out, true), "");
+  return json::parse(r.out, nullptr, false);
+}
+
+// The breakdown, checked for what holds of every one: complete, the kinds
+// sum to VmRSS within 2 %. Returns the largest kind's name.
+std::string check_breakdown(const json& snap, const json*& out) {
+  const json& pm = snap.at("process_memory");
+  const json& b = pm.at("breakdown");
+  out = &b;
+  EXPECT_EQ(b.at("status"), "complete") << b.dump(1);
+  uint64_t sum = 0, largest = 0;
+  std::string largest_kind;
+  for (const char* k : kKinds) {
+    const uint64_t v = b.at(k).get<uint64_t>();
+    sum += v;
+    if (v > largest) largest = v, largest_kind = k;
+  }
+  const double rss = pm.at("rss_bytes").get<double>();
+  const double off = (static_cast<double>(sum) - rss) / rss;
+  EXPECT_LT(std::abs(off), 0.02) << "kinds sum to " << sum << ", VmRSS " << rss << "\n" << b.dump(1);
+  std::printf("[ info ] kinds sum %llu vs VmRSS %.0f: %+.3f %%\n", static_cast<unsigned long long>(sum), rss, off * 100);
+  return largest_kind;
+}
+
+bool names(const json& b, const std::string& kind, const std::string& what_prefix, uint64_t* bytes = nullptr) {
+  for (const auto& d : b.at("detail"))
+    if (d.at("kind") == kind && d.at("what").get<std::string>().rfind(what_prefix, 0) == 0) {
+      if (bytes) *bytes = d.at("bytes").get<uint64_t>();
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
+TEST(MemoryBreakdownLive, ATouchedAnonymousMmapIsNative) {
+  Process p({"/usr/bin/python3", "-c",
+             "import mmap, time\n"
+             "m = mmap.mmap(-1, 200 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
+             "for i in range(0, len(m), 4096): m[i] = 1\n"
+             "print('ready', flush=True)\ntime.sleep(120)\n"});
+  ASSERT_EQ(p.read_line(30s), "ready");
+  json snap = snapshot_of(p.pid());
+  ASSERT_FALSE(snap.is_discarded());
+  const json* b = nullptr;
+  EXPECT_EQ(check_breakdown(snap, b), "native");
+  const double native = b->at("native").get<double>();
+  EXPECT_NEAR(native, 200.0 * kMiB, 0.15 * 200 * kMiB) << b->dump(1);
+  // The mmap itself leads the detail, by its address range.
+  EXPECT_TRUE(names(*b, "native", "anonymous mapping ")) << b->dump(1);
+  EXPECT_GE(b->at("detail")[0].at("bytes").get<uint64_t>(), 200 * kMiB) << b->dump(1);
+}
+
+TEST(MemoryBreakdownLive, ATouchedTmpfsFileIsShmemAndNamed) {
+  const std::string shm = "/dev/shm/oomsnap-test-breakdown-" + std::to_string(getpid());
+  struct Unlink {
+    std::string path;
+    ~Unlink() { std::filesystem::remove(path); }
+  } unlink_after{shm};
+  Process p({"/usr/bin/python3", "-c",
+             "import mmap, os, time\n"
+             "fd = os.open('" + shm + "', os.O_RDWR | os.O_CREAT, 0o600)\n"
+             "os.ftruncate(fd, 96 << 20)\n"
+             "m = mmap.mmap(fd, 96 << 20, flags=mmap.MAP_SHARED)\n"
+             "for i in range(0, len(m), 4096): m[i] = 1\n"
+             "print('ready', flush=True)\ntime.sleep(120)\n"});
+  ASSERT_EQ(p.read_line(30s), "ready");
+  json snap = snapshot_of(p.pid());
+  ASSERT_FALSE(snap.is_discarded());
+  const json* b = nullptr;
+  EXPECT_EQ(check_breakdown(snap, b), "shmem");
+  uint64_t named = 0;
+  EXPECT_TRUE(names(*b, "shmem", shm, &named)) << b->dump(1);
+  EXPECT_EQ(named, 96 * kMiB) << b->dump(1);
+  // The kernel's own counter of shmem pages agrees.
+  const double rss_shmem = snap.at("process_memory").at("rss_shmem_bytes").get<double>();
+  EXPECT_NEAR(b->at("shmem").get<double>(), rss_shmem, 0.02 * rss_shmem);
+}
+
+// 300 goroutines parked on stacks grown to 1 MiB (the fixture's -deep-park),
+// with the GC off (GOGC=off) so that no cycle shrinks them, next to the same
+// program without them: what they add to VmRSS is the truth for what they
+// add to `stacks` (a 1 MiB stack is not touched whole: pagemap says which
+// pages are resident). The 6,500 other parked goroutines are in both.
+TEST(MemoryBreakdownLive, ParkedGoroutinesGrownStacksAreStacks) {
+  constexpr uint64_t kDeep = 300;
+  const std::string bin = oomsnap_test::go_fixture_path("1.26", "default");
+  ASSERT_TRUE(std::filesystem::exists(bin)) << bin << " is missing: run tools/build-go-fixtures.sh";
+  struct Run {
+    double rss = 0, stacks = 0;
+  };
+  auto run = [&](uint64_t deep, bool largest_is_stacks) {
+    Run r;
+    Process fx({bin, "-goroutines", "-park-chan", "0", "-spinners", "0", "-deep-park", std::to_string(deep)},
+               {"GOGC=off"});
+    const json ready = json::parse(fx.read_line(60s), nullptr, false);
+    EXPECT_FALSE(ready.is_discarded());
+    json snap = snapshot_of(fx.pid());
+    if (snap.is_discarded()) return r;
+    const json* b = nullptr;
+    const std::string largest = check_breakdown(snap, b);
+    if (largest_is_stacks) EXPECT_EQ(largest, "stacks") << b->dump(1);
+    const std::string goroutines = std::to_string(ready.at("goroutines").get<uint64_t>());
+    EXPECT_TRUE(names(*b, "stacks", "goroutine stacks (")) << b->dump(1);
+    r.rss = snap.at("process_memory").at("rss_bytes").get<double>();
+    r.stacks = b->at("stacks").get<double>();
+    return r;
+  };
+  const Run base = run(0, false);
+  const Run deep = run(kDeep, true);
+  ASSERT_GT(deep.rss, base.rss + 100.0 * kMiB);  // the deep stacks are there
+  const double truth = base.stacks + (deep.rss - base.rss);
+  EXPECT_NEAR(deep.stacks, truth, 0.15 * truth);
+  std::printf("[ info ] stacks %.1f MiB, truth %.1f MiB (base stacks %.1f MiB, rss %.1f -> %.1f MiB)\n",
+              deep.stacks / kMiB, truth / kMiB, base.stacks / kMiB, base.rss / kMiB, deep.rss / kMiB);
+}
