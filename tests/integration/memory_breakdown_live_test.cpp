@@ -21,6 +21,7 @@
 using namespace std::chrono_literals;
 using nlohmann::json;
 using oomsnap_test::Process;
+using oomsnap_test::RemoveAtExit;
 
 namespace {
 
@@ -56,6 +57,16 @@ std::string check_breakdown(const json& snap, const json*& out) {
   return largest_kind;
 }
 
+// A python3 that maps `m` as map_code says, touches each of its pages and
+// sleeps: its snapshot.
+json snapshot_of_python_touching(const std::string& map_code) {
+  Process p({"/usr/bin/python3", "-c",
+             "import mmap, os, time\n" + map_code +
+                 "for i in range(0, len(m), 4096): m[i] = 1\nprint('ready', flush=True)\ntime.sleep(120)\n"});
+  EXPECT_EQ(p.read_line(30s), "ready");
+  return snapshot_of(p.pid());
+}
+
 bool names(const json& b, const std::string& kind, const std::string& what_prefix, uint64_t* bytes = nullptr) {
   for (const auto& d : b.at("detail"))
     if (d.at("kind") == kind && d.at("what").get<std::string>().rfind(what_prefix, 0) == 0) {
@@ -68,13 +79,7 @@ bool names(const json& b, const std::string& kind, const std::string& what_prefi
 }  // namespace
 
 TEST(MemoryBreakdownLive, ATouchedAnonymousMmapIsNative) {
-  Process p({"/usr/bin/python3", "-c",
-             "import mmap, time\n"
-             "m = mmap.mmap(-1, 200 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
-             "for i in range(0, len(m), 4096): m[i] = 1\n"
-             "print('ready', flush=True)\ntime.sleep(120)\n"});
-  ASSERT_EQ(p.read_line(30s), "ready");
-  json snap = snapshot_of(p.pid());
+  json snap = snapshot_of_python_touching("m = mmap.mmap(-1, 200 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n");
   ASSERT_FALSE(snap.is_discarded());
   const json* b = nullptr;
   EXPECT_EQ(check_breakdown(snap, b), "native");
@@ -87,19 +92,10 @@ TEST(MemoryBreakdownLive, ATouchedAnonymousMmapIsNative) {
 
 TEST(MemoryBreakdownLive, ATouchedTmpfsFileIsShmemAndNamed) {
   const std::string shm = "/dev/shm/oomsnap-test-breakdown-" + std::to_string(getpid());
-  struct Unlink {
-    std::string path;
-    ~Unlink() { std::filesystem::remove(path); }
-  } unlink_after{shm};
-  Process p({"/usr/bin/python3", "-c",
-             "import mmap, os, time\n"
-             "fd = os.open('" + shm + "', os.O_RDWR | os.O_CREAT, 0o600)\n"
-             "os.ftruncate(fd, 96 << 20)\n"
-             "m = mmap.mmap(fd, 96 << 20, flags=mmap.MAP_SHARED)\n"
-             "for i in range(0, len(m), 4096): m[i] = 1\n"
-             "print('ready', flush=True)\ntime.sleep(120)\n"});
-  ASSERT_EQ(p.read_line(30s), "ready");
-  json snap = snapshot_of(p.pid());
+  RemoveAtExit unlink_after{shm};
+  json snap = snapshot_of_python_touching("fd = os.open('" + shm + "', os.O_RDWR | os.O_CREAT, 0o600)\n"
+                                          "os.ftruncate(fd, 96 << 20)\n"
+                                          "m = mmap.mmap(fd, 96 << 20, flags=mmap.MAP_SHARED)\n");
   ASSERT_FALSE(snap.is_discarded());
   const json* b = nullptr;
   EXPECT_EQ(check_breakdown(snap, b), "shmem");

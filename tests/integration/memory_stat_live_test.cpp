@@ -26,10 +26,7 @@ TEST(MemoryStatLive, AnonAndTmpfsAreChargedWhereTheKernelCountsThem) {
   TestMemcg box("memstat", 512 * kMiB);
   TestMemcg child(box, "proc");
   const std::string shm = "/dev/shm/oomsnap-test-memstat-" + std::to_string(getpid());
-  struct Unlink {
-    std::string path;
-    ~Unlink() { std::filesystem::remove(path); }
-  } unlink_after{shm};
+  RemoveAtExit unlink_after{shm};
   // 96 MiB of anonymous memory, touched; 48 MiB written to a tmpfs file and closed.
   Process p({"/usr/bin/python3", "-c",
              "import time\nb = bytearray(96 << 20)\n"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -25,6 +26,15 @@ inline bool read_file(const std::string& path, std::string& out) {
   out = ss.str();
   return true;
 }
+
+// Removes a path at scope exit (a /dev/shm file a test's child writes).
+struct RemoveAtExit {
+  std::string path;
+  ~RemoveAtExit() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+};
 
 class Process {
  public:
