@@ -62,11 +62,19 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
   smaps_limits.deadline = smaps_start + std::min(options.budget / 4, kSmapsBudget);
   const SmapsRead smaps = read_smaps(pid, smaps_limits);
   const auto smaps_read_time = Clock::now() - smaps_start;
+  // The collector has what is left of the budget, so that the capture as a
+  // whole still ends by it (the capture process's watchdog counts from the
+  // request).
+  const auto capture_end = smaps_start + options.budget;
+  CaptureOptions collect_options = options;
+  collect_options.budget =
+      std::max(std::chrono::duration_cast<std::chrono::milliseconds>(options.budget - smaps_read_time),
+               std::chrono::milliseconds(1));
   bool detected = false;
   for (auto& c : make_collectors()) {
     if (c->detect(*target)) {
       if (options.progress) options.progress->language.store(c->language(), std::memory_order_release);
-      rec.result = c->collect(*target, options);
+      rec.result = c->collect(*target, collect_options);
       detected = true;
       break;
     }
@@ -85,7 +93,7 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
   // seldom touched whole).
   std::optional<PagemapResidency> pagemap;
   if (!rec.result.memory_claims.empty())
-    pagemap.emplace(pid, PagemapResidency::kDefaultMaxPages, build_start + std::min(options.budget / 4, kSmapsBudget));
+    pagemap.emplace(pid, PagemapResidency::kDefaultMaxPages, std::min(build_start + kSmapsBudget, capture_end));
   rec.process_memory.breakdown = build_breakdown(
       smaps, rec.result.memory_claims, rec.process_memory, [&](uint64_t start, uint64_t end) -> std::optional<uint64_t> {
         if (!pagemap) return std::nullopt;
