@@ -1,12 +1,18 @@
 #include "core/smaps_breakdown.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <string_view>
 #include <unordered_map>
 
 #include "base/log_escape.h"
 #include "base/text.h"
+#include "base/unique_fd.h"
 
 namespace oomsnap {
 namespace {
@@ -95,19 +101,7 @@ bool internal_shmem_name(string_view name) {
          name.rfind("[anon_shmem:", 0) == 0;
 }
 
-// Where the last mapping whose text is whole ends: VmFlags is the last line
-// the kernel writes for each mapping (fs/proc/task_mmu.c, show_smap).
-size_t end_of_last_mapping(const std::string& t) {
-  size_t pos = t.size();
-  for (;;) {
-    size_t v = t.rfind("\nVmFlags:", pos);
-    if (v == std::string::npos) return 0;
-    size_t e = t.find('\n', v + 1);
-    if (e != std::string::npos) return e + 1;
-    if (v == 0) return 0;
-    pos = v - 1;
-  }
-}
+constexpr size_t kSmapsChunk = 64 * 1024;
 
 std::string kib_text(uint64_t bytes) { return std::to_string(bytes / 1024) + " kB"; }
 
@@ -143,93 +137,135 @@ TmpfsDevices parse_tmpfs_devices(string_view text) {
   return t;
 }
 
+namespace {
+
+// smaps, line by line, so that it can be read in chunks of a fixed buffer
+// (a 10,000-mapping smaps is 7 MiB of text: never held whole).
+class SmapsParser {
+ public:
+  SmapsParser(const SmapsLimits& limits, const TmpfsDevices& tmpfs) : limits_(limits), tmpfs_(tmpfs) {}
+  // One line without its '\n'; false once the read is over (cut or refused).
+  bool line(string_view line);
+  // At the end of the text, or where the byte bound or a short read stopped
+  // it (whole = false: the last mapping may be incomplete and is left out).
+  SmapsRead finish(bool whole);
+
+ private:
+  bool refuse(string_view why, string_view line) {
+    r_.error = "smaps line " + std::to_string(line_no_) + " " + std::string(why) + ": '" +
+               printable(line.substr(0, 80)) + "'";
+    r_.mappings.clear();
+    return false;
+  }
+  bool header(string_view line);
+
+  const SmapsLimits& limits_;
+  const TmpfsDevices& tmpfs_;
+  SmapsRead r_;
+  size_t line_no_ = 0;
+  bool have_rss_ = true;     // of the mapping being read (true before the first: nothing pending)
+  bool have_flags_ = false;  // its VmFlags, the last line the kernel writes for it
+  uint64_t prev_start_ = 0, prev_end_ = 0;  // the mapping before, for the thread-stack guard
+  bool prev_anon_none_ = false;
+};
+
+bool kb_value(string_view rest, uint64_t& bytes) {
+  string_view n = next_field(rest), unit = next_field(rest);
+  uint64_t kb = 0;
+  if (unit != "kB" || !next_field(rest).empty() || !dec_u64(n, kb) || kb > (uint64_t{1} << 50)) return false;
+  bytes = kb * 1024;
+  return true;
+}
+
+bool SmapsParser::header(string_view line) {
+  if (!have_rss_) return refuse("ends a mapping that had no Rss", line);
+  if (r_.mappings.size() >= limits_.max_mappings) {
+    r_.cut = true;
+    r_.reason = "smaps cut at " + std::to_string(limits_.max_mappings) + " mappings";
+    return false;
+  }
+  if ((r_.mappings.size() & 255) == 255 && std::chrono::steady_clock::now() >= limits_.deadline) {
+    r_.cut = true;
+    r_.reason = "smaps cut at its deadline after " + std::to_string(r_.mappings.size()) + " mappings";
+    return false;
+  }
+  Header h;
+  if (!parse_header(line, h)) return refuse("is neither a mapping nor a field", line);
+  if (!r_.mappings.empty() && h.start < r_.mappings.back().end) return refuse("is out of address order", line);
+  SmapsMapping m;
+  m.start = h.start;
+  m.end = h.end;
+  const bool shmem = (h.inode != 0 && tmpfs_.contains(h.dev)) || internal_shmem_name(h.name) ||
+                     (tmpfs_.devices.empty() && h.name.rfind("/dev/shm/", 0) == 0);
+  m.rest_kind = shmem ? MemoryKind::kShmem : MemoryKind::kFile;
+  const bool guard_below = prev_anon_none_ && prev_end_ == h.start && prev_end_ - prev_start_ <= kMaxGuardBytes;
+  if (h.name == "[stack]") {
+    m.anon_kind = MemoryKind::kStacks;
+  } else if (h.name.empty() && h.inode == 0 && h.perms.substr(0, 2) == "rw" && guard_below) {
+    m.anon_kind = MemoryKind::kStacks;
+    ++r_.thread_stacks;
+  }
+  if (!h.name.empty()) {
+    std::string kept(h.name.substr(0, limits_.max_name));
+    if (h.name.size() > limits_.max_name) kept += "...";
+    if (r_.names.back() != kept) r_.names.push_back(std::move(kept));
+    m.name = static_cast<uint32_t>(r_.names.size() - 1);
+  }
+  prev_anon_none_ = h.inode == 0 && h.name.empty() && h.perms.substr(0, 3) == "---";
+  prev_start_ = h.start;
+  prev_end_ = h.end;
+  r_.mappings.push_back(m);
+  have_rss_ = false;
+  have_flags_ = false;
+  return true;
+}
+
+bool SmapsParser::line(string_view line) {
+  ++line_no_;
+  if (line.empty()) return true;
+  size_t colon = line.find(':');
+  size_t space = line.find(' ');
+  // A field line is "Key: value"; a header starts with "start-end ".
+  const bool field = colon != string_view::npos && (space == string_view::npos || colon < space);
+  if (!field) return header(line);
+  if (r_.mappings.empty()) return refuse("is a field before any mapping", line);
+  string_view key = line.substr(0, colon), rest = line.substr(colon + 1);
+  for (char c : key)
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+      return refuse("has a key that is not a word", line);
+  SmapsMapping& m = r_.mappings.back();
+  if (key == "Rss") {
+    if (!kb_value(rest, m.rss) || m.rss > m.end - m.start) return refuse("has an Rss that does not fit", line);
+    have_rss_ = true;
+  } else if (key == "Anonymous") {
+    if (!kb_value(rest, m.anonymous) || !have_rss_ || m.anonymous > m.rss)
+      return refuse("has an Anonymous that does not fit", line);
+  } else if (key == "VmFlags") {
+    have_flags_ = true;
+  }
+  return true;
+}
+
+SmapsRead SmapsParser::finish(bool whole) {
+  if (r_.error.empty() && !whole && !r_.mappings.empty() && !have_flags_) {
+    r_.mappings.pop_back();  // cut in two by the bound: leave it out
+    have_rss_ = true;
+  }
+  if (r_.error.empty() && !r_.cut && !have_rss_) refuse("ends a mapping that had no Rss", "");
+  return std::move(r_);
+}
+
+}  // namespace
+
 SmapsRead parse_smaps(string_view text, const SmapsLimits& limits, const TmpfsDevices& tmpfs) {
-  SmapsRead r;
-  size_t line_no = 0;
-  bool have_rss = true;  // of the mapping being read (true before the first: nothing pending)
-  Header prev{};         // the mapping before, for the thread-stack guard
-  bool prev_anon_none = false;
-  auto refuse = [&](string_view why, string_view line) {
-    r.error = "smaps line " + std::to_string(line_no) + " " + std::string(why) + ": '" +
-              printable(line.substr(0, 80)) + "'";
-    r.mappings.clear();
-    return r;
-  };
-  auto kb_value = [](string_view rest, uint64_t& bytes) {
-    string_view n = next_field(rest), unit = next_field(rest);
-    uint64_t kb = 0;
-    if (unit != "kB" || !next_field(rest).empty() || !dec_u64(n, kb) || kb > (uint64_t{1} << 50)) return false;
-    bytes = kb * 1024;
-    return true;
-  };
+  SmapsParser p(limits, tmpfs);
   while (!text.empty()) {
     size_t nl = text.find('\n');
     string_view line = text.substr(0, nl);
     text.remove_prefix(nl == string_view::npos ? text.size() : nl + 1);
-    ++line_no;
-    if (line.empty()) continue;
-    size_t colon = line.find(':');
-    size_t space = line.find(' ');
-    // A field line is "Key: value"; a header starts with "start-end ".
-    const bool field = colon != string_view::npos && (space == string_view::npos || colon < space);
-    if (!field) {
-      if (!have_rss) return refuse("ends a mapping that had no Rss", line);
-      if (r.mappings.size() >= limits.max_mappings) {
-        r.cut = true;
-        r.reason = "smaps cut at " + std::to_string(limits.max_mappings) + " mappings";
-        break;
-      }
-      if ((r.mappings.size() & 255) == 255 && std::chrono::steady_clock::now() >= limits.deadline) {
-        r.cut = true;
-        r.reason = "smaps cut at its deadline after " + std::to_string(r.mappings.size()) + " mappings";
-        break;
-      }
-      Header h;
-      if (!parse_header(line, h)) return refuse("is neither a mapping nor a field", line);
-      if (!r.mappings.empty() && h.start < r.mappings.back().end) return refuse("is out of address order", line);
-      SmapsMapping m;
-      m.start = h.start;
-      m.end = h.end;
-      const bool shmem = (h.inode != 0 && tmpfs.contains(h.dev)) || internal_shmem_name(h.name) ||
-                         (tmpfs.devices.empty() && h.name.rfind("/dev/shm/", 0) == 0);
-      m.rest_kind = shmem ? MemoryKind::kShmem : MemoryKind::kFile;
-      const bool anon_file = h.inode == 0 && (h.name.empty() || h.name.front() == '[');
-      const bool guard_below = prev_anon_none && prev.end == h.start && prev.end - prev.start <= kMaxGuardBytes;
-      if (h.name == "[stack]") {
-        m.anon_kind = MemoryKind::kStacks;
-      } else if (h.name.empty() && h.inode == 0 && h.perms.substr(0, 2) == "rw" && guard_below) {
-        m.anon_kind = MemoryKind::kStacks;
-        ++r.thread_stacks;
-      }
-      if (!h.name.empty()) {
-        string_view name = h.name;
-        std::string kept(name.substr(0, limits.max_name));
-        if (name.size() > limits.max_name) kept += "...";
-        if (r.names.back() != kept) r.names.push_back(std::move(kept));
-        m.name = static_cast<uint32_t>(r.names.size() - 1);
-      }
-      prev_anon_none = anon_file && h.name.empty() && h.perms.substr(0, 3) == "---";
-      prev = h;
-      r.mappings.push_back(m);
-      have_rss = false;
-      continue;
-    }
-    if (r.mappings.empty()) return refuse("is a field before any mapping", line);
-    string_view key = line.substr(0, colon), rest = line.substr(colon + 1);
-    for (char c : key)
-      if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
-        return refuse("has a key that is not a word", line);
-    SmapsMapping& m = r.mappings.back();
-    if (key == "Rss") {
-      if (!kb_value(rest, m.rss) || m.rss > m.end - m.start) return refuse("has an Rss that does not fit", line);
-      have_rss = true;
-    } else if (key == "Anonymous") {
-      if (!kb_value(rest, m.anonymous) || !have_rss || m.anonymous > m.rss)
-        return refuse("has an Anonymous that does not fit", line);
-    }
+    if (!p.line(line)) break;
   }
-  if (!have_rss) return refuse("ends a mapping that had no Rss", "");
-  return r;
+  return p.finish(true);
 }
 
 namespace {
@@ -336,7 +372,7 @@ MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryC
 SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits) {
   const std::string dir = "/proc/" + std::to_string(pid) + "/";
   TmpfsDevices tmpfs;
-  std::string text;
+  std::string text;  // the mount table only; smaps is read in chunks
   bool cut = false;
   if (!read_text_file(dir + "mountinfo", text, kMaxMountinfoBytes, limits.deadline, cut)) {
     tmpfs.reason = "cannot read " + dir + "mountinfo (tmpfs files taken from /dev/shm only)";
@@ -344,19 +380,58 @@ SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits) {
     tmpfs = parse_tmpfs_devices(text);
     if (cut && tmpfs.reason.empty()) tmpfs.reason = "mount table cut at " + kib_text(kMaxMountinfoBytes);
   }
+  // In chunks of one buffer, line by line: the text is never held whole (a
+  // 10,000-mapping smaps is 7 MiB, and fresh pages for it cost more than
+  // the parse).
   SmapsRead r;
-  if (!read_text_file(dir + "smaps", text, limits.max_bytes, limits.deadline, cut)) {
-    r.error = "cannot read " + dir + "smaps";
+  UniqueFd fd(::open((dir + "smaps").c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    r.error = "cannot read " + dir + "smaps: " + errno_text(errno);
     return r;
   }
-  if (cut) text.resize(end_of_last_mapping(text));  // leave out the mapping the bound cut in two
-  r = parse_smaps(text, limits, tmpfs);
-  if (cut && r.error.empty() && !r.cut) {
+  SmapsParser parser(limits, tmpfs);
+  std::vector<char> buf(kSmapsChunk);
+  size_t have = 0, total = 0;
+  bool whole = false, going = true, past_deadline = false;
+  while (going) {
+    if (total >= limits.max_bytes) break;
+    if (std::chrono::steady_clock::now() >= limits.deadline) {
+      past_deadline = true;
+      break;
+    }
+    const size_t want = std::min(buf.size() - have, limits.max_bytes - total);
+    const ssize_t n = ::read(fd.get(), buf.data() + have, want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      r.error = "cannot read " + dir + "smaps: " + errno_text(errno);
+      return r;
+    }
+    if (n == 0) {
+      whole = true;
+      if (have) going = parser.line(string_view(buf.data(), have));  // a last line without '\n'
+      have = 0;
+      break;
+    }
+    total += static_cast<size_t>(n);
+    have += static_cast<size_t>(n);
+    size_t from = 0;
+    for (size_t nl; going && (nl = string_view(buf.data() + from, have - from).find('\n')) != string_view::npos;
+         from += nl + 1)
+      going = parser.line(string_view(buf.data() + from, nl));
+    if (!going) break;
+    std::memmove(buf.data(), buf.data() + from, have - from);
+    have -= from;
+    if (have == buf.size()) {  // one line longer than the buffer: not smaps
+      r.error = "smaps holds a line longer than " + std::to_string(kSmapsChunk) + " bytes";
+      return r;
+    }
+  }
+  r = parser.finish(whole || !going);
+  if (r.error.empty() && !r.cut && !whole && going) {
     r.cut = true;
-    r.reason = std::chrono::steady_clock::now() >= limits.deadline
-                   ? "smaps cut at its deadline after " + std::to_string(r.mappings.size()) + " mappings"
-                   : "smaps cut at " + kib_text(limits.max_bytes) + " of text (" + std::to_string(r.mappings.size()) +
-                         " mappings)";
+    r.reason = past_deadline ? "smaps cut at its deadline after " + std::to_string(r.mappings.size()) + " mappings"
+                             : "smaps cut at " + kib_text(limits.max_bytes) + " of text (" +
+                                   std::to_string(r.mappings.size()) + " mappings)";
   }
   if (!tmpfs.reason.empty()) r.reason = r.reason.empty() ? tmpfs.reason : r.reason + "; " + tmpfs.reason;
   return r;
