@@ -101,8 +101,6 @@ bool internal_shmem_name(string_view name) {
          name.rfind("[anon_shmem:", 0) == 0;
 }
 
-constexpr size_t kSmapsChunk = 64 * 1024;
-
 std::string kib_text(uint64_t bytes) { return std::to_string(bytes / 1024) + " kB"; }
 
 }  // namespace
@@ -369,26 +367,11 @@ MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryC
   return b;
 }
 
-SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits) {
-  const std::string dir = "/proc/" + std::to_string(pid) + "/";
-  TmpfsDevices tmpfs;
-  std::string text;  // the mount table only; smaps is read in chunks
-  bool cut = false;
-  if (!read_text_file(dir + "mountinfo", text, kMaxMountinfoBytes, limits.deadline, cut)) {
-    tmpfs.reason = "cannot read " + dir + "mountinfo (tmpfs files taken from /dev/shm only)";
-  } else {
-    tmpfs = parse_tmpfs_devices(text);
-    if (cut && tmpfs.reason.empty()) tmpfs.reason = "mount table cut at " + kib_text(kMaxMountinfoBytes);
-  }
+SmapsRead read_smaps_fd(int fd, const SmapsLimits& limits, const TmpfsDevices& tmpfs) {
   // In chunks of one buffer, line by line: the text is never held whole (a
   // 10,000-mapping smaps is 7 MiB, and fresh pages for it cost more than
   // the parse).
   SmapsRead r;
-  UniqueFd fd(::open((dir + "smaps").c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    r.error = "cannot read " + dir + "smaps: " + errno_text(errno);
-    return r;
-  }
   SmapsParser parser(limits, tmpfs);
   std::vector<char> buf(kSmapsChunk);
   size_t have = 0, total = 0;
@@ -400,10 +383,11 @@ SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits) {
       break;
     }
     const size_t want = std::min(buf.size() - have, limits.max_bytes - total);
-    const ssize_t n = ::read(fd.get(), buf.data() + have, want);
+    const ssize_t n = ::read(fd, buf.data() + have, want);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      r.error = "cannot read " + dir + "smaps: " + errno_text(errno);
+      const int err = errno;
+      r.error = "cannot read smaps: " + errno_text(err);
       return r;
     }
     if (n == 0) {
@@ -433,6 +417,25 @@ SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits) {
                              : "smaps cut at " + kib_text(limits.max_bytes) + " of text (" +
                                    std::to_string(r.mappings.size()) + " mappings)";
   }
+  return r;
+}
+
+SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/";
+  TmpfsDevices tmpfs;
+  std::string text;  // the mount table only; smaps is read in chunks
+  bool cut = false;
+  if (!read_text_file(dir + "mountinfo", text, kMaxMountinfoBytes, limits.deadline, cut)) {
+    tmpfs.reason = "cannot read " + dir + "mountinfo (tmpfs files taken from /dev/shm only)";
+  } else {
+    tmpfs = parse_tmpfs_devices(text);
+    if (cut && tmpfs.reason.empty()) tmpfs.reason = "mount table cut at " + kib_text(kMaxMountinfoBytes);
+  }
+  UniqueFd fd(::open((dir + "smaps").c_str(), O_RDONLY | O_CLOEXEC));
+  const int err = errno;
+  SmapsRead r;
+  if (fd.get() < 0) r.error = "cannot read " + dir + "smaps: " + errno_text(err);
+  else r = read_smaps_fd(fd.get(), limits, tmpfs);
   if (!tmpfs.reason.empty()) r.reason = r.reason.empty() ? tmpfs.reason : r.reason + "; " + tmpfs.reason;
   return r;
 }

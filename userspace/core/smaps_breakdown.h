@@ -84,5 +84,10 @@ MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryC
 
 // Reads /proc/PID/smaps (bounded by limits) and /proc/PID/mountinfo.
 SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits);
+// The smaps part: from an open file, in chunks of one 64 KiB buffer, line by
+// line (the text is never held whole); a line longer than the buffer is not
+// smaps; a mapping the byte bound or the deadline cuts in two is left out.
+inline constexpr size_t kSmapsChunk = 64 * 1024;
+SmapsRead read_smaps_fd(int fd, const SmapsLimits& limits, const TmpfsDevices& tmpfs);
 
 }  // namespace oomsnap

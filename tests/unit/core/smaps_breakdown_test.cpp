@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/unique_fd.h"
 #include "core/pagemap_residency.h"
 #include "core/smaps_breakdown.h"
 
@@ -308,4 +309,53 @@ TEST(SmapsBreakdown, ReadsItsOwnSmapsAndCutsAtTheByteBoundOnAMappingEdge) {
   EXPECT_GE(cut.mappings.size(), 1u);
   EXPECT_LT(cut.mappings.size(), whole.mappings.size());
   EXPECT_NE(cut.reason.find("of text"), std::string::npos) << cut.reason;
+}
+
+namespace {
+
+// smaps text in a file, as read_smaps_fd reads /proc/PID/smaps.
+int file_of(const std::string& text) {
+  int fd = memfd_create("smaps", MFD_CLOEXEC);
+  if (fd < 0 || write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) return -1;
+  lseek(fd, 0, SEEK_SET);
+  return fd;
+}
+
+}  // namespace
+
+TEST(SmapsBreakdown, ReadInChunksAsParsedWhole) {
+  std::string text;
+  for (size_t i = 0; i < 500; ++i)  // ~400 KiB: many 64 KiB chunks, lines split across them
+    text += mapping(0x10000000 + i * 0x2000, 0x10000000 + i * 0x2000 + 0x1000, "r--p", "fe:00", 5 + i,
+                    "/lib/a-long-enough-name-" + std::to_string(i), 4, i % 2 ? 4 : 0);
+  UniqueFd fd(file_of(text));
+  ASSERT_GE(fd.get(), 0);
+  auto chunked = read_smaps_fd(fd.get(), SmapsLimits{}, TmpfsDevices{});
+  auto whole = parse_smaps(text, SmapsLimits{}, TmpfsDevices{});
+  ASSERT_TRUE(chunked.error.empty()) << chunked.error;
+  EXPECT_FALSE(chunked.cut);
+  EXPECT_EQ(chunked.mappings.size(), 500u);
+  EXPECT_EQ(build_breakdown(chunked, {}, status_of(0, 0, 0)).bytes, build_breakdown(whole, {}, status_of(0, 0, 0)).bytes);
+  EXPECT_EQ(chunked.names, whole.names);
+
+  // The byte bound cuts in the middle of a mapping: that one is left out.
+  SmapsLimits bound;
+  bound.max_bytes = text.size() / 2;
+  UniqueFd fd2(file_of(text));
+  auto cut = read_smaps_fd(fd2.get(), bound, TmpfsDevices{});
+  ASSERT_TRUE(cut.error.empty()) << cut.error;
+  EXPECT_TRUE(cut.cut);
+  const size_t per_mapping = text.size() / 500;
+  EXPECT_NEAR(static_cast<double>(cut.mappings.size()), 250.0, 2.0);
+  EXPECT_LE(cut.mappings.size() * per_mapping, bound.max_bytes + per_mapping);
+  EXPECT_NE(cut.reason.find("of text"), std::string::npos) << cut.reason;
+}
+
+TEST(SmapsBreakdown, ALineLongerThanTheBufferIsRefused) {
+  const std::string text = mapping(0x1000, 0x3000, "r--p", "fe:00", 7, "/" + std::string(kSmapsChunk + 10, 'x'), 8, 0);
+  UniqueFd fd(file_of(text));
+  ASSERT_GE(fd.get(), 0);
+  auto r = read_smaps_fd(fd.get(), SmapsLimits{}, TmpfsDevices{});
+  EXPECT_NE(r.error.find("longer than"), std::string::npos) << r.error;
+  EXPECT_TRUE(r.mappings.empty());
 }
