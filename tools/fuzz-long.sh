@@ -10,9 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/lib/fuzz-common.sh
 SECONDS_EACH=${1:-600}
+shift || true
 fuzz_build
 rc=0
-fuzz_run_all "$SECONDS_EACH" | tee "$FUZZ_BUILD/fuzz-long.out" || rc=$?
+out="$FUZZ_BUILD/fuzz-long${1:+-$1}.out"
+fuzz_run_all "$SECONDS_EACH" "$@" | tee "$out" || rc=$?
 echo "fuzz-long: summary, $(date -u +%Y-%m-%d), ${SECONDS_EACH} s per target, $(nproc) CPUs:"
-grep -E '^fuzz: fuzz_[a-z0-9_]+: ' "$FUZZ_BUILD/fuzz-long.out"
+grep -E '^fuzz: fuzz_[a-z0-9_]+: ' "$out"
 [ "$rc" = 0 ] || { echo "fuzz-long: FAILED (reproducers in $FUZZ_BUILD)" >&2; exit 1; }

@@ -1,7 +1,7 @@
 # Shared by tools/run-fuzzers.sh (CI's short run) and tools/fuzz-long.sh (source it).
 # fuzz_build: configures and builds the libFuzzer targets (clang, ASan+UBSan) into
 #   $FUZZ_BUILD ($OOMSNAP_FUZZ_BUILD, default build-fuzz).
-# fuzz_run_all SECONDS: runs every target for SECONDS with a per-input timeout of
+# fuzz_run_all SECONDS [NAME...]: runs every target (or only the NAMEd ones) for SECONDS with a per-input timeout of
 #   $OOMSNAP_FUZZ_TIMEOUT seconds (default 10) on its corpus in
 #   $FUZZ_BUILD/fuzz-corpus/NAME (kept between runs, so coverage accumulates),
 #   prints one summary line per target and returns non-zero when any target found
@@ -22,10 +22,13 @@ _fuzz_count() { find "$1" -maxdepth 1 -type f -name "$2" 2>/dev/null | wc -l; }
 
 fuzz_run_all() {
   local seconds=$1 failed=0 f name corpus log before_c before_l before_t before_o start end rc
+  shift
+  local only=" $* "
   mkdir -p "$FUZZ_BUILD/fuzz-corpus"
   for f in "$FUZZ_BUILD"/tests/fuzz/fuzz_*; do
     [ -x "$f" ] || continue
     name=$(basename "$f")
+    [ "$only" = "  " ] || [[ "$only" == *" $name "* ]] || continue
     corpus="$FUZZ_BUILD/fuzz-corpus/$name"
     log="$FUZZ_BUILD/$name.log"
     mkdir -p "$corpus"
