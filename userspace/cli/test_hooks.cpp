@@ -49,7 +49,8 @@ std::string probe_confinement(pid_t pid) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
   }
-  // An empty attribute: EINVAL from the kernel when the call gets through.
+  // An empty attribute: the kernel refuses it (E2BIG or EINVAL) when the call
+  // gets that far.
   bpf_attr attr{};
   rc = syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof attr);
   if (rc >= 0) ::close(static_cast<int>(rc));

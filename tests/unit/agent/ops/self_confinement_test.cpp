@@ -49,7 +49,7 @@ long bpf(uint64_t cmd) {
 }
 
 // What the checks below try; each would behave otherwise without the filter
-// (ESRCH, EINVAL, EBADF, ENOENT or success, as root).
+// (ESRCH, EINVAL, E2BIG, EFAULT, EBADF, ENOENT or success, as root).
 std::string refused_calls() {
   std::string r;
   r += expect_errno("ptrace(PTRACE_ATTACH)", [] { return ptrace(PTRACE_ATTACH, -1, nullptr, nullptr); }, EPERM);
