@@ -3,6 +3,7 @@
 // in agent_events.cpp.
 #include "agent/agent.h"
 #include "agent/ops/privileges.h"
+#include "agent/ops/self_confinement.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -193,9 +194,24 @@ bool Agent::check_privileges(std::string& error) {
   return true;
 }
 
+bool Agent::confine(std::string& error) {
+  Confinement conf;
+  if (!confine_agent(conf, error)) return false;
+  if (conf.supported)
+    log_->info("confined: {}", conf.summary);
+  else
+    log_->warn("not confined by its own seccomp filter: {}", conf.summary);
+  if (options_.test.confinement_probe) {
+    log_->warn("test hook: confinement probe on the loop thread: {}", options_.test.confinement_probe());
+    worker_->post([probe = options_.test.confinement_probe, log = log_] {
+      log->warn("test hook: confinement probe on the capture worker: {}", probe());
+    });
+  }
+  return true;
+}
+
 bool Agent::start(std::string& error) {
   const AgentConfig& c = options_.config;
-  apply_config();
 
   std::string mountinfo;
   read_text_file("/proc/self/mountinfo", mountinfo);
@@ -223,6 +239,11 @@ bool Agent::start(std::string& error) {
   if (!bpf_) return false;
   log_->info("BPF attached: {}", bpf_->description());
   health_.set_bpf_attached(true);
+  // Nothing below loads BPF, mounts or attaches again (SIGHUP neither): the
+  // deny-list goes on now, before the first capture process is started, so
+  // that every capture process inherits it.
+  if (!confine(error)) return false;
+  apply_config();
 
   if (!open_sinks(error)) return false;
 

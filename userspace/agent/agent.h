@@ -14,6 +14,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -61,6 +62,11 @@ struct AgentTestHooks {
   // agent's own worker thread, without the capture process, to measure what
   // the sandbox costs: a stuck read would hang the agent.
   bool capture_in_process = false;
+  // ($OOMSNAP_TEST_CONFINEMENT_PROBE_PID=PID) once the agent has confined
+  // itself: run on the loop thread and on the capture worker (a thread that
+  // was started before the filter), and what it returns (system calls the
+  // filter must refuse, with their errno) is logged.
+  std::function<std::string()> confinement_probe;
 };
 
 struct AgentOptions {
@@ -93,6 +99,9 @@ class Agent {
 
   void apply_config();
   bool check_privileges(std::string& error);
+  // The agent's own seccomp deny-list (agent/ops/self_confinement.h), once
+  // its BPF programs are attached; logs what was loaded.
+  bool confine(std::string& error);
   bool open_sinks(std::string& error);
   void log_sink_messages();
   void arm_bpf();

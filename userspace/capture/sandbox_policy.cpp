@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/safe_open.h"
+#include "base/seccomp_filter.h"
 
 namespace oomsnap {
 namespace {
@@ -94,15 +95,7 @@ bool drop_capabilities(std::string& why) {
 }
 
 bool load_seccomp_filter(int result_fd, std::string& why) {
-  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
-  if (!ctx) {
-    why = "seccomp_init failed";
-    return false;
-  }
-  int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
-  auto allow = [&](int nr) {
-    if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-  };
+  SeccompFilter filter(SCMP_ACT_KILL_PROCESS);
   // Reading the target and its files; the process's own memory and threads.
   for (int nr : {SCMP_SYS(process_vm_readv), SCMP_SYS(read), SCMP_SYS(pread64), SCMP_SYS(readv), SCMP_SYS(lseek),
                  SCMP_SYS(close), SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(statx), SCMP_SYS(readlink),
@@ -113,14 +106,13 @@ bool load_seccomp_filter(int result_fd, std::string& why) {
                  SCMP_SYS(sched_yield), SCMP_SYS(getrandom), SCMP_SYS(exit), SCMP_SYS(exit_group),
                  SCMP_SYS(restart_syscall), SCMP_SYS(rseq), SCMP_SYS(set_robust_list), SCMP_SYS(sched_getaffinity),
                  SCMP_SYS(sysinfo) /* glibc's qsort sizes its buffer by physical memory */})
-    allow(nr);
+    filter.add(SCMP_ACT_ALLOW, nr);
   // Files only read-only: no O_CREAT, O_TRUNC, O_TMPFILE, write access. The
   // mask takes O_TMPFILE's own bit (020000000) without O_DIRECTORY, which
   // O_TMPFILE includes: a read-only O_DIRECTORY open is fine.
   constexpr scmp_datum_t kTmpfileBit = 020000000;
-  if (rc == 0)
-    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
-                          SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC | kTmpfileBit, O_RDONLY));
+  filter.add(SCMP_ACT_ALLOW, SCMP_SYS(openat),
+             {SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC | kTmpfileBit, O_RDONLY)});
   // openat2 (Target::open_in_root: a path resolved inside the target's root)
   // takes its flags in a struct seccomp cannot read, so it is allowed only
   // with the one struct base/safe_open.h passes, sealed read-only before this
@@ -129,33 +121,25 @@ bool load_seccomp_filter(int result_fd, std::string& why) {
   // Any other openat2 kills the process. Where the struct cannot be sealed
   // (mseal: Linux 6.10+), openat2 fails with ENOSYS and files are opened
   // through /proc/PID/map_files only.
-  if (rc == 0) {
-    if (const void* how = seal_open_how())
-      rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat2), 2,
-                            SCMP_A2(SCMP_CMP_EQ, static_cast<scmp_datum_t>(reinterpret_cast<uintptr_t>(how))),
-                            SCMP_A3(SCMP_CMP_EQ, static_cast<scmp_datum_t>(open_how_size())));
-    else
-      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0);
-  }
+  if (const void* how = seal_open_how())
+    filter.add(SCMP_ACT_ALLOW, SCMP_SYS(openat2),
+               {SCMP_A2(SCMP_CMP_EQ, static_cast<scmp_datum_t>(reinterpret_cast<uintptr_t>(how))),
+                SCMP_A3(SCMP_CMP_EQ, static_cast<scmp_datum_t>(open_how_size()))});
+  else
+    filter.add(SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2));
   // Threads of its own (the pprof encoder compresses on a worker thread):
   // clone only with CLONE_VM | CLONE_THREAD, never a new process. clone3 takes
   // its flags in a struct seccomp cannot read: ENOSYS, and glibc falls back
   // to clone.
   constexpr scmp_datum_t kThread = CLONE_VM | CLONE_THREAD;
-  if (rc == 0)
-    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, kThread, kThread));
-  if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+  filter.add(SCMP_ACT_ALLOW, SCMP_SYS(clone), {SCMP_A0(SCMP_CMP_MASKED_EQ, kThread, kThread)});
+  filter.add(SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3));
   // Writes only to the result pipe and stderr.
   for (int fd : {result_fd, STDERR_FILENO})
-    if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(write), 1, SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(fd)));
+    filter.add(SCMP_ACT_ALLOW, SCMP_SYS(write), {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(fd))});
   // abort() signals itself; nobody else.
-  if (rc == 0)
-    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
-                          SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(getpid())));
-  if (rc == 0) rc = seccomp_load(ctx);
-  if (rc != 0) why = std::string("seccomp filter not loaded: ") + std::strerror(-rc);
-  seccomp_release(ctx);
-  return rc == 0;
+  filter.add(SCMP_ACT_ALLOW, SCMP_SYS(tgkill), {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(getpid()))});
+  return filter.load(why);
 }
 
 }  // namespace oomsnap

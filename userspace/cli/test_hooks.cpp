@@ -1,8 +1,18 @@
 #include "cli/test_hooks.h"
 
+#include <linux/bpf.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <thread>
 
 // Set by userspace/CMakeLists.txt for each executable; a build that forgets it
 // must not fall back to either variant silently.
@@ -19,6 +29,34 @@ std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
 }
+
+std::string outcome(const std::string& call, long rc, int err) {
+  if (rc >= 0) return call + " succeeded";
+  const char* name = strerrorname_np(err);
+  return call + " failed: " + (name ? name : "errno " + std::to_string(err));
+}
+
+// What a compromised agent would try first: trace another process, load a
+// BPF program. Both must fail with EPERM once the agent confined itself.
+std::string probe_confinement(pid_t pid) {
+  const std::string attach = "ptrace(PTRACE_ATTACH, " + std::to_string(pid) + ")";
+  long rc = ptrace(PTRACE_ATTACH, pid, nullptr, nullptr);
+  std::string out = outcome(attach, rc, errno);
+  if (rc == 0) {
+    // Not confined: the process is stopped and traced by this thread; wait
+    // for the stop (bounded) and let it go again.
+    for (int i = 0; i < 200 && waitpid(pid, nullptr, WNOHANG | __WALL) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
+  }
+  // An empty attribute: the kernel refuses it (E2BIG or EINVAL) when the call
+  // gets that far.
+  bpf_attr attr{};
+  rc = syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof attr);
+  if (rc >= 0) ::close(static_cast<int>(rc));
+  return out + "; " + outcome("bpf(BPF_PROG_LOAD)", rc, errno);
+}
+
 }  // namespace
 
 TestHooks read_test_hooks() {
@@ -28,6 +66,10 @@ TestHooks read_test_hooks() {
     hooks.agent.stall_on_sigusr2 = std::chrono::seconds(std::clamp(std::atoi(stall.c_str()), 0, 60));
   hooks.agent.capture_helper = env("OOMSNAP_CAPTURE_HELPER");
   hooks.agent.capture_in_process = env("OOMSNAP_TEST_CAPTURE_IN_PROCESS") == "1";
+  if (const std::string pid = env("OOMSNAP_TEST_CONFINEMENT_PROBE_PID"); !pid.empty())
+    hooks.agent.confinement_probe = [target = static_cast<pid_t>(std::atoi(pid.c_str()))] {
+      return probe_confinement(target);
+    };
   return hooks;
 }
 

@@ -16,7 +16,7 @@ struct TestHooks {
 
 // `oomsnap`: all off, whatever the environment holds. `oomsnap-test-hooks`:
 // $OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2=N (0..60 s), $OOMSNAP_CAPTURE_HELPER=PATH,
-// $OOMSNAP_TEST_CAPTURE_IN_PROCESS=1.
+// $OOMSNAP_TEST_CAPTURE_IN_PROCESS=1, $OOMSNAP_TEST_CONFINEMENT_PROBE_PID=PID.
 TestHooks read_test_hooks();
 
 }  // namespace oomsnap
