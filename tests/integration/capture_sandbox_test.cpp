@@ -132,6 +132,10 @@ TEST(CaptureSandbox, HelperIsLockedDown) {
   EXPECT_EQ(st["Seccomp"], "2");
   EXPECT_EQ(st["NoNewPrivs"], "1");
   EXPECT_EQ(st["Name"], "oomsnap-capture");
+  // A memcg OOM (the agent's cgroup holds both) takes the capture process first.
+  std::string adj;
+  oomsnap_test::read_file("/proc/" + std::to_string(h) + "/oom_score_adj", adj);
+  EXPECT_EQ(adj, "1000\n");
   const uint64_t want = (1ull << CAP_SYS_PTRACE) | (1ull << CAP_DAC_READ_SEARCH) | (1ull << 40 /* CHECKPOINT_RESTORE */);
   for (const char* k : {"CapEff", "CapPrm", "CapBnd"})
     EXPECT_EQ(std::stoull(st[k], nullptr, 16), want) << k << " = " << st[k];

@@ -20,6 +20,7 @@
 using namespace oomsnap;
 namespace fs = std::filesystem;
 using oomsnap_test::Process;
+using oomsnap_test::run_status;
 
 namespace {
 
@@ -69,17 +70,6 @@ CaptureOptions census_options() {
   o.max_goroutine_groups = 1000;
   o.budget = std::chrono::milliseconds(20000);
   return o;
-}
-
-int run_status(const std::string& cmd, std::string* out) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.append(buf, n);
-  int st = pclose(p);
-  *out = o;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 // One census of a -goroutines fixture against the profile it wrote: status

@@ -24,6 +24,7 @@
 using namespace oomsnap;
 namespace fs = std::filesystem;
 using oomsnap_test::Process;
+using oomsnap_test::run_status;
 
 namespace {
 
@@ -71,17 +72,6 @@ testutil::StackMap fixture_stacks(const testutil::PprofSummary& s) {
   for (auto& [stack, v] : testutil::filter_stacks(s, "main."))
     if (v[0] || v[1] || v[2] || v[3]) out.emplace(stack, v);
   return out;
-}
-
-int run_status(const std::string& cmd, std::string* out = nullptr) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.append(buf, n);
-  int st = pclose(p);
-  if (out) *out = o;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 }  // namespace

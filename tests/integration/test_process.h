@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -134,5 +135,18 @@ class Process {
   int out_fd_ = -1;
   std::string buf_;
 };
+
+// A shell command's exit status (-1: killed by a signal), its stdout in *out.
+inline int run_status(const std::string& cmd, std::string* out = nullptr) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::string o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.append(buf, n);
+  const int st = pclose(p);
+  if (out) *out = o;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
 
 }  // namespace oomsnap_test

@@ -41,7 +41,7 @@ struct AgentConfig {
   // RunTracingToolTimeout + Grace, capped in memory, its result in size.
   std::chrono::milliseconds capture_grace{1000};            // [capture] Grace (s), 0.1..600
   uint64_t capture_memory_max = 1ull << 30;               // [capture] MemoryMax (bytes), >= 64 MiB
-  uint64_t capture_result_max = 64ull << 20;                // [capture] ResultMaxBytes, >= 64 KiB
+  uint64_t capture_result_max = 4ull << 20;                 // [capture] ResultMaxBytes, >= 64 KiB
   // Where kubelet keeps pods/ and containers/ (pod and container names for
   // the record); empty = no names looked up.
   std::string pod_log_root = "/var/log";                    // [kubernetes] PodLogRoot

@@ -17,6 +17,8 @@
 
 #include "base/text.h"
 #include "capture/capture.h"
+#include "capture/oom_victim.h"
+#include "capture/result_budget.h"
 #include "capture/sandbox_policy.h"
 
 namespace oomsnap {
@@ -26,7 +28,7 @@ struct ChildArgs {
   pid_t parent = 0;
   SandboxLimits limits;
   std::chrono::milliseconds grace{1000};
-  uint64_t result_max = 64ull << 20;
+  uint64_t result_max = 4ull << 20;
 };
 
 // The agent's own arguments for the child (capture_sandbox.cpp); anything
@@ -165,7 +167,7 @@ int run_capture_child(const std::vector<std::string>& args, const CaptureChildHo
   prctl(PR_SET_NAME, "oomsnap-capture");  // not "exe" in ps and audit logs
 
   std::string why;
-  if (!apply_limits(a.limits, why) || !drop_capabilities(why)) {
+  if (!become_first_oom_victim(why) || !apply_limits(a.limits, why) || !drop_capabilities(why)) {
     std::fprintf(stderr, "oomsnap capture process: %s\n", why.c_str());
     return 3;
   }
@@ -195,6 +197,7 @@ int run_capture_child(const std::vector<std::string>& args, const CaptureChildHo
   std::string error;
   auto rec = capture_process(req->pid, opts, error);
   if (rec) {
+    fit_result_budget(*rec, result_budget_for(*rec, a.result_max));
     reply.kind = CaptureReply::Kind::kRecord;
     reply.record = std::move(rec);
   } else {

@@ -225,6 +225,9 @@ CaptureSandbox::Wait CaptureSandbox::collect(Clock::time_point deadline, std::st
         frame.append(buf, static_cast<size_t>(r));
         // The whole frame is here: no need to wait for the child's exit.
         const size_t want = declared_frame_size(frame);
+        // Room for the frame at once: growing by doubling would hold up to
+        // twice the cap while it copies.
+        if (want > frame.capacity() && want <= cap) frame.reserve(want);
         if (want && frame.size() == want) return Wait::kFrame;
       } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
         eof = true;

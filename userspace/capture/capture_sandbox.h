@@ -24,7 +24,9 @@ struct SandboxOptions {
   std::string helper_path;                      // the capture process's executable; empty: /proc/self/exe
   std::chrono::milliseconds grace{1000};        // hard deadline = budget + grace
   uint64_t memory_bytes = 1ull << 30;         // the capture process's address-space cap
-  uint64_t result_max_bytes = 64ull << 20;      // larger results are refused
+  // The whole result frame; the capture process cuts its result to fit
+  // (capture/result_budget.h), and a larger frame is refused.
+  uint64_t result_max_bytes = 4ull << 20;
   std::chrono::milliseconds max_budget{2000};   // the longest budget asked for: sets the CPU cap
   bool operator==(const SandboxOptions&) const = default;
 };

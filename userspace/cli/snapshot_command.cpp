@@ -74,6 +74,9 @@ int run_snapshot_command(const std::vector<std::string>& args, std::ostream& out
   std::string format = "json", profile = "heap", output, recent_output;
   CaptureOptions opts;
   SandboxOptions sandbox;
+  // A person's one-shot, outside the agent's memory cgroup: room for a large
+  // pprof profile (the capture process still cuts names and stacks).
+  sandbox.result_max_bytes = 64ull << 20;
   bool in_process = false;
   long budget_ms = opts.budget.count(), grace_ms = sandbox.grace.count();
   uint64_t memory_mb = sandbox.memory_bytes >> 20;
