@@ -170,6 +170,9 @@ TEST(PolicyRank, CollectedRecentlyAndSteadyWaits) {
   p.offer("/old", trig("threshold", 0), stats(now["/old"]), 0);
   ASSERT_EQ(names(p.on_deadline(200 * kMs, reread)), std::vector<std::string>{"/old"});
   const MonoNs later = 70 * kSec;  // out of its interval and of the budget window
+  // Both are known to be steady (samples 2 s apart, in one long batch
+  // nobody closed early): only their history tells them apart.
+  p.offer("/new", trig("psi", later - 2 * kSec), stats(now["/new"]), later - 2 * kSec);
   p.offer("/old", trig("memcg_pressure", later), stats(now["/old"]), later);
   p.offer("/new", trig("threshold", later), stats(now["/new"]), later);
   Decision d = p.on_deadline(later + 200 * kMs, reread);
