@@ -5,44 +5,27 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 
 #include "agent/incident/policy.h"
 #include "agent/incident/policy_rank.h"
+#include "policy_fakes.h"
 
 using namespace oomsnap;
+using namespace oomsnap::policy_fakes;
 
 namespace {
 
-constexpr MonoNs kMs = 1'000'000;
-constexpr MonoNs kSec = 1'000'000'000;
 constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kLimit = 1000 * kMiB;
 
-MemcgStats stats(uint64_t usage, uint64_t limit = kLimit) {
-  MemcgStats s;
-  s.usage_bytes = usage;
-  s.limit_bytes = limit;
-  return s;
-}
+MemcgStats stats(uint64_t usage) { return policy_fakes::stats(usage, kLimit); }
 
-Trigger trig(const char* type, MonoNs at) {
-  Trigger t;
-  t.type = type;
-  t.kernel_ns = at;
-  t.received_ns = at;
-  return t;
-}
-
-PolicyOptions opts(unsigned per_minute = 6, std::chrono::nanoseconds interval = std::chrono::seconds(300),
-                   std::chrono::nanoseconds window = std::chrono::milliseconds(200)) {
-  PolicyOptions o;
-  o.threshold_percent = 90;
-  o.interval = interval;
-  o.batch_window = window;
-  o.max_per_minute = per_minute;
-  return o;
+PolicyOptions budget(unsigned per_minute, std::chrono::nanoseconds interval = std::chrono::seconds(300),
+                     std::chrono::nanoseconds window = std::chrono::milliseconds(200)) {
+  return opts(90, interval, window, per_minute);
 }
 
 // A container cgroup of a Kubernetes pod (cgroupfs driver), as container_of reads it.
@@ -50,12 +33,6 @@ std::string in_pod(int pod, int container) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "/kubepods/burstable/pod%08x-0000-4000-8000-000000000000/%064x", pod, container);
   return buf;
-}
-
-std::vector<std::string> names(const Decision& d) {
-  std::vector<std::string> v;
-  for (const auto& c : d.collect) v.push_back(c.memcg);
-  return v;
 }
 
 // Containers whose usage follows a function of time; the policy is driven
@@ -87,7 +64,7 @@ struct Node {
 // minute of its crossing, before its limit (ranked by usage ratio alone, it
 // would wait behind every parked container: 5 minutes).
 TEST(PolicyRank, RisingContainerBeatsThirtyParkedOnesWithinTheMinute) {
-  Node node(opts());
+  Node node(budget(6));
   const std::string rising = "/tenants/leak";
   const MonoNs crossed = 5 * kSec;
   node.usage[rising] = [&](MonoNs t) {
@@ -118,7 +95,7 @@ TEST(PolicyRank, RisingContainerBeatsThirtyParkedOnesWithinTheMinute) {
 // closer to its limit rising slowly and before a parked one at 99 %.
 TEST(PolicyRank, SoonestToTheLimitGoesFirst) {
   // A 2 s batch window: the batch's own re-read gives the trend.
-  Policy p(opts(1, std::chrono::seconds(300), std::chrono::seconds(2)));
+  Policy p(budget(1, std::chrono::seconds(300), std::chrono::seconds(2)));
   std::map<std::string, uint64_t> at0 = {{"/fast", 900 * kMiB}, {"/slow", 950 * kMiB}, {"/parked", 990 * kMiB}};
   std::map<std::string, uint64_t> at2 = {{"/fast", 930 * kMiB}, {"/slow", 952 * kMiB}, {"/parked", 990 * kMiB}};
   for (const auto& [m, u] : at0) p.offer(m, trig("threshold", 0), stats(u), 0);
@@ -164,7 +141,7 @@ TEST(PolicyRank, WithoutATrendTheRatioDecides) {
 // ends it goes behind a container not yet captured, even one further from
 // its limit.
 TEST(PolicyRank, CollectedRecentlyAndSteadyWaits) {
-  Policy p(opts(1, std::chrono::seconds(10)));
+  Policy p(budget(1, std::chrono::seconds(10)));
   std::map<std::string, uint64_t> now = {{"/old", 990 * kMiB}, {"/new", 950 * kMiB}};
   auto reread = [&](const std::string& m) { return stats(now[m]); };
   p.offer("/old", trig("threshold", 0), stats(now["/old"]), 0);
@@ -187,7 +164,7 @@ TEST(PolicyRank, CollectedRecentlyAndSteadyWaits) {
 // in the first decision (by ratio alone it would wait a minute behind five
 // of the first pod's).
 TEST(PolicyRank, BudgetIsSharedBetweenPods) {
-  Policy p(opts(6));
+  Policy p(budget(6));
   std::map<std::string, uint64_t> now;
   for (int i = 0; i < 10; ++i) now[in_pod(1, i)] = 990 * kMiB;
   now[in_pod(2, 0)] = 950 * kMiB;
@@ -208,7 +185,7 @@ TEST(PolicyRank, BudgetIsSharedBetweenPods) {
 // deferred containers (which rank higher by ratio). Alone, a pod may use
 // the whole budget.
 TEST(PolicyRank, OnePodCannotHoldEverySlot) {
-  Node node(opts(3));
+  Node node(budget(3));
   for (int i = 0; i < 10; ++i) node.usage[in_pod(1, i)] = [](MonoNs) { return 990 * kMiB; };
   node.usage[in_pod(2, 0)] = [](MonoNs) { return 950 * kMiB; };
   for (int i = 0; i < 10; ++i) node.offer(in_pod(1, i), "threshold");
