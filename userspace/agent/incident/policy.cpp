@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "agent/incident/policy_rank.h"
+
 namespace oomsnap {
 
 const std::vector<std::string>& known_triggers() {
@@ -57,21 +59,34 @@ std::optional<MonoNs> Policy::interval_until(const std::string& memcg, MonoNs no
 MonoNs Policy::budget_free_at(MonoNs now) const {
   // recent_ is oldest first: the budget frees when the one that fills it ages out.
   size_t live = 0;
-  for (MonoNs t : recent_) live += now < t + kBudgetWindow;
+  for (const Spent& s : recent_) live += now < s.at + kBudgetWindow;
   if (live < options_.max_per_minute) return now;
   if (options_.max_per_minute == 0) return ~MonoNs{0};
   const size_t first_live = recent_.size() - live;
-  return recent_[first_live + live - options_.max_per_minute] + kBudgetWindow;
+  return recent_[first_live + live - options_.max_per_minute].at + kBudgetWindow;
 }
 
 void Policy::expire_budget(MonoNs now) {
   size_t n = 0;
-  while (n < recent_.size() && now >= recent_[n] + kBudgetWindow) ++n;
+  while (n < recent_.size() && now >= recent_[n].at + kBudgetWindow) ++n;
   recent_.erase(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+void Policy::sample(const std::string& memcg, const MemcgStats& stats, MonoNs now) {
+  if (!stats.limit_bytes || !stats.usage_bytes) return;  // never a candidate: no trend kept
+  trends_[memcg].add(now, *stats.usage_bytes);
+}
+
+bool Policy::collected_recently(const std::string& memcg, MonoNs now) const {
+  auto it = last_collected_.find(memcg);
+  if (it == last_collected_.end()) return false;
+  const MonoNs recent = std::max(kRecentCollection, 2 * static_cast<MonoNs>(options_.interval.count()));
+  return now < it->second + recent;
 }
 
 OfferResult Policy::offer(const std::string& memcg, const Trigger& trigger, const MemcgStats& stats, MonoNs now) {
   if (!stats.limit_bytes) return OfferResult::kUnlimited;
+  sample(memcg, stats, now);  // below the threshold too: the trend starts before the crossing
   auto r = usage_ratio(stats);
   if (!r || *r * 100.0 < options_.threshold_percent) return OfferResult::kBelowThreshold;
   if (auto until = interval_until(memcg, now)) {
@@ -141,6 +156,7 @@ Decision Policy::on_deadline(MonoNs now, const Reread& reread) {
       continue;
     }
     c.stats = reread(memcg);
+    sample(memcg, c.stats, now);
     auto r = usage_ratio(c.stats);
     if (!c.stats.limit_bytes || !r) {
       d.dropped.emplace_back(memcg, "no finite limit at re-check");
@@ -154,29 +170,46 @@ Decision Policy::on_deadline(MonoNs now, const Reread& reread) {
       continue;
     }
     c.ratio = *r;
+    auto trend = trends_.find(memcg);
+    c.growth = trend == trends_.end() ? Growth{}
+                                      : trend->second.growth(now, c.stats.usage_bytes.value_or(0), *c.stats.limit_bytes);
+    c.collected_recently = collected_recently(memcg, now);
+    c.tenant = tenant_of(memcg);
     keep.push_back(std::move(c));
   }
-  std::sort(keep.begin(), keep.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.ratio != b.ratio) return a.ratio > b.ratio;
-    return a.memcg < b.memcg;
-  });
+  rank_candidates(keep);
   expire_budget(now);
-  for (auto& c : keep) {
-    const MonoNs free_at = budget_free_at(now);
-    if (free_at <= now) {
-      recent_.push_back(now);
-      last_collected_[c.memcg] = now;
-      d.collect.push_back(std::move(c));
-      continue;
-    }
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "the node's capture budget (NodeMaxCapturesPerMinute %u) is used; deferred %.1f s",
-                  options_.max_per_minute, static_cast<double>(free_at - now) / 1e9);
+  std::map<std::string, unsigned> used;  // per tenant, within the budget's window
+  for (const Spent& s : recent_) ++used[s.tenant];
+  std::vector<bool> taken(keep.size(), false);
+  while (budget_free_at(now) <= now) {
+    const size_t i = next_fair_pick(keep, taken, used);
+    if (i == keep.size()) break;
+    taken[i] = true;
+    ++used[keep[i].tenant];
+    recent_.push_back({now, keep[i].tenant});
+    last_collected_[keep[i].memcg] = now;
+    d.collect.push_back(std::move(keep[i]));
+  }
+  const MonoNs free_at = budget_free_at(now);
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (taken[i]) continue;
+    Candidate& c = keep[i];
+    char buf[224];
+    std::snprintf(buf, sizeof buf,
+                  "the node's capture budget (NodeMaxCapturesPerMinute %u) is used; deferred %.1f s (growth %s, "
+                  "tenant's collections this minute %u)",
+                  options_.max_per_minute, static_cast<double>(free_at - now) / 1e9, to_string(c.growth.kind),
+                  used[c.tenant]);
     d.dropped.emplace_back(c.memcg, buf);
     c.not_before = free_at;
     c.by_budget = true;
     deferred_.emplace(c.memcg, std::move(c));
   }
+  // Trends of containers nothing has offered for a while go (a trend is
+  // only worth its memory while its container may become a candidate).
+  for (auto it = trends_.begin(); it != trends_.end();)
+    it = it->second.stale(now) && !batch_.count(it->first) && !deferred_.count(it->first) ? trends_.erase(it) : ++it;
   return d;
 }
 
@@ -184,6 +217,7 @@ void Policy::forget(const std::string& memcg) {
   batch_.erase(memcg);
   deferred_.erase(memcg);
   last_collected_.erase(memcg);
+  trends_.erase(memcg);
   if (batch_.empty()) batch_deadline_.reset();
 }
 

@@ -6,15 +6,16 @@
 // - a container is a candidate only with a finite limit and usage/limit at or
 //   above the threshold;
 // - candidates arriving within a short batch window are merged; at the end of
-//   the window each is re-read and re-checked and they are sorted by usage
-//   ratio, closest to its limit first;
+//   the window each is re-read and re-checked and they are ranked by how soon
+//   they reach their limit (growth and closeness, policy_rank.h; issue #28);
 // - a container is not collected again within its interval (IntervalTracing,
 //   per container): its triggers in that time are deferred and re-checked
 //   when the interval ends. Unlike a node-wide cooldown (HUATUO's), one
 //   container's incident leaves the others' visible;
 // - a node-wide budget bounds the overhead: at most max_per_minute
-//   collections in any 60 s; candidates beyond it are deferred, in ratio
-//   order, until the oldest collection in the window ages out.
+//   collections in any 60 s, shared round-robin between tenants (pods);
+//   candidates beyond it are deferred, in rank order, until the oldest
+//   collection in the window ages out.
 // OOM kills are not decided here: the agent records every one.
 #pragma once
 #include <chrono>
@@ -28,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/cgroup/cgroup.h"
+#include "agent/incident/usage_trend.h"
 
 namespace oomsnap {
 
@@ -70,6 +72,9 @@ struct Candidate {
   std::vector<SeenTrigger> seen;  // every trigger folded in, in arrival order (capped)
   MemcgStats stats;    // as re-read when the decision was made
   double ratio = 0;
+  Growth growth;                  // from its usage samples, at the decision
+  bool collected_recently = false; // collected within kRecentCollection before this decision
+  std::string tenant;             // whose share of the budget it uses (policy_rank.h tenant_of)
   MonoNs not_before = 0;  // deferred: re-checked from then on
   bool by_budget = false; // deferred by the node budget (else by its own interval)
 };
@@ -83,8 +88,12 @@ enum class OfferResult {
 };
 const char* to_string(OfferResult r);
 
+// A container collected this recently and not growing ranks behind the
+// others (at least; twice its interval when that is longer).
+constexpr MonoNs kRecentCollection = 600'000'000'000ull;
+
 struct Decision {
-  std::vector<Candidate> collect;                            // closest to its limit first, within the budget
+  std::vector<Candidate> collect;                            // in rank order, within the budget's share
   std::vector<std::pair<std::string, std::string>> dropped;  // memcg, why it was not collected
 };
 
@@ -104,7 +113,7 @@ class Policy {
   std::optional<MonoNs> next_deadline() const;
 
   // Closes a due batch, together with the deferred candidates now due, and
-  // decides which to collect: by ratio, within the node budget.
+  // decides which to collect: by rank, within the node budget, shared between tenants.
   Decision on_deadline(MonoNs now, const Reread& reread);
 
   size_t deferred_count() const { return deferred_.size(); }
@@ -124,13 +133,20 @@ class Policy {
  private:
   void add(std::map<std::string, Candidate>& into, const std::string& memcg, const Trigger& t);
   void expire_budget(MonoNs now);
+  void sample(const std::string& memcg, const MemcgStats& stats, MonoNs now);
+  bool collected_recently(const std::string& memcg, MonoNs now) const;
 
   PolicyOptions options_;
   std::map<std::string, Candidate> batch_;
   std::optional<MonoNs> batch_deadline_;
   std::map<std::string, Candidate> deferred_;
   std::map<std::string, MonoNs> last_collected_;
-  std::vector<MonoNs> recent_;  // collection times within the last 60 s, oldest first
+  struct Spent {
+    MonoNs at;
+    std::string tenant;
+  };
+  std::vector<Spent> recent_;  // collections within the last 60 s, oldest first
+  std::map<std::string, UsageTrend> trends_;  // limited containers' usage samples
 };
 
 }  // namespace oomsnap

@@ -6,44 +6,12 @@
 #include <map>
 
 #include "agent/incident/policy.h"
+#include "policy_fakes.h"
 
 using namespace oomsnap;
+using namespace oomsnap::policy_fakes;
 
 namespace {
-
-constexpr MonoNs kMs = 1'000'000;
-constexpr MonoNs kSec = 1'000'000'000;
-
-MemcgStats stats(uint64_t usage, std::optional<uint64_t> limit) {
-  MemcgStats s;
-  s.usage_bytes = usage;
-  s.limit_bytes = limit;
-  return s;
-}
-
-Trigger trig(const char* type, MonoNs at) {
-  Trigger t;
-  t.type = type;
-  t.kernel_ns = at;
-  t.received_ns = at;
-  return t;
-}
-
-PolicyOptions opts(int threshold = 90, std::chrono::nanoseconds interval = std::chrono::seconds(300),
-                   std::chrono::nanoseconds window = std::chrono::milliseconds(200), unsigned per_minute = 6) {
-  PolicyOptions o;
-  o.threshold_percent = threshold;
-  o.interval = interval;
-  o.batch_window = window;
-  o.max_per_minute = per_minute;
-  return o;
-}
-
-std::vector<std::string> names(const Decision& d) {
-  std::vector<std::string> v;
-  for (const auto& c : d.collect) v.push_back(c.memcg);
-  return v;
-}
 
 // The container stats a re-read would see now.
 struct FakeCgroups {
