@@ -12,10 +12,14 @@
 //   hook-inroot   a chrooted target (tests/common/hostile_root.h): opens its
 //                 files through Target::open_in_root under the sandbox and
 //                 aborts (SIGABRT) unless each gives what it must
+//   hook-vmread   process_vm_readv of its parent (the agent): SIGSYS
+//   hook-spew     writes 4 MiB of escapes and forged log lines to stderr,
+//                 then captures as usual: the parent logs at most its cap
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -60,6 +64,26 @@ void check_open_in_root(pid_t pid) {
   }
 }
 
+void read_parent() {
+  char buf[64];
+  iovec local{buf, sizeof buf};
+  // Any address: the filter decides on the pid alone. Without it the call
+  // returns (data, or EFAULT) and the hook aborts instead of dying of SIGSYS.
+  iovec remote{buf, sizeof buf};
+  const ssize_t n = process_vm_readv(getppid(), &local, 1, &remote, 1, 0);
+  fail("process_vm_readv of the parent returned " + std::to_string(n));
+}
+
+void spew() {
+  std::string chunk = "\x1b[31m[error] forged agent line\r\n";
+  while (chunk.size() < 64 * 1024) chunk += chunk;
+  for (size_t sent = 0; sent < (4u << 20);) {
+    const ssize_t n = write(STDERR_FILENO, chunk.data(), chunk.size());
+    if (n <= 0) fail("write to stderr failed");
+    sent += static_cast<size_t>(n);
+  }
+}
+
 void misbehave(const oomsnap::CaptureRequest& req) {
   auto id = oomsnap::read_identity(req.pid);
   if (!id) return;
@@ -96,6 +120,10 @@ void misbehave(const oomsnap::CaptureRequest& req) {
     [[maybe_unused]] long fd = syscall(SYS_openat2, AT_FDCWD, "/tmp/oomsnap-hook-openat2", &how, sizeof how);
   } else if (c == "hook-inroot") {
     check_open_in_root(req.pid);
+  } else if (c == "hook-vmread") {
+    read_parent();
+  } else if (c == "hook-spew") {
+    spew();
   }
 }
 

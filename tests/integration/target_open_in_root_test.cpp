@@ -22,49 +22,19 @@
 
 #include "capture/capture_sandbox.h"
 #include "core/collector.h"
+#include "chrooted.h"
 #include "hostile_root.h"
 #include "python/python_collector.h"
 #include "test_process.h"
 
 using namespace std::chrono_literals;
 using oomsnap::Target;
+using oomsnap_test::Chrooted;
 using oomsnap_test::HostileRoot;
 using oomsnap_test::Opened;
 using oomsnap_test::run_open;
 
 namespace {
-
-// A process (a fork of this test, no exec) chrooted into `root`, named `comm`,
-// waiting; killed on scope exit. /proc/PID/root is `root`.
-class Chrooted {
- public:
-  Chrooted(const std::string& root, const std::string& comm) {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork");
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (chroot(root.c_str()) != 0 || chdir("/") != 0) _exit(126);
-      prctl(PR_SET_NAME, comm.c_str());
-      [[maybe_unused]] auto n = ::write(p[1], "r", 1);
-      for (;;) pause();
-    }
-    ::close(p[1]);
-    char c = 0;
-    const bool ready = ::read(p[0], &c, 1) == 1;
-    ::close(p[0]);
-    if (!ready) throw std::runtime_error("chrooted child did not start");
-  }
-  ~Chrooted() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-};
 
 std::unique_ptr<Target> open_target(pid_t pid) {
   std::string err;

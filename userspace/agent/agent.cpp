@@ -65,7 +65,9 @@ Agent::Agent(asio::io_context& io, AgentOptions options, std::shared_ptr<spdlog:
       watchdog_timer_(io),
       book_timer_(io),
       metrics_(kOomsnapVersion),
-      sandbox_(std::make_unique<CaptureSandbox>(SandboxOptions{})),
+      // The capture processes' stderr, capped and escaped, as warnings.
+      sandbox_(std::make_unique<CaptureSandbox>(SandboxOptions{},
+                                                [log = log_](const std::string& line) { log->warn("{}", line); })),
       worker_(std::make_unique<SerialWorker>(16)) {}
 
 Agent::~Agent() {

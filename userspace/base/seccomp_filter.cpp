@@ -19,6 +19,12 @@ SeccompFilter::~SeccompFilter() {
   if (ctx_) seccomp_release(ctx_);
 }
 
+void SeccompFilter::no_new_privs_already_set() {
+  if (!error_.empty()) return;
+  if (int rc = seccomp_attr_set(ctx_, SCMP_FLTATR_CTL_NNP, 0); rc != 0)
+    error_ = std::string("seccomp: cannot leave no_new_privs to the caller: ") + std::strerror(-rc);
+}
+
 void SeccompFilter::add(uint32_t action, int syscall, std::initializer_list<scmp_arg_cmp> args) {
   if (!error_.empty()) return;
   const std::vector<scmp_arg_cmp> conditions(args);

@@ -23,6 +23,9 @@ class SeccompFilter {
   // A rule; conditions on the arguments all hold (SCMP_A0(...), ...). The
   // first rule libseccomp refuses is kept, naming the system call, and load()
   // reports it: a filter missing a rule is never loaded.
+  // For a process that set no_new_privs itself and whose filter already in
+  // place refuses prctl: load() then skips libseccomp's own prctl for it.
+  void no_new_privs_already_set();
   void add(uint32_t action, int syscall, std::initializer_list<scmp_arg_cmp> args = {});
   // Loads it (setting no_new_privs first, as an unprivileged load needs).
   // false + why (the first refused rule, or the kernel's answer) on failure.

@@ -175,7 +175,7 @@ int run_capture_child(const std::vector<std::string>& args, const CaptureChildHo
   CaptureProgress progress;
   ResultGate gate;
   Watchdog watchdog(progress, gate);
-  if (!load_seccomp_filter(kCaptureResultFd, why)) {
+  if (!load_seccomp_filter(kCaptureResultFd, 0, why)) {
     std::fprintf(stderr, "oomsnap capture process: %s\n", why.c_str());
     _exit(3);
   }
@@ -186,6 +186,12 @@ int run_capture_child(const std::vector<std::string>& args, const CaptureChildHo
   if (!req) {
     std::fprintf(stderr, "oomsnap capture process: bad request: %s\n", why.c_str());
     _exit(2);
+  }
+  // Now that the target is known, a second filter (filters stack: each can
+  // only take away) pins process_vm_readv to it.
+  if (!load_seccomp_filter(kCaptureResultFd, req->pid, why)) {
+    std::fprintf(stderr, "oomsnap capture process: %s\n", why.c_str());
+    _exit(3);
   }
   const auto half_grace = std::max(a.grace / 2, std::chrono::milliseconds(100));
   watchdog.arm(std::chrono::steady_clock::now() + req->options.budget + half_grace, req->options.stall_after);

@@ -77,7 +77,8 @@ int reap(pid_t pid, Clock::time_point until) {
 
 }  // namespace
 
-CaptureSandbox::CaptureSandbox(SandboxOptions options) : options_(std::move(options)) {
+CaptureSandbox::CaptureSandbox(SandboxOptions options, LogLine log)
+    : options_(std::move(options)), log_(std::move(log)) {
   cancel_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
@@ -112,8 +113,36 @@ void CaptureSandbox::discard_helper() {
       // leave it to init rather than block here.
     }
   }
+  drain_stderr();
+  if (helper_.pid > 0) log_stderr(helper_.pid);
   if (helper_.sock >= 0) ::close(helper_.sock);
+  if (helper_.err >= 0) ::close(helper_.err);
   helper_ = Helper{};
+}
+
+void CaptureSandbox::drain_stderr() {
+  // Bounded per call, so a child that writes as fast as it can cannot keep
+  // the parent here; the rest waits for the next wake-up (or is dropped with
+  // the pipe).
+  char buf[16 * 1024];
+  for (int i = 0; i < 64 && helper_.err >= 0; ++i) {
+    const ssize_t n = ::read(helper_.err, buf, sizeof buf);
+    if (n > 0) {
+      stderr_.add(std::string_view(buf, static_cast<size_t>(n)));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    ::close(helper_.err);  // its end is closed: the child is gone
+    helper_.err = -1;
+  }
+}
+
+void CaptureSandbox::log_stderr(pid_t child) {
+  for (const auto& line : stderr_.take_lines(child)) {
+    if (log_) log_(line);
+    else std::fprintf(stderr, "%s\n", line.c_str());
+  }
 }
 
 void CaptureSandbox::reap_finished() {
@@ -146,11 +175,20 @@ bool CaptureSandbox::spawn(std::string& error) {
     error = std::string("socketpair: ") + std::strerror(errno);
     return false;
   }
+  int ep[2];
+  if (pipe2(ep, O_CLOEXEC) != 0) {
+    error = std::string("pipe2: ") + std::strerror(errno);
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return false;
+  }
   int parent_end = high_fd(sv[0]), child_end = high_fd(sv[1]);
-  if (parent_end < 0 || child_end < 0) {
-    if (parent_end >= 0) ::close(parent_end);
-    if (child_end >= 0) ::close(child_end);
-    error = std::string("fcntl(F_DUPFD): ") + std::strerror(errno);
+  int err_read = high_fd(ep[0]), err_write = high_fd(ep[1]);
+  if (parent_end < 0 || child_end < 0 || err_read < 0 || err_write < 0 ||
+      fcntl(err_read, F_SETFL, O_NONBLOCK) != 0) {
+    error = std::string("fcntl: ") + std::strerror(errno);
+    for (int fd : {parent_end, child_end, err_read, err_write})
+      if (fd >= 0) ::close(fd);
     return false;
   }
   std::vector<std::string> args = {path,
@@ -166,12 +204,14 @@ bool CaptureSandbox::spawn(std::string& error) {
   char* envp[] = {nullptr};  // nothing of the agent's environment
 
   // posix_spawn (vfork-like, safe in a threaded parent): stdin and stdout on
-  // /dev/null (stdout carries the agent's records), stderr kept for the
-  // child's one-line complaints, the socket on 3 and 4, nothing else open.
+  // /dev/null (stdout carries the agent's records), stderr a pipe to the
+  // parent (never the agent's own stderr: what the child writes is hostile),
+  // the socket on 3 and 4, nothing else open.
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, err_write, STDERR_FILENO);
   posix_spawn_file_actions_adddup2(&fa, child_end, kCaptureRequestFd);
   posix_spawn_file_actions_adddup2(&fa, child_end, kCaptureResultFd);
   posix_spawn_file_actions_addclosefrom_np(&fa, kCaptureResultFd + 1);
@@ -188,12 +228,14 @@ bool CaptureSandbox::spawn(std::string& error) {
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   ::close(child_end);
+  ::close(err_write);
   if (rc != 0) {
     ::close(parent_end);
+    ::close(err_read);
     error = "cannot start the capture process " + path + ": " + std::strerror(rc);
     return false;
   }
-  helper_ = Helper{pid, parent_end};
+  helper_ = Helper{pid, parent_end, err_read};
   return true;
 }
 
@@ -213,10 +255,11 @@ CaptureSandbox::Wait CaptureSandbox::collect(Clock::time_point deadline, std::st
       return Wait::kExited;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
-    pollfd p[2] = {{helper_.sock, POLLIN, 0}, {cancel_fd_, POLLIN, 0}};
-    int n = poll(p, 2, static_cast<int>(left));
+    pollfd p[3] = {{helper_.sock, POLLIN, 0}, {cancel_fd_, POLLIN, 0}, {helper_.err, POLLIN, 0}};
+    int n = poll(p, 3, static_cast<int>(left));
     if (n < 0 && errno != EINTR) return Wait::kDeadline;
     if (n <= 0) continue;
+    if (p[2].revents) drain_stderr();  // kept empty, so the child never blocks on it
     if (p[1].revents) continue;  // cancelled_ is checked above
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       ssize_t r = ::recv(helper_.sock, buf, sizeof buf, MSG_DONTWAIT);
@@ -271,14 +314,19 @@ CaptureSandbox::Attempt CaptureSandbox::run_once(pid_t pid, const CaptureOptions
   }
 
   const auto deadline = start + options.budget + options_.grace;
+  const pid_t child = helper_.pid;  // collect() forgets it once reaped
   std::string frame;
   int status = 0;
   Wait w = collect(deadline, frame, status);
   const std::string after = seconds(Clock::now() - start);
   if (w == Wait::kFrame) {
-    // Answered: it exits by itself; reaped at the next capture.
+    // Answered: it exits by itself; reaped at the next capture. It wrote to
+    // its stderr before its result, so all of that is in the pipe now.
     finishing_.push_back(helper_.pid);
+    drain_stderr();
+    log_stderr(child);
     ::close(helper_.sock);
+    if (helper_.err >= 0) ::close(helper_.err);
     helper_ = Helper{};
     return decode(pid, frame, options, after);
   }
@@ -293,7 +341,10 @@ CaptureSandbox::Attempt CaptureSandbox::run_once(pid_t pid, const CaptureOptions
                   (frame.empty() ? "" : " (only " + std::to_string(frame.size()) + " bytes of it)");
     return a;
   }
+  drain_stderr();
+  log_stderr(child);
   ::close(helper_.sock);
+  if (helper_.err >= 0) ::close(helper_.err);
   helper_ = Helper{};
 
   if (WIFSIGNALED(status)) {

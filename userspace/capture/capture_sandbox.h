@@ -2,7 +2,8 @@
 // parent can always get rid of: killed with SIGKILL at a hard deadline
 // (budget + grace), capped in memory and CPU, holding none of the parent's
 // descriptors, and answering through a socket whose bytes are parsed as
-// hostile. A helper is started ahead of time (prestart) so a capture does
+// hostile. Its stderr is a pipe the parent drains as it waits: at most a few
+// KiB per capture reach the log, escaped (child_stderr.h). A helper is started ahead of time (prestart) so a capture does
 // not wait for exec; each helper serves one capture and is then replaced.
 //
 // Threads: capture(), prestart() and set_options() from one thread (the
@@ -11,12 +12,14 @@
 #include <sys/types.h>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "capture/capture.h"
+#include "capture/child_stderr.h"
 
 namespace oomsnap {
 
@@ -33,7 +36,10 @@ struct SandboxOptions {
 
 class CaptureSandbox {
  public:
-  explicit CaptureSandbox(SandboxOptions options);
+  // Where the capture processes' stderr lines go (escaped, one line each,
+  // without a newline); empty: this process's stderr.
+  using LogLine = std::function<void(const std::string&)>;
+  explicit CaptureSandbox(SandboxOptions options, LogLine log = {});
   ~CaptureSandbox();  // kills the waiting helper
   CaptureSandbox(const CaptureSandbox&) = delete;
   CaptureSandbox& operator=(const CaptureSandbox&) = delete;
@@ -66,16 +72,23 @@ class CaptureSandbox {
   struct Helper {
     pid_t pid = -1;
     int sock = -1;  // request out, result in
+    int err = -1;   // the child's stderr (non-blocking read end)
   };
   bool spawn(std::string& error);
   void discard_helper();  // SIGKILL + reap
   void reap_finished();   // helpers that answered and are exiting
+  // Reads what the helper wrote to its stderr so far, without blocking;
+  // closes the pipe at its end.
+  void drain_stderr();
+  void log_stderr(pid_t child);  // and forgets it: the cap is per capture
   // Waits for the result frame or the helper's end; fills frame and status.
   enum class Wait { kFrame, kExited, kDeadline, kCancelled, kTooLarge };
   Wait collect(std::chrono::steady_clock::time_point deadline, std::string& frame, int& wait_status);
 
   SandboxOptions options_;
+  LogLine log_;
   Helper helper_;
+  ChildStderr stderr_;
   std::vector<pid_t> finishing_;  // answered; reaped when they are gone
   int cancel_fd_ = -1;  // eventfd: wakes a capture waiting in poll
   std::atomic<bool> cancelled_{false};

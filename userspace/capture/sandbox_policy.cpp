@@ -1,6 +1,7 @@
 #include "capture/sandbox_policy.h"
 
 #include <fcntl.h>
+#include <linux/seccomp.h>
 #include <linux/capability.h>
 #include <malloc.h>
 #include <sched.h>
@@ -94,10 +95,13 @@ bool drop_capabilities(std::string& why) {
   return ok;
 }
 
-bool load_seccomp_filter(int result_fd, std::string& why) {
+bool load_seccomp_filter(int result_fd, pid_t target, std::string& why) {
   SeccompFilter filter(SCMP_ACT_KILL_PROCESS);
+  // apply_limits set no_new_privs; libseccomp's own prctl for it would be
+  // refused under the first filter.
+  filter.no_new_privs_already_set();
   // Reading the target and its files; the process's own memory and threads.
-  for (int nr : {SCMP_SYS(process_vm_readv), SCMP_SYS(read), SCMP_SYS(pread64), SCMP_SYS(readv), SCMP_SYS(lseek),
+  for (int nr : {SCMP_SYS(read), SCMP_SYS(pread64), SCMP_SYS(readv), SCMP_SYS(lseek),
                  SCMP_SYS(close), SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(statx), SCMP_SYS(readlink),
                  SCMP_SYS(readlinkat), SCMP_SYS(getdents64), SCMP_SYS(fcntl), SCMP_SYS(mmap), SCMP_SYS(munmap),
                  SCMP_SYS(mremap), SCMP_SYS(mprotect), SCMP_SYS(madvise), SCMP_SYS(brk), SCMP_SYS(futex),
@@ -107,6 +111,16 @@ bool load_seccomp_filter(int result_fd, std::string& why) {
                  SCMP_SYS(restart_syscall), SCMP_SYS(rseq), SCMP_SYS(set_robust_list), SCMP_SYS(sched_getaffinity),
                  SCMP_SYS(sysinfo) /* glibc's qsort sizes its buffer by physical memory */})
     filter.add(SCMP_ACT_ALLOW, nr);
+  // The target's memory, and no other process's: a reader bug a crafted
+  // target exploits cannot read the agent (the parent) or another pod.
+  if (target > 0)
+    filter.add(SCMP_ACT_ALLOW, SCMP_SYS(process_vm_readv), {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(target))});
+  else
+    filter.add(SCMP_ACT_ALLOW, SCMP_SYS(process_vm_readv));
+  // Before the request only: loading the second filter (it can only take
+  // rights away), which does not allow it again.
+  if (target <= 0)
+    filter.add(SCMP_ACT_ALLOW, SCMP_SYS(seccomp), {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(SECCOMP_SET_MODE_FILTER))});
   // Files only read-only: no O_CREAT, O_TRUNC, O_TMPFILE, write access. The
   // mask takes O_TMPFILE's own bit (020000000) without O_DIRECTORY, which
   // O_TMPFILE includes: a read-only O_DIRECTORY open is fine.

@@ -13,8 +13,15 @@
 //   everything else leaves the bounding, permitted and effective sets;
 // - a seccomp allow-list: reading (the target's memory, files opened
 //   read-only), its own memory and threads, writing to the result pipe and
-//   stderr, exiting. Anything else kills the process (SIGSYS).
+//   stderr (a pipe the parent reads, capped: child_stderr.h), exiting.
+//   Anything else kills the process (SIGSYS). Two filters stack: one loaded
+//   before the helper waits for its request, and, once the request names the
+//   target, one that pins process_vm_readv to that pid and no longer allows
+//   seccomp(2). No pidfd call (pidfd_open, pidfd_getfd), process_madvise or
+//   ptrace is allowed at all.
 #pragma once
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 
@@ -36,7 +43,9 @@ inline constexpr int kExitResultTooLarge = 87;
 // the first two; the seccomp filter is synchronised to every thread.
 bool apply_limits(const SandboxLimits& limits, std::string& why);
 bool drop_capabilities(std::string& why);
-// result_fd: the only descriptor (besides stderr) it may write to.
-bool load_seccomp_filter(int result_fd, std::string& why);
+// result_fd: the only descriptor (besides stderr) it may write to. target 0:
+// the first filter (any pid; seccomp(2) still allowed); a pid: the
+// filter for the capture of that process.
+bool load_seccomp_filter(int result_fd, pid_t target, std::string& why);
 
 }  // namespace oomsnap
