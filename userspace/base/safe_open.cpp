@@ -81,8 +81,14 @@ int open_proc_root(pid_t pid) {
 
 const void* seal_open_how() {
   static std::mutex mu;
+  static bool tried = false;
   std::lock_guard<std::mutex> l(mu);
-  if (const open_how* h = g_sealed.load()) return h;
+  // Tried once, whatever the answer: the capture process asks again under its
+  // first seccomp filter (for the second, pid-pinned one), which refuses
+  // mseal(2); a kernel without mseal (before 6.10) must not be
+  // asked twice.
+  if (tried) return g_sealed.load();
+  tried = true;
   const long page = ::sysconf(_SC_PAGESIZE);
   const size_t len = page > 0 ? static_cast<size_t>(page) : 4096;
   void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
