@@ -5,6 +5,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,10 +51,18 @@ struct MemoryBreakdown {
 // goroutine stacks, a Java heap space). The bytes move out of `native` of
 // the mappings the ranges lie in, never more than those mappings' native
 // resident bytes (a claim is of address space, residency is smaps's word).
+//
+// Claims are applied in order, each taking what the ones before left. With
+// `max_bytes` a claim takes at most that many: the runtime's own count of a
+// part it cannot place by address (live objects inside the heap's spans), so
+// that a later claim of the same ranges takes the rest (free heap). A claim
+// with no ranges and a `max_bytes` takes from the unnamed anonymous memory
+// (the runtime's metadata, allocated anywhere), in address order.
 struct MemoryClaim {
   MemoryKind kind = MemoryKind::kHeap;
   std::string what;
   std::vector<AddressRange> ranges;  // need not be sorted; may overlap nothing
+  std::optional<uint64_t> max_bytes;
 };
 
 nlohmann::json to_json(const MemoryBreakdown& b);

@@ -301,16 +301,27 @@ MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryC
   }
   bool by_span = false;
   for (const MemoryClaim& c : claims) {
+    const uint64_t most = c.max_bytes.value_or(UINT64_MAX);
     uint64_t taken = 0;
+    if (c.ranges.empty() && c.max_bytes) {
+      // A count without addresses: from the unnamed anonymous memory.
+      for (size_t j = 0; j < read.mappings.size() && taken < most; ++j) {
+        if (read.mappings[j].name) continue;
+        const uint64_t t = std::min(native[j], most - taken);
+        native[j] -= t;
+        taken += t;
+      }
+    }
     size_t mi = 0;
     for (const AddressRange& r : merged(c.ranges)) {
+      if (taken >= most) break;
       while (mi < read.mappings.size() && read.mappings[mi].end <= r.start) ++mi;
-      for (size_t j = mi; j < read.mappings.size() && read.mappings[j].start < r.end; ++j) {
+      for (size_t j = mi; j < read.mappings.size() && read.mappings[j].start < r.end && taken < most; ++j) {
         if (!native[j]) continue;
         const uint64_t lo = std::max(r.start, read.mappings[j].start), hi = std::min(r.end, read.mappings[j].end);
         std::optional<uint64_t> resident = resident_anon ? resident_anon(lo, hi) : std::nullopt;
         if (!resident) by_span = true;
-        const uint64_t t = std::min({resident.value_or(hi - lo), hi - lo, native[j]});
+        const uint64_t t = std::min({resident.value_or(hi - lo), hi - lo, native[j], most - taken});
         native[j] -= t;
         taken += t;
       }

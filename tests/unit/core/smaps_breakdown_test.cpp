@@ -155,6 +155,30 @@ TEST(SmapsBreakdown, AClaimMovesNativeBytesOfItsMappingsAndNoMore) {
   EXPECT_EQ(kind(build_breakdown(read, {twice}, status_of(0, 0, 0)), MemoryKind::kStacks), 1024 * kKiB);
 }
 
+// A runtime that counts a part it cannot place (live objects in its heap's
+// spans) claims it with max_bytes; a later claim of the same ranges takes the
+// rest, and a count with no ranges comes out of the unnamed anonymous memory.
+TEST(SmapsBreakdown, ClaimsWithACountTakeNoMoreThanItInOrder) {
+  std::string text = mapping(0xc000000000, 0xc004000000, "rw-p", "00:00", 0, "", 8192, 8192) +
+                     mapping(0xc004000000, 0xc004100000, "rw-p", "00:00", 0, "[anon:named]", 512, 512) +
+                     mapping(0xe000000000, 0xe000100000, "rw-p", "00:00", 0, "", 1024, 1024);
+  auto read = parse_smaps(text, SmapsLimits{}, TmpfsDevices{});
+  ASSERT_TRUE(read.error.empty()) << read.error;
+  MemoryClaim live{MemoryKind::kHeap, "Go heap (in use)", {{0xc000000000, 0xc004000000}}, 3000 * kKiB};
+  MemoryClaim free_heap{MemoryKind::kHeapFree, "Go heap (free)", {{0xc000000000, 0xc004000000}}};
+  MemoryClaim runtime{MemoryKind::kRuntime, "Go runtime metadata", {}, 9000 * kKiB};  // more than there is
+  auto b = build_breakdown(read, {live, free_heap, runtime}, status_of(0, 0, 0));
+  EXPECT_EQ(kind(b, MemoryKind::kHeap), 3000 * kKiB);
+  EXPECT_EQ(kind(b, MemoryKind::kHeapFree), (8192 - 3000) * kKiB);
+  // What was left unnamed (the third mapping); the named mapping is not taken.
+  EXPECT_EQ(kind(b, MemoryKind::kRuntime), 1024 * kKiB);
+  EXPECT_EQ(kind(b, MemoryKind::kNative), 512 * kKiB);
+  EXPECT_EQ(b.total(), (8192 + 512 + 1024) * kKiB);
+  // Without max_bytes a range-less claim takes nothing.
+  MemoryClaim nothing{MemoryKind::kRuntime, "nothing", {}};
+  EXPECT_EQ(kind(build_breakdown(read, {nothing}, status_of(0, 0, 0)), MemoryKind::kRuntime), 0u);
+}
+
 TEST(SmapsBreakdown, PagemapSaysWhatOfARangeIsResident) {
   const size_t page = 4096;
   void* p = mmap(nullptr, 16 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
