@@ -37,7 +37,7 @@ bool IncidentBook::merge_trigger(const std::string& memcg, const SeenTrigger& se
       continue;
     merged = true;
     ++inc.merged_triggers;
-    if (inc.triggers_seen.size() < kMaxSeenTriggers) inc.triggers_seen.push_back(seen);
+    note_seen_trigger(inc.triggers_seen, seen);
   }
   return merged;
 }

@@ -36,6 +36,15 @@ const char* to_string(OfferResult r) {
   return "?";
 }
 
+void note_seen_trigger(std::vector<SeenTrigger>& seen, SeenTrigger s) {
+  if (seen.size() >= kMaxSeenTriggers) {
+    if (seen.size() >= kMaxSeenTriggers + kMaxSeenTriggerTypesPastCap) return;
+    for (const SeenTrigger& have : seen)
+      if (have.type == s.type) return;
+  }
+  seen.push_back(std::move(s));
+}
+
 void Policy::add(std::map<std::string, Candidate>& into, const std::string& memcg, const Trigger& t) {
   auto it = into.find(memcg);
   if (it == into.end()) {
@@ -46,7 +55,7 @@ void Policy::add(std::map<std::string, Candidate>& into, const std::string& memc
   } else {
     ++it->second.merged;  // the first trigger stays: it is when pressure began
   }
-  if (it->second.seen.size() < kMaxSeenTriggers) it->second.seen.push_back({t.type, t.kernel_ns});
+  note_seen_trigger(it->second.seen, {t.type, t.kernel_ns});
 }
 
 std::optional<MonoNs> Policy::interval_until(const std::string& memcg, MonoNs now) const {
@@ -141,8 +150,7 @@ Decision Policy::on_deadline(MonoNs now, const Reread& reread) {
     if (!fresh) {
       Candidate& c = it->second;
       at->second.merged += 1 + c.merged;
-      for (auto& s : c.seen)
-        if (at->second.seen.size() < kMaxSeenTriggers) at->second.seen.push_back(std::move(s));
+      for (auto& s : c.seen) note_seen_trigger(at->second.seen, std::move(s));
     }
     it = deferred_.erase(it);
   }

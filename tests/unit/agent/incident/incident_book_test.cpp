@@ -225,6 +225,24 @@ TEST(IncidentBook, TriggersJoinOnlyTheirContainersOpenCollections) {
   EXPECT_EQ(book.find(1)->triggers_seen.size(), kMaxSeenTriggers);
 }
 
+// memory.events under memory.high fires dozens of times a second: the usage
+// poll's first "threshold" must still reach the timeline (EvaluateCgroupV2
+// once saw 64 memory_events and no threshold).
+TEST(IncidentBook, AFloodOfOneTriggerTypeDoesNotHideTheFirstOfAnother) {
+  IncidentBook book;
+  book.open_collection(decided_incident(1, "/box", 0), kWindow);
+  for (size_t i = 0; i < 200; ++i) book.merge_trigger("/box", {"memory_events", i});
+  book.merge_trigger("/box", {"threshold", 300});
+  book.merge_trigger("/box", {"threshold", 301});  // the first of its type is what matters
+  for (size_t i = 0; i < 20; ++i) book.merge_trigger("/box", {"type" + std::to_string(i), 400 + i});
+  const auto& seen = book.find(1)->triggers_seen;
+  EXPECT_EQ(seen.size(), kMaxSeenTriggers + kMaxSeenTriggerTypesPastCap);
+  size_t thresholds = 0;
+  for (const auto& s : seen) thresholds += s.type == "threshold";
+  EXPECT_EQ(thresholds, 1u);
+  EXPECT_EQ(book.find(1)->merged_triggers, 200u + 2 + 20);
+}
+
 TEST(IncidentBook, DueTimesOrderTheRecordsAndStoppingClosesAll) {
   IncidentBook book;
   book.open_kernel(decided_incident(1, "/a", 0), 5 * kSec);
