@@ -26,6 +26,12 @@ void ChunkCache::set_maps(const std::vector<Mapping>& maps) {
   std::sort(readable_.begin(), readable_.end(), [](const Mapping& a, const Mapping& b) { return a.start < b.start; });
 }
 
+void ChunkCache::forget_contents() {
+  index_.clear();
+  for (Slot& s : slots_) s = Slot{~uint64_t{0}, ~uint64_t{0}, 0, 0, false};
+  last_ = nullptr;
+}
+
 const Mapping* ChunkCache::find_or_refresh(uint64_t addr) {
   if (const Mapping* m = find_mapping(addr)) return m;
   if (gone_ || !may_refresh()) return nullptr;

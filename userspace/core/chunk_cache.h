@@ -66,6 +66,10 @@ class ChunkCache {
     return m ? m->end - addr : 0;
   }
 
+  // Forgets the bytes read so far, so that a walk which saw the target change
+  // under it starts again on fresh ones; the maps and the read budget stay.
+  void forget_contents();
+
   // Stop reading once this many bytes came from the target (0 = no limit).
   void set_read_limit(uint64_t bytes) { read_limit_ = bytes; }
   bool read_limit_hit() const { return read_limit_hit_; }

@@ -26,6 +26,7 @@ class Deadline {
   using Clock = std::chrono::steady_clock;
   explicit Deadline(std::chrono::milliseconds budget) : end_(Clock::now() + budget) {}
   bool expired() const { return Clock::now() >= end_; }
+  Clock::duration remaining() const { return std::max(end_ - Clock::now(), Clock::duration::zero()); }
  private:
   Clock::time_point end_;
 };

@@ -70,8 +70,9 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
   cache.set_read_limit(mem.bytes_read() + opts.max_read_bytes);
   // A collection in progress rewires the lists; it is usually over within
   // milliseconds, so wait a little (bounded by the budget) before walking.
-  uint64_t interp = 0;
-  if (mem.read_value(rt.runtime_addr + layout->interpreters_head, interp) && interp) {
+  auto wait_for_collection = [&] {
+    uint64_t interp = 0;
+    if (!mem.read_value(rt.runtime_addr + layout->interpreters_head, interp) || !interp) return;
     for (int i = 0; i < 50 && !deadline.expired(); ++i) {
       int32_t collecting = 0;
       if (!mem.read_value(py_gc_state(*layout, rt.runtime_addr, interp) + layout->gc_collecting, collecting) ||
@@ -79,11 +80,13 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
         break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-  }
+  };
+  wait_for_collection();
   PyHeapInput in;
   in.runtime_addr = rt.runtime_addr;
   in.static_ranges.push_back(rt.static_range);
   in.max_objects = opts.max_objects;
+  in.before_rewalk = wait_for_collection;
   PyHeapResult res = walk_python_heap(cache, *layout, in, deadline);
   snap.set_status(res.status, res.reason);
   snap.scope = res.scope;
@@ -94,6 +97,7 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
                  {"gc_lists_complete", res.lists_complete},
                  {"gc_lists", res.lists_total}};
   if (res.implausible_sizes) snap.totals.emplace_back("implausible_sizes", res.implausible_sizes);
+  if (res.walks > 1) snap.totals.emplace_back("gc_walks", res.walks);  // lists changed under the earlier ones
   uint64_t total_bytes = 0;
   for (auto& t : res.types) {
     SnapshotEntry e;

@@ -1,6 +1,7 @@
 #include "python/python_heap.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -16,6 +17,9 @@
 
 namespace oomsnap {
 namespace py_walk {
+
+// Why a walk stops when a list's links disagree; a later walk may not.
+constexpr const char* kListChanged = "GC list changed under the reader";
 
 // sys.getsizeof of the object, from its first kObjView bytes `o`. Every
 // count in it is the target's: the object (or the buffer it owns) must fit
@@ -353,10 +357,10 @@ bool Walker::walk_list(uint64_t head) {
     uint8_t buf[kGcHead + kObjView];
     if (g == 0 || (g & 7) || !load(g, buf, sizeof buf)) {
       if (over_budget()) return false;  // the read failed for a budget or exit reason
-      return !stop("GC list changed under the reader (unreadable next link)");
+      return !stop(std::string(kListChanged) + " (unreadable next link)");
     }
     const ByteView gh(buf, kGcHead), o(buf + kGcHead, kObjView);
-    if ((u64(gh, 8) & kLinkMask) != prev) return !stop("GC list changed under the reader (prev link mismatch)");
+    if ((u64(gh, 8) & kLinkMask) != prev) return !stop(std::string(kListChanged) + " (prev link mismatch)");
     const uint64_t obj = g + kGcHead;
     // Marked so that references to it are skipped without reading it again.
     mark(obj);
@@ -514,8 +518,18 @@ PyHeapResult Walker::run() {
 
 PyHeapResult walk_python_heap(ChunkCache& mem, const PyLayout& layout, const PyHeapInput& in,
                               const Deadline& deadline) {
-  py_walk::Walker w(mem, layout, in, deadline);
-  return w.run();
+  PyHeapResult res;
+  for (unsigned walk = 1;; ++walk) {
+    const auto start = std::chrono::steady_clock::now();
+    res = py_walk::Walker(mem, layout, in, deadline).run();
+    res.walks = walk;
+    const bool changed = res.status == SnapshotStatus::kPartial &&
+                         res.reason.find(py_walk::kListChanged) != std::string::npos;
+    if (!changed || walk >= in.max_walks || deadline.remaining() < 2 * (std::chrono::steady_clock::now() - start))
+      return res;
+    mem.forget_contents();
+    if (in.before_rewalk) in.before_rewalk();
+  }
 }
 
 }  // namespace oomsnap

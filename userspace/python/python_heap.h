@@ -13,6 +13,7 @@
 // marks are bounded by the object cap.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,14 @@ struct PyHeapInput {
   // None, small ints and static types live there and are not heap).
   std::vector<std::pair<uint64_t, uint64_t>> static_ranges;
   uint64_t max_objects = 2'000'000;  // tracked + referenced objects visited
+  // A walk that finds a GC list changed under it (a collection, or the
+  // program relinking objects between two of our reads: a leaking program
+  // does so all the time) is run again on fresh bytes, up to max_walks in
+  // all, while the time left is at least twice what the last walk took.
+  // before_rewalk runs before each walk after the first (the collector waits
+  // there for a collection in progress to end).
+  unsigned max_walks = 3;
+  std::function<void()> before_rewalk;
 };
 
 struct PyTypeTotal {
@@ -57,6 +66,7 @@ struct PyHeapResult {
   // mapping they (or their buffer) lie in: counted at their fixed size.
   uint64_t implausible_sizes = 0;
   uint64_t addresses_marked = 0;
+  unsigned walks = 0;  // 1, or more when a list changed under an earlier walk
 };
 
 PyHeapResult walk_python_heap(ChunkCache& mem, const PyLayout& layout, const PyHeapInput& in,

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,12 +80,14 @@ class FakeHeap {
     return a;
   }
 
-  PyHeapResult walk(uint64_t max_objects = 1'000'000, int budget_ms = 5000) {
+  PyHeapResult walk(uint64_t max_objects = 1'000'000, int budget_ms = 5000,
+                    std::function<void()> before_rewalk = {}) {
     RemoteMemory mem(getpid());
     ChunkCache cache(mem, read_maps(getpid()));
     PyHeapInput in;
     in.runtime_addr = runtime_;
     in.max_objects = max_objects;
+    in.before_rewalk = std::move(before_rewalk);
     Deadline d{std::chrono::milliseconds(budget_ms)};
     return walk_python_heap(cache, L, in, d);
   }
@@ -182,6 +185,40 @@ TEST(PythonHeap, CorruptNextPointerStopsThatListAsPartial) {
   h.set_long_lived(10);
   r = h.walk();
   EXPECT_DOUBLE_EQ(r.coverage, 10.0 / 15.0);
+}
+
+// A list that changed under the walk is walked again on fresh bytes (a
+// leaking program relinks its young list all the time: AgentEndToEnd once
+// got "partial" for it); one that stays broken is walked max_walks times.
+TEST(PythonHeap, AListChangedUnderTheWalkIsWalkedAgainOnFreshBytes) {
+  FakeHeap h;
+  const uint64_t node = h.type("Node", 48, 0, kHaveGc);
+  std::vector<uint64_t> objs;
+  for (int i = 0; i < 6; ++i) objs.push_back(h.tracked(node, 2));
+  const uint64_t link = objs[3] - 16, good = FakeHeap::get(link);
+  FakeHeap::put(link, 0xdead0000);
+  int rewalks = 0;
+  auto r = h.walk(1'000'000, 5000, [&] { ++rewalks, FakeHeap::put(link, good); });
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(r.walks, 2u);
+  EXPECT_EQ(rewalks, 1);
+  EXPECT_EQ(by_name(r)["Node"].first, 6u);
+
+  FakeHeap::put(link, 0xdead0000);
+  rewalks = 0;
+  r = h.walk(1'000'000, 5000, [&] { ++rewalks; });
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial);
+  EXPECT_NE(r.reason.find("changed under the reader"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.walks, PyHeapInput{}.max_walks);
+  EXPECT_EQ(rewalks, static_cast<int>(PyHeapInput{}.max_walks) - 1);
+
+  // Cut for another reason (the object cap): not walked again.
+  FakeHeap::put(link, good);
+  rewalks = 0;
+  r = h.walk(2, 5000, [&] { ++rewalks; });
+  EXPECT_EQ(r.status, SnapshotStatus::kPartial);
+  EXPECT_EQ(r.walks, 1u);
+  EXPECT_EQ(rewalks, 0);
 }
 
 TEST(PythonHeap, CycleThatSkipsTheHeadIsDetected) {
