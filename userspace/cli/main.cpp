@@ -1,4 +1,6 @@
 // oomsnap: memory-pressure forensics. Subcommands dispatch to userspace/cli/*.
+#include <unistd.h>
+
 #include <iostream>
 #include <string>
 #include <vector>
@@ -54,7 +56,7 @@ int main(int argc, char** argv) {
   // The sandboxed capture process the agent and `snapshot` start (not for hand use).
   if (cmd == oomsnap::kCaptureChildCommand) return oomsnap::run_capture_child(args);
   if (cmd == "snapshot") return oomsnap::run_snapshot_command(args, std::cout, std::cerr);
-  if (cmd == "show") return oomsnap::run_show_command(args, std::cin, std::cout, std::cerr);
+  if (cmd == "show") return oomsnap::run_show_command(args, std::cin, std::cout, std::cerr, ::isatty(STDOUT_FILENO) == 1);
   if (cmd == "watch") return oomsnap::run_watch_command(args, oomsnap::read_test_hooks(), std::cout, std::cerr);
   std::cerr << "oomsnap: unknown command '" << cmd << "'\n" << usage;
   return 2;

@@ -147,6 +147,63 @@ std::string charge_text(const json& stat) {
   return t.empty() ? "(no memory.stat kinds)" : t;
 }
 
+// The charge kinds of container.explained, in the record's order, as a
+// person reads them.
+constexpr std::pair<const char*, const char*> kChargeKinds[] = {
+    {"heap", "heap"},     {"heap_free", "heap free"}, {"runtime", "runtime"},       {"stacks", "stacks"},
+    {"native", "native"}, {"anon", "anon"},           {"file", "file"},             {"shmem", "shmem"},
+    {"tmpfs", "tmpfs"},   {"page_cache", "page cache"}, {"kernel", "kernel"}};
+constexpr size_t kBarKinds = 5;       // kinds named on the line; the rest as "+N more"
+constexpr double kPercentPerCell = 5;  // a full line of kinds is 20 cells
+
+// "▕███▏" on a terminal, "[###]" elsewhere: one cell per 5 %, at least one.
+std::string bar_cells(double percent, bool unicode) {
+  const size_t n = std::max<size_t>(1, static_cast<size_t>(percent / kPercentPerCell + 0.5));
+  std::string cells;
+  for (size_t i = 0; i < n; ++i) cells += unicode ? "\xE2\x96\x88" : "#";  // U+2588 full block
+  return unicode ? "\xE2\x96\x95" + cells + "\xE2\x96\x8F" : "[" + cells + "]";  // U+2595, U+258F
+}
+
+// Where the container's memory went, on one line: the kinds of at least
+// 1 % of the usage, largest first, then what the record explains of it.
+void render_memory_bar(Block& b, const json& rec, bool unicode) {
+  const json* c = object_at(rec, "container");
+  const json* e = c ? object_at(*c, "explained") : nullptr;
+  const json* kinds = e ? object_at(*e, "kinds") : nullptr;
+  if (!kinds) return;
+  const auto explained = u64_at(*e, "explained_bytes");
+  const auto usage = u64_at(*e, "usage_bytes");
+  const uint64_t total = usage.value_or(explained.value_or(0));
+  if (total == 0) return;
+  auto percent = [total](uint64_t v) { return 100.0 * static_cast<double>(v) / static_cast<double>(total); };
+  std::vector<std::pair<uint64_t, const char*>> shown;
+  for (const auto& [key, name] : kChargeKinds)
+    if (auto v = u64_at(*kinds, key); v && percent(*v) >= 0.5) shown.emplace_back(*v, name);
+  std::stable_sort(shown.begin(), shown.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < shown.size() && i < kBarKinds; ++i)
+    parts.push_back(format("%s %.0f%% ", shown[i].second, percent(shown[i].first)) +
+                    bar_cells(percent(shown[i].first), unicode));
+  if (shown.size() > kBarKinds) {
+    uint64_t rest = 0;
+    for (size_t i = kBarKinds; i < shown.size(); ++i) rest += shown[i].first;
+    parts.push_back(format("+%zu more %.0f%%", shown.size() - kBarKinds, percent(rest)));
+  }
+  if (auto u = u64_at(*e, "unexplained_bytes"); u && percent(*u) >= 0.5)
+    parts.push_back(format("unexplained %.0f%% ", percent(*u)) + bar_cells(percent(*u), unicode));
+  std::string t = join(parts, "  ") + (parts.empty() ? "" : "  | ");
+  if (usage && explained) t += format("%.0f%% explained of ", percent(*explained)) + human_bytes(*usage);
+  else t += human_bytes(explained.value_or(0)) + " explained, usage not known";
+  if (auto over = u64_at(*e, "over_bytes"); over && *over)
+    t += ", the parts exceed it by " + human_bytes(*over);
+  b.line("memory", t);
+  if (const json* notes = array_at(*e, "notes")) {
+    size_t n = 0;
+    for (const json& note : *notes)
+      if (note.is_string() && n++ < 3) b.more("(" + terminal_safe(note.get_ref<const std::string&>(), kMaxTextBytes) + ")");
+  }
+}
+
 // The container's largest processes, as the kernel's OOM report lists them.
 void render_tasks(Block& b, const json& c) {
   const json* tasks = array_at(c, "tasks");
@@ -624,12 +681,14 @@ std::string human_bytes(uint64_t bytes) {
   return format("%.1f %s", v, kUnits[u]);
 }
 
-std::string render_record(const json& rec) {
+std::string render_record(const json& rec, const RenderOptions& options) {
   Block b;
   std::string head = "== incident " + (u64_at(rec, "incident_id") ? std::to_string(*u64_at(rec, "incident_id")) : "?");
   if (auto t = text_at(rec, "time")) head += " at " + *t;
   if (auto n = text_at(rec, "node")) head += " on node " + *n;
   b.raw(head);
+  // Where the memory went leads: it says what to look for in the rest.
+  render_memory_bar(b, rec, options.unicode);
 
   const json* trig = object_at(rec, "trigger");
   const bool exit_record = trig && text_at(*trig, "type") == "process_exit";

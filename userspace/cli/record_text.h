@@ -14,10 +14,15 @@ namespace oomsnap {
 // `incident_id` and a `trigger` object (every record has both).
 bool is_agent_record(const nlohmann::json& j);
 
+struct RenderOptions {
+  // Block characters for the memory bar (a terminal); plain ASCII when false.
+  bool unicode = false;
+};
+
 // The record as a block of lines, each ending in '\n'. Never throws on odd
 // field types (a hand-edited or damaged record): what cannot be read is left
 // out. All text from the record passes through terminal_safe().
-std::string render_record(const nlohmann::json& record);
+std::string render_record(const nlohmann::json& record, const RenderOptions& options = {});
 
 // "512 B", "1.5 KiB", "250.0 MiB", "1.7 GiB" (binary units).
 std::string human_bytes(uint64_t bytes);

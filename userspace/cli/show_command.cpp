@@ -172,7 +172,7 @@ int open_store(const std::string& config_path, std::vector<Input>& inputs, std::
 }  // namespace
 
 int run_show_command(const std::vector<std::string>& args, std::istream& stdin_stream, std::ostream& out,
-                     std::ostream& err) {
+                     std::ostream& err, bool terminal) {
   Options o;
   if (auto rc = parse_args(args, o, out, err)) return *rc;
 
@@ -193,7 +193,7 @@ int run_show_command(const std::vector<std::string>& args, std::istream& stdin_s
     if (++notes <= kMaxNotes) err << "oomsnap show: " << in.name << ":" << line_no << ": " << what << ", skipped\n";
   };
   auto show = [&](const nlohmann::json& rec) {
-    out << (shown++ ? "\n" : "") << render_record(rec);
+    out << (shown++ ? "\n" : "") << render_record(rec, RenderOptions{.unicode = terminal});
     out.flush();  // one block at a time for a pipe from `oomsnap watch`
   };
   // With --last N only N parsed records are held, never the whole input.

@@ -2,7 +2,7 @@
 // tests/golden/show/: NAME.jsonl (records as the agent writes them) and
 // NAME.txt (the exact text expected). After a deliberate change of the text,
 // rewrite the .txt files with
-//   OOMSNAP_UPDATE_GOLDEN=1 build/tests/unit_tests --gtest_filter='*ShowGolden.*'
+//   OOMSNAP_UPDATE_GOLDEN=1 build/tests/unit_tests --gtest_filter='*ShowGolden.*:ShowMemoryBar.*'
 // and read the diff before committing it.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -33,7 +33,7 @@ const std::string kGolden = std::string(OOMSNAP_SOURCE_DIR) + "/tests/golden/sho
 const std::vector<std::string> kGoldenNames = {
     "go_collected",   "python_collected", "java_collected",           "java_partial",
     "failed_capture", "group_kill",       "oom_kill_without_snapshot", "process_exit",
-    "go_recent",      "go_goroutines"};
+    "go_recent",      "go_goroutines",    "explained"};
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -48,11 +48,11 @@ struct Shown {
   std::string out, err;
 };
 
-Shown show(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+Shown show(const std::vector<std::string>& args, const std::string& stdin_text = "", bool terminal = false) {
   std::istringstream in(stdin_text);
   std::ostringstream out, err;
   Shown r;
-  r.rc = run_show_command(args, in, out, err);
+  r.rc = run_show_command(args, in, out, err, terminal);
   r.out = out.str();
   r.err = err.str();
   return r;
@@ -94,6 +94,25 @@ TEST_P(ShowGolden, RendersExactly) {
 
 INSTANTIATE_TEST_SUITE_P(EveryRecordKind, ShowGolden, ::testing::ValuesIn(kGoldenNames),
                          [](const auto& info) { return info.param; });
+
+// Where the memory went leads each incident, before the heap detail: block
+// characters on a terminal (explained.terminal.txt), ASCII elsewhere
+// (explained.txt, above).
+TEST(ShowMemoryBar, LeadsWithBlocksOnATerminal) {
+  const std::string want = kGolden + "explained.terminal.txt";
+  Shown r = show({kGolden + "explained.jsonl"}, "", /*terminal=*/true);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  if (std::getenv("OOMSNAP_UPDATE_GOLDEN")) {
+    std::ofstream(want, std::ios::binary | std::ios::trunc) << r.out;
+    GTEST_SKIP() << "rewrote " << want;
+  }
+  EXPECT_EQ(r.out, slurp(want)) << "got:\n" << r.out;
+  expect_terminal_safe(r.out);
+  const std::string ascii = show({kGolden + "explained.jsonl"}).out;
+  EXPECT_EQ(ascii.substr(ascii.find('\n') + 1, 7), "memory ") << ascii;
+  EXPECT_LT(ascii.find("memory "), ascii.find("snapshot ")) << ascii;
+  EXPECT_TRUE(std::all_of(ascii.begin(), ascii.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }));
+}
 
 // The golden inputs are the agent's own shape: every line is a record.
 TEST(ShowGoldenInputs, EveryLineIsAnAgentRecord) {

@@ -105,8 +105,11 @@ MemoryStat read_memory_stat(const CgroupFs& fs, const std::string& rel_path) {
     if (!read_text_file(dir + "/" + name, t)) return std::nullopt;
     return parse_memcg_value(t);
   };
-  return fs.version == 1 ? parse_memory_stat(1, text, counter("memory.kmem.usage_in_bytes"), std::nullopt)
-                         : parse_memory_stat(2, text, std::nullopt, counter("memory.swap.current"));
+  MemoryStat s = fs.version == 1
+                     ? parse_memory_stat(1, text, counter("memory.kmem.usage_in_bytes"), std::nullopt)
+                     : parse_memory_stat(2, text, std::nullopt, counter("memory.swap.current"));
+  s.usage_bytes = counter(fs.version == 1 ? "memory.usage_in_bytes" : "memory.current");
+  return s;
 }
 
 nlohmann::json to_json(const MemoryStat& s) {
@@ -116,6 +119,7 @@ nlohmann::json to_json(const MemoryStat& s) {
     return j;
   }
   for (const auto& [k, v] : s.bytes) j[k] = v;
+  if (s.usage_bytes) j["usage"] = *s.usage_bytes;
   j["raw"] = s.raw;
   if (s.raw_truncated) j["raw_truncated"] = true;
   return j;

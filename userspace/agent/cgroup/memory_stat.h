@@ -28,6 +28,9 @@ struct MemoryStat {
   // most kMaxRawKeys keys.
   std::map<std::string, uint64_t> raw;
   bool raw_truncated = false;
+  // The usage read with it (v2 memory.current, v1 memory.usage_in_bytes),
+  // so the kinds are compared with a usage of the same moment.
+  std::optional<uint64_t> usage_bytes;
   std::string error;  // why nothing could be read; empty when read
 
   static constexpr size_t kMaxRawKeys = 256;
@@ -40,11 +43,12 @@ struct MemoryStat {
 MemoryStat parse_memory_stat(int version, const std::string& text, std::optional<uint64_t> v1_kmem_usage,
                              std::optional<uint64_t> v2_swap_current);
 
-// Reads the cgroup's memory.stat (and the counters above). error says why
+// Reads the cgroup's memory.stat (and the counters above, and the usage).
+// error says why
 // when the cgroup is gone or its files cannot be read.
 MemoryStat read_memory_stat(const CgroupFs& fs, const std::string& rel_path);
 
-// {"anon": ..., "file": ..., ..., "raw": {...}} or {"error": ...}.
+// {"anon": ..., "file": ..., ..., "usage": ..., "raw": {...}} or {"error": ...}.
 nlohmann::json to_json(const MemoryStat& s);
 
 }  // namespace oomsnap

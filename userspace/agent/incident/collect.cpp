@@ -111,6 +111,27 @@ CandidateCapture capture_candidate(const VictimCandidate& who_c, const std::stri
   return r;
 }
 
+// The candidates not in `listed`, their memory summed: a field is summed
+// only while every one of them has it (an exited one has none).
+IncidentContainer::Unlisted sum_unlisted(const std::vector<VictimCandidate>& all, const std::vector<VictimCandidate>& listed) {
+  IncidentContainer::Unlisted u;
+  bool first = true;
+  for (const VictimCandidate& c : all) {
+    if (std::any_of(listed.begin(), listed.end(), [&c](const VictimCandidate& l) { return l.pid == c.pid; })) continue;
+    if (!c.memory.rss_bytes) continue;  // exited before its /proc reads
+    ++u.count;
+    for (const auto& f : kProcessMemoryFields) {
+      auto& sum = u.memory.*f.member;
+      const auto& v = c.memory.*f.member;
+      if (first) sum = v;
+      else if (sum && v) *sum += *v;
+      else sum.reset();
+    }
+    first = false;
+  }
+  return u;
+}
+
 bool no_runtime(const CandidateCapture& c) {
   return c.outcome == CollectionOutcome::kCollected && c.capture && c.capture->result.language == "unknown";
 }
@@ -124,6 +145,7 @@ std::vector<VictimCandidate> rank_container(Incident& inc, const CgroupFs& fs) {
   inc.container.tasks_total = candidates.size();
   inc.container.tasks_cut = std::move(scan.cut);
   inc.container.tasks = largest_tasks(candidates, kMaxRecordedTasks);
+  inc.container.unlisted_tasks = sum_unlisted(candidates, inc.container.tasks);
   // The kernel scales oom_score_adj by the limit of the OOM-ing cgroup.
   const uint64_t limit = inc.container.stats.limit_bytes.value_or(0);
   auto ranked = rank_victims(std::move(candidates), limit);

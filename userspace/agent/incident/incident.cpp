@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include "agent/incident/explained_memory.h"
 #include "agent/records/time_format.h"
 #include "core/snapshot.h"
 
@@ -99,6 +100,11 @@ nlohmann::json container_json(const IncidentContainer& c) {
   return j;
 }
 
+// The container's charge by kind, once the collection looked at it.
+void put_explained(nlohmann::json& container, const Incident& inc) {
+  if (auto e = explain_incident(inc)) container["explained"] = to_json(*e);
+}
+
 nlohmann::json exit_json(const ExitInfo& e, const ClockPair& clocks) {
   nlohmann::json j;
   j["pid"] = e.pid;
@@ -167,6 +173,7 @@ nlohmann::json to_json(const Incident& inc, const RecordContext& ctx) {
   }
 
   j["container"] = container_json(inc.container);
+  put_explained(j["container"], inc);
 
   if (inc.victim) {
     j["victim_pid"] = inc.victim->pid;

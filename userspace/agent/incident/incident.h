@@ -29,6 +29,13 @@ struct IncidentContainer {
   // collection found them, and how many it found.
   std::vector<VictimCandidate> tasks;
   size_t tasks_total = 0;
+  // The processes found beyond `tasks`: how many, and their memory summed
+  // (rss and its anon / file / shmem split), so the explained charge
+  // counts them without listing them.
+  struct Unlisted {
+    uint32_t count = 0;
+    ProcessMemory memory;
+  } unlisted_tasks;
   std::string tasks_cut;  // why the scan stopped before the last process (ScanLimits)
   std::optional<ContainerRef> ref;
   // Names from kubelet's log directories, filled as the record is built.

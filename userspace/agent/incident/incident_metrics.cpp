@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/incident/explained_memory.h"
 #include "agent/incident/policy.h"
 
 namespace oomsnap {
@@ -69,10 +70,42 @@ void declare_incident_series(MetricsRegistry& m) {
   for (const char* s : kKillSnapshots) m.count_oom_kill(s, 0);
   for (const char* r : kFailureReasons) m.count_capture_failure(r, 0);
   for (const char* l : kLanguages) m.declare_capture_language(l);
+  for (size_t i = 0; i < kChargeKinds; ++i) m.declare_largest_kind(charge_kind_name(static_cast<ChargeKind>(i)));
+  m.declare_largest_kind("unexplained");
+}
+
+std::optional<ContainerCharge> container_charge(const Incident& inc, double unix_seconds) {
+  const auto e = explain_incident(inc);
+  if (!e || !e->usage_bytes) return std::nullopt;
+  ContainerCharge c;
+  const IncidentContainer& ic = inc.container;
+  if (ic.pod) {
+    c.pod_namespace = ic.pod->pod_namespace;
+    c.pod = ic.pod->pod_name;
+    c.container = ic.pod->container_name.value_or("");
+  } else {
+    const size_t slash = ic.cgroup_path.find_last_of('/');
+    c.container = slash == std::string::npos ? ic.cgroup_path : ic.cgroup_path.substr(slash + 1);
+  }
+  c.unix_seconds = unix_seconds;
+  c.usage_bytes = *e->usage_bytes;
+  uint64_t largest = 0;
+  auto add = [&](const char* kind, uint64_t bytes) {
+    c.kinds.emplace_back(kind, bytes);
+    if (bytes > largest) largest = bytes, c.largest_kind = kind;
+  };
+  for (size_t i = 0; i < kChargeKinds; ++i)
+    if (e->bytes[i]) add(charge_kind_name(static_cast<ChargeKind>(i)), *e->bytes[i]);
+  add("unexplained", e->unexplained_bytes);
+  return c;
 }
 
 void count_incident(MetricsRegistry& m, const Incident& inc) {
   m.count_incident(trigger_label(inc.trigger.type), to_string(inc.outcome));
+  const ClockPair clocks = ClockPair::now();
+  const MonoNs when = inc.timeline.trigger ? inc.timeline.trigger : inc.timeline.received;
+  const double unix_seconds = static_cast<double>(when ? clocks.to_realtime_ns(when) : clocks.realtime_ns) / 1e9;
+  if (auto charge = container_charge(inc, unix_seconds)) m.publish_charge(std::move(*charge));
   if (inc.oom_kill) {
     const std::string which = oom_kill_snapshot_label(inc);
     m.count_oom_kill(which);

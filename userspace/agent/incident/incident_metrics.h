@@ -13,8 +13,15 @@ namespace oomsnap {
 // Every series the counting below can touch, at 0: scraped from the start.
 void declare_incident_series(MetricsRegistry& m);
 
-// Called once per record written (Agent::finalize).
+// Called once per record written (Agent::finalize): the counters, and the
+// container's charge (container_charge) as its last incident's gauges.
 void count_incident(MetricsRegistry& m, const Incident& inc);
+
+// Pure: the incident's explained charge (explained_memory.h) as its
+// container's gauges: labelled by the pod's namespace, name and container
+// name, or for a container kubelet does not name by its cgroup's last path
+// component; `unix_seconds` its time. nullopt without an explained charge.
+std::optional<ContainerCharge> container_charge(const Incident& inc, double unix_seconds);
 
 // "go" | "python" | "java" | "unknown".
 std::string language_label(const std::string& language);

@@ -106,6 +106,24 @@ void MetricsRegistry::publish(const LoopTotals& totals) {
   totals_ = totals;
 }
 
+void MetricsRegistry::declare_largest_kind(std::string_view kind) {
+  std::lock_guard lock(mu_);
+  largest_kinds_.try_emplace(std::string(kind), 0);
+}
+
+void MetricsRegistry::publish_charge(ContainerCharge charge) {
+  for (std::string* l : {&charge.pod_namespace, &charge.pod, &charge.container})
+    if (l->size() > kMaxLabelBytes) l->resize(kMaxLabelBytes);
+  std::lock_guard lock(mu_);
+  if (!charge.largest_kind.empty()) ++largest_kinds_[charge.largest_kind];
+  auto same = [&charge](const ContainerCharge& c) {
+    return c.pod_namespace == charge.pod_namespace && c.pod == charge.pod && c.container == charge.container;
+  };
+  charges_.erase(std::remove_if(charges_.begin(), charges_.end(), same), charges_.end());
+  if (charges_.size() == kMaxChargedContainers) charges_.erase(charges_.begin());
+  charges_.push_back(std::move(charge));
+}
+
 std::string MetricsRegistry::render() const {
   std::lock_guard lock(mu_);
   std::string out;
@@ -135,6 +153,22 @@ std::string MetricsRegistry::render() const {
 
   family(out, "oomsnap_capture_failures_total", "counter", "Heap captures that gave no complete or partial snapshot, by reason.");
   for (const auto& [k, n] : capture_failures_) line("oomsnap_capture_failures_total", label("reason", k), n);
+
+  family(out, "oomsnap_incident_largest_kind_total", "counter",
+         "Incident records by the kind that held the most of the container's usage (heap, native, page_cache, ...).");
+  for (const auto& [k, n] : largest_kinds_) line("oomsnap_incident_largest_kind_total", label("kind", k), n);
+  family(out, "oomsnap_last_incident_memory_bytes", "gauge",
+         "Where the container's memory went at its last incident, by kind (the record's container.explained).");
+  auto container_labels = [&label](const ContainerCharge& c) {
+    return label("namespace", c.pod_namespace) + "," + label("pod", c.pod) + "," + label("container", c.container);
+  };
+  for (const auto& c : charges_)
+    for (const auto& [kind, bytes] : c.kinds)
+      line("oomsnap_last_incident_memory_bytes", container_labels(c) + "," + label("kind", kind), bytes);
+  family(out, "oomsnap_last_incident_usage_bytes", "gauge", "The container's memory usage at its last incident.");
+  for (const auto& c : charges_) line("oomsnap_last_incident_usage_bytes", container_labels(c), c.usage_bytes);
+  family(out, "oomsnap_last_incident_timestamp_seconds", "gauge", "Unix time of the container's last incident.");
+  for (const auto& c : charges_) line("oomsnap_last_incident_timestamp_seconds", container_labels(c), number(c.unix_seconds));
 
   family(out, "oomsnap_bpf_ring_drops_total", "counter", "BPF events lost because a ring buffer was full.");
   line("oomsnap_bpf_ring_drops_total", "", totals_.bpf_ring_drops);

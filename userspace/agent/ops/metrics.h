@@ -3,7 +3,10 @@
 // mutex guards it: the loop takes it a few times per incident and once per
 // heartbeat, a scrape once per render, so neither side waits on the other
 // for long. Label values come from fixed sets (incident_metrics.h maps an
-// incident onto them): no pid or cgroup path ever becomes a label.
+// incident onto them): no pid or cgroup path ever becomes a label. The one
+// exception is bounded by count: the last incident's charge of each of the
+// kMaxChargedContainers containers with the latest incidents, labelled by
+// pod namespace, pod and container name.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -46,6 +49,17 @@ struct LoopTotals {
   std::vector<SinkTotals> sinks;
 };
 
+// Where the memory of one container's last incident went (the record's
+// container.explained), for its gauges. Kinds come from a fixed set of 12
+// ("heap" .. "kernel", "unexplained").
+struct ContainerCharge {
+  std::string pod_namespace, pod, container;  // the labels; at most kMaxLabelBytes each
+  double unix_seconds = 0;                    // the incident's time
+  uint64_t usage_bytes = 0;
+  std::vector<std::pair<std::string, uint64_t>> kinds;  // kind -> bytes, the kinds the record knows
+  std::string largest_kind;                             // the kind with the most bytes
+};
+
 class MetricsRegistry {
  public:
   explicit MetricsRegistry(std::string version);
@@ -59,6 +73,14 @@ class MetricsRegistry {
   void declare_capture_language(std::string_view language);
   void observe_capture_lead(double seconds);
   void publish(const LoopTotals& totals);
+  // Replaces the container's last charge (same three labels); past
+  // kMaxChargedContainers containers, the one with the oldest incident
+  // goes. Counts the incident under its largest kind.
+  void publish_charge(ContainerCharge charge);
+  void declare_largest_kind(std::string_view kind);
+
+  static constexpr size_t kMaxChargedContainers = 32;
+  static constexpr size_t kMaxLabelBytes = 128;
 
   std::string render() const;
 
@@ -70,6 +92,8 @@ class MetricsRegistry {
   std::map<std::string, Histogram> capture_duration_;                  // by language
   Histogram capture_lead_;
   LoopTotals totals_;
+  std::vector<ContainerCharge> charges_;               // at most kMaxChargedContainers, oldest first
+  std::map<std::string, uint64_t> largest_kinds_;     // incidents by their largest kind
 };
 
 // A label value as the exposition format quotes it: \ " and newline escaped.

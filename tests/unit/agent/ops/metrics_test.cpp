@@ -34,6 +34,15 @@ TEST(Metrics, RendersEveryFamilyExactly) {
   m.observe_capture_lead(1.5);
   m.count_capture_failure("timeout");
   m.publish(some_totals());
+  ContainerCharge charge;
+  charge.pod_namespace = "shop";
+  charge.pod = "cart-1";
+  charge.container = "cart";
+  charge.unix_seconds = 1700000000.25;
+  charge.usage_bytes = 1000;
+  charge.kinds = {{"heap", 600}, {"unexplained", 400}};
+  charge.largest_kind = "heap";
+  m.publish_charge(charge);
 
   const std::string expected =
       "# HELP oomsnap_build_info The running agent's version (always 1).\n"
@@ -80,6 +89,21 @@ TEST(Metrics, RendersEveryFamilyExactly) {
       "# HELP oomsnap_capture_failures_total Heap captures that gave no complete or partial snapshot, by reason.\n"
       "# TYPE oomsnap_capture_failures_total counter\n"
       "oomsnap_capture_failures_total{reason=\"timeout\"} 1\n"
+      "# HELP oomsnap_incident_largest_kind_total Incident records by the kind that held the most of the container's "
+      "usage (heap, native, page_cache, ...).\n"
+      "# TYPE oomsnap_incident_largest_kind_total counter\n"
+      "oomsnap_incident_largest_kind_total{kind=\"heap\"} 1\n"
+      "# HELP oomsnap_last_incident_memory_bytes Where the container's memory went at its last incident, by kind (the "
+      "record's container.explained).\n"
+      "# TYPE oomsnap_last_incident_memory_bytes gauge\n"
+      "oomsnap_last_incident_memory_bytes{namespace=\"shop\",pod=\"cart-1\",container=\"cart\",kind=\"heap\"} 600\n"
+      "oomsnap_last_incident_memory_bytes{namespace=\"shop\",pod=\"cart-1\",container=\"cart\",kind=\"unexplained\"} 400\n"
+      "# HELP oomsnap_last_incident_usage_bytes The container's memory usage at its last incident.\n"
+      "# TYPE oomsnap_last_incident_usage_bytes gauge\n"
+      "oomsnap_last_incident_usage_bytes{namespace=\"shop\",pod=\"cart-1\",container=\"cart\"} 1000\n"
+      "# HELP oomsnap_last_incident_timestamp_seconds Unix time of the container's last incident.\n"
+      "# TYPE oomsnap_last_incident_timestamp_seconds gauge\n"
+      "oomsnap_last_incident_timestamp_seconds{namespace=\"shop\",pod=\"cart-1\",container=\"cart\"} 1700000000.25\n"
       "# HELP oomsnap_bpf_ring_drops_total BPF events lost because a ring buffer was full.\n"
       "# TYPE oomsnap_bpf_ring_drops_total counter\n"
       "oomsnap_bpf_ring_drops_total 3\n"
@@ -143,7 +167,9 @@ TEST(Metrics, DeclaredSeriesAreScrapedAtZeroFromTheStart) {
                            "oomsnap_oom_kills_total{snapshot=\"none\"} 0\n",
                            "oomsnap_capture_failures_total{reason=\"memory_cap\"} 0\n",
                            "oomsnap_capture_duration_seconds_count{language=\"java\"} 0\n",
-                           "oomsnap_capture_duration_seconds_count{language=\"unknown\"} 0\n"})
+                           "oomsnap_capture_duration_seconds_count{language=\"unknown\"} 0\n",
+                           "oomsnap_incident_largest_kind_total{kind=\"page_cache\"} 0\n",
+                           "oomsnap_incident_largest_kind_total{kind=\"unexplained\"} 0\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << text;
 }
 
@@ -217,4 +243,63 @@ TEST(IncidentMetrics, OneRecordCountsItsIncidentKillLeadAndCapture) {
   count_incident(m2, inc);
   EXPECT_NE(m2.render().find("oomsnap_incidents_total{trigger=\"other\",status=\"not_attempted\"} 1\n"),
             std::string::npos);
+}
+
+// The last incident's charge: one set of gauges per container, replaced by
+// its next incident, for at most kMaxChargedContainers containers (the
+// oldest go), labels cut: the series stay bounded whatever the node runs.
+TEST(Metrics, ContainerChargesAreBoundedAndReplaced) {
+  MetricsRegistry m("v");
+  auto charge = [](const std::string& pod, uint64_t usage) {
+    ContainerCharge c;
+    c.pod_namespace = "ns";
+    c.pod = pod;
+    c.container = "app";
+    c.usage_bytes = usage;
+    c.kinds = {{"native", usage}};
+    c.largest_kind = "native";
+    return c;
+  };
+  for (int i = 0; i < 40; ++i) m.publish_charge(charge("pod-" + std::to_string(i), 100));
+  m.publish_charge(charge("pod-39", 200));  // the same container again: replaced
+  m.publish_charge(charge(std::string(1000, 'p'), 300));
+  const std::string text = m.render();
+  size_t series = 0;
+  for (size_t at = 0; (at = text.find("\noomsnap_last_incident_usage_bytes{", at)) != std::string::npos; ++at) ++series;
+  EXPECT_EQ(series, MetricsRegistry::kMaxChargedContainers);
+  EXPECT_EQ(text.find("pod=\"pod-8\""), std::string::npos) << "the oldest containers go first";
+  EXPECT_NE(text.find("oomsnap_last_incident_usage_bytes{namespace=\"ns\",pod=\"pod-39\",container=\"app\"} 200\n"),
+            std::string::npos);
+  EXPECT_EQ(text.find("pod=\"pod-39\",container=\"app\"} 100\n"), std::string::npos);
+  EXPECT_NE(text.find("pod=\"" + std::string(MetricsRegistry::kMaxLabelBytes, 'p') + "\""), std::string::npos);
+  EXPECT_NE(text.find("oomsnap_incident_largest_kind_total{kind=\"native\"} 42\n"), std::string::npos);
+}
+
+// An incident's explained charge as its container's gauges: labelled by the
+// pod's names, or by the cgroup's leaf outside Kubernetes; none without a
+// collection that looked at the container.
+TEST(IncidentMetrics, ContainerChargeFromTheExplainedRecord) {
+  Incident inc;
+  inc.trigger.type = "memcg_pressure";
+  inc.container.cgroup_path = "/system.slice/ingest.service";
+  EXPECT_FALSE(container_charge(inc, 1));
+  inc.container.memory_stat = parse_memory_stat(2, "anon 100\nfile 300\nshmem 200\nkernel 10\n", std::nullopt, 0);
+  inc.container.memory_stat->usage_bytes = 400;
+  auto c = container_charge(inc, 1700000000);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->container, "ingest.service");
+  EXPECT_EQ(c->pod, "");
+  EXPECT_EQ(c->usage_bytes, 400u);
+  EXPECT_EQ(c->largest_kind, "tmpfs");
+  const std::vector<std::pair<std::string, uint64_t>> want = {
+      {"heap", 0},  {"heap_free", 0}, {"runtime", 0}, {"stacks", 0},     {"native", 0},  {"anon", 0},
+      {"file", 0},  {"shmem", 0},     {"tmpfs", 200}, {"page_cache", 100}, {"kernel", 10}, {"unexplained", 90}};
+  EXPECT_EQ(c->kinds, want);
+  inc.container.pod = PodIdentity{"shop", "cart-1", "cart"};
+  MetricsRegistry m("v");
+  count_incident(m, inc);
+  EXPECT_NE(m.render().find("oomsnap_last_incident_memory_bytes{namespace=\"shop\",pod=\"cart-1\",container=\"cart\","
+                            "kind=\"tmpfs\"} 200\n"),
+            std::string::npos)
+      << m.render();
 }
