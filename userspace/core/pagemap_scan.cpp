@@ -34,21 +34,26 @@ bool add_page_regions(SmapsRead& read, size_t& cursor, const PageRegion* regions
   uint64_t prev_end = from;
   for (size_t i = 0; i < n; ++i) {
     const PageRegion& g = regions[i];
-    if (g.start % kPage || g.end % kPage || g.start >= g.end || g.start < prev_end || g.end > walk_end) {
+    if (g.start % kPage || g.end % kPage || g.start >= g.end || g.start < prev_end) {
       why = "PAGEMAP_SCAN returned region " + std::to_string(i) + " " + hex(g.start) + "-" + hex(g.end) +
-            " out of order or outside " + hex(from) + "-" + hex(walk_end);
+            " out of order or before " + hex(from);
       return false;
     }
     prev_end = g.end;
+    // The kernel may return a region reaching past walk_end (6.18: when it
+    // stops early, the region it was building); the next call walks from
+    // walk_end and returns those pages again, so they count only then.
+    if (g.start >= walk_end) continue;
+    const PageRegion clipped{g.start, std::min(g.end, walk_end), g.categories};
     if (!(g.categories & kPageIsPresent) || (g.categories & kPageIsPfnZero)) continue;
     const bool anon = !(g.categories & kPageIsFile);
     auto& maps = read.mappings;
-    while (cursor < maps.size() && maps[cursor].end <= g.start) ++cursor;
+    while (cursor < maps.size() && maps[cursor].end <= clipped.start) ++cursor;
     // A region may span mappings (the kernel merges equal neighbours).
-    for (size_t j = cursor; j < maps.size() && maps[j].start < g.end; ++j) {
+    for (size_t j = cursor; j < maps.size() && maps[j].start < clipped.end; ++j) {
       SmapsMapping& m = maps[j];
       if (m.not_rss) continue;
-      const uint64_t bytes = std::min(g.end, m.end) - std::max(g.start, m.start);
+      const uint64_t bytes = std::min(clipped.end, m.end) - std::max(clipped.start, m.start);
       m.rss += bytes;
       if (anon) m.anonymous += bytes;
     }
@@ -128,7 +133,8 @@ bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
       return false;
     }
     if (!add_page_regions(read, cursor, regions.data(), static_cast<size_t>(n), at, arg.walk_end, why)) return false;
-    for (int i = 0; i < n; ++i) pages += (regions[i].end - regions[i].start) / kPage;
+    for (int i = 0; i < n; ++i)
+      if (regions[i].start < arg.walk_end) pages += (std::min(regions[i].end, arg.walk_end) - regions[i].start) / kPage;
     at = arg.walk_end;
   }
   return true;

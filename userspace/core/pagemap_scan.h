@@ -39,8 +39,9 @@ inline constexpr unsigned long kPagemapScanIoctl = 0xC0606610ul;
 
 // Adds regions (as one scan call returned them, scanned from `from` up to
 // `walk_end`) to read's mappings, from mapping `cursor` on (advanced past the
-// mappings the regions have passed). False, with why, for regions that are
-// not the kernel's: unaligned, empty, out of order or outside [from, walk_end).
+// mappings the regions have passed); a region's pages from walk_end on are
+// left for the next call. False, with why, for regions that are not the
+// kernel's: unaligned, empty, out of order or before `from`.
 bool add_page_regions(SmapsRead& read, size_t& cursor, const PageRegion* regions, size_t n, uint64_t from,
                       uint64_t walk_end, std::string& why);
 
