@@ -20,7 +20,8 @@ namespace {
 // time writes the 16 MiB of smaps SmapsLimits allows.
 constexpr std::chrono::milliseconds kSmapsBudget{250};
 // What the collector leaves it of the budget (a quarter of a smaller one):
-// the page scan takes ~3 ms for 10,000 mappings, smaps ~25 ms.
+// smaps of 10,000 mappings takes ~25 ms on a quiet machine, the page scan
+// about half of that (docs/benchmarks.md).
 constexpr std::chrono::milliseconds kBreakdownReserve{50};
 
 // Gone: no /proc entry, a zombie, or another process under the same pid.
