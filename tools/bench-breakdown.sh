@@ -7,15 +7,20 @@
 # range of breakdown.duration_ms (the capture process's time to read
 # /proc/PID/smaps and mountinfo and build the breakdown), the mappings read,
 # and, for scale, the time the kernel alone takes to write that smaps
-# (`cat /proc/PID/smaps`), and the kinds' sum against VmRSS.
+# (`cat /proc/PID/smaps`), and the kinds' sum against VmRSS. Then the two
+# ways the breakdown can count resident bytes, smaps and maps + PAGEMAP_SCAN,
+# in turn on the same target (build/tests/breakdown_bench), medians side by
+# side.
 #
 # Usage: tools/bench-breakdown.sh [OOMSNAP_BINARY]   (default: build/oomsnap)
 # Env:   BENCH_MAPPINGS  mappings in the target (default 10000)
 #        BENCH_RUNS      snapshots (default 15)
+#        BREAKDOWN_BENCH the two-way benchmark (default: next to OOMSNAP, tests/breakdown_bench)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OOMSNAP=${1:-$ROOT/build/oomsnap}
+BENCH=${BREAKDOWN_BENCH:-$(dirname "$OOMSNAP")/tests/breakdown_bench}
 N=${BENCH_MAPPINGS:-10000}
 RUNS=${BENCH_RUNS:-15}
 SCRATCH=$(mktemp -d /tmp/oomsnap-bench-breakdown.XXXXXX)
@@ -75,3 +80,7 @@ print(f"| cat /proc/PID/smaps (the kernel writing it) | {statistics.median(cat_m
       f"| {min(cat_ms):.2f} .. {max(cat_ms):.2f} ms |")
 print(f"| kinds sum - VmRSS | {statistics.median(off):+.3f} % | {min(off):+.3f} .. {max(off):+.3f} % |")
 EOF
+
+echo
+echo "smaps and maps + PAGEMAP_SCAN in turn ($BENCH):"
+"$BENCH" "$TARGET_PID" "$RUNS"

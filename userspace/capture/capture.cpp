@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/pagemap_residency.h"
+#include "core/pagemap_scan.h"
 #include "core/smaps_breakdown.h"
 #include "go/go_collector.h"
 #include "java/java_collector.h"
@@ -15,9 +16,13 @@
 namespace oomsnap {
 namespace {
 
-// The most the smaps read may take of the budget: ~45 ms of kernel time
-// writes the 16 MiB SmapsLimits allows.
+// The most the breakdown's read may take of the budget: ~45 ms of kernel
+// time writes the 16 MiB of smaps SmapsLimits allows.
 constexpr std::chrono::milliseconds kSmapsBudget{250};
+// What the collector leaves it of the budget (a quarter of a smaller one):
+// smaps of 10,000 mappings takes ~25 ms on a quiet machine, the page scan
+// about half of that (docs/benchmarks.md).
+constexpr std::chrono::milliseconds kBreakdownReserve{50};
 
 // Gone: no /proc entry, a zombie, or another process under the same pid.
 bool target_gone(const ProcessIdentity& id) {
@@ -53,23 +58,22 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
   target->memory().set_skip(options.skip_ranges);
   CaptureRecord rec;
   rec.identity = target->identity();
+  // Read now as well, so that a target gone by the breakdown still has its
+  // counters; read again right before the breakdown, which it is held to.
   rec.process_memory = read_process_memory(pid);
-  // Right after the status counters it is compared with; the runtime's
-  // claims are applied once the collector has read them.
+  // The heap first: the breakdown (a page walk of the whole address space)
+  // is read after the collector, so that it does not delay the heap read
+  // the capture is for.
   using Clock = std::chrono::steady_clock;
-  const auto smaps_start = Clock::now();
-  SmapsLimits smaps_limits;
-  smaps_limits.deadline = smaps_start + std::min(options.budget / 4, kSmapsBudget);
-  const SmapsRead smaps = read_smaps(pid, smaps_limits);
-  const auto smaps_read_time = Clock::now() - smaps_start;
-  // The collector has what is left of the budget, so that the capture as a
-  // whole still ends by it (the capture process's watchdog counts from the
-  // request).
-  const auto capture_end = smaps_start + options.budget;
+  const auto capture_start = Clock::now();
+  const auto capture_end = capture_start + options.budget;
+  // The collector leaves the breakdown a share of the budget, so that the
+  // capture as a whole still ends by it (the capture process's watchdog
+  // counts from the request).
+  const auto breakdown_share = std::min(options.budget / 4, kBreakdownReserve);
   CaptureOptions collect_options = options;
-  collect_options.budget =
-      std::max(std::chrono::duration_cast<std::chrono::milliseconds>(options.budget - smaps_read_time),
-               std::chrono::milliseconds(1));
+  collect_options.budget = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(options.budget - breakdown_share),
+                                    std::chrono::milliseconds(1));
   bool detected = false;
   for (auto& c : make_collectors()) {
     if (c->detect(*target)) {
@@ -88,19 +92,31 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
     rec.result.snapshot.set_status(SnapshotStatus::kUnavailable, why);
   }
   target->memory().set_read_watch(nullptr);
+  if (options.progress)
+    options.progress->collector_done_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
   const auto build_start = Clock::now();
+  if (options.progress)
+    options.progress->breakdown_started_ns.store(build_start.time_since_epoch().count(), std::memory_order_release);
+  // The status counters right before the mappings they are compared with
+  // (when the target is still there to read).
+  if (ProcessMemory now = read_process_memory(pid); now.rss_bytes) rec.process_memory = std::move(now);
+  SmapsLimits limits;
+  // What is left of the budget, at least its share and at most kSmapsBudget.
+  limits.deadline = build_start + std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(capture_end - build_start),
+                                             std::chrono::milliseconds(breakdown_share), kSmapsBudget);
+  const SmapsRead read = read_resident_by_mapping(pid, limits, rec.process_memory);
   // What of the claimed ranges is resident (a grown goroutine stack is
   // seldom touched whole).
   std::optional<PagemapResidency> pagemap;
   if (!rec.result.memory_claims.empty())
     pagemap.emplace(pid, PagemapResidency::kDefaultMaxPages, std::min(build_start + kSmapsBudget, capture_end));
   rec.process_memory.breakdown = build_breakdown(
-      smaps, rec.result.memory_claims, rec.process_memory, [&](uint64_t start, uint64_t end) -> std::optional<uint64_t> {
+      read, rec.result.memory_claims, rec.process_memory, [&](uint64_t start, uint64_t end) -> std::optional<uint64_t> {
         if (!pagemap) return std::nullopt;
         return pagemap->resident_anon(start, end);
       });
   rec.process_memory.breakdown->duration_ms =
-      std::chrono::duration<double, std::milli>(smaps_read_time + (Clock::now() - build_start)).count();
+      std::chrono::duration<double, std::milli>(Clock::now() - build_start).count();
   if (target_gone(rec.identity)) mark_target_exited(rec.result.snapshot);
   return rec;
 }

@@ -18,6 +18,7 @@
 
 #include "base/safe_open.h"
 #include "base/seccomp_filter.h"
+#include "core/pagemap_scan.h"
 
 namespace oomsnap {
 namespace {
@@ -141,6 +142,11 @@ bool load_seccomp_filter(int result_fd, pid_t target, std::string& why) {
                 SCMP_A3(SCMP_CMP_EQ, static_cast<scmp_datum_t>(open_how_size()))});
   else
     filter.add(SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2));
+  // The memory breakdown's page scan (core/pagemap_scan.h) on the target's
+  // /proc/PID/pagemap: that one ioctl request, no other (a tty's, a
+  // device's). On a kernel without it (before 6.7) it fails with ENOTTY and
+  // the breakdown reads smaps.
+  filter.add(SCMP_ACT_ALLOW, SCMP_SYS(ioctl), {SCMP_A1(SCMP_CMP_EQ, static_cast<scmp_datum_t>(kPagemapScanIoctl))});
   // Threads of its own (the pprof encoder compresses on a worker thread):
   // clone only with CLONE_VM | CLONE_THREAD, never a new process. clone3 takes
   // its flags in a struct seccomp cannot read: ENOSYS, and glibc falls back

@@ -24,6 +24,10 @@ namespace oomsnap {
 struct CaptureProgress {
   std::atomic<const char*> language{nullptr};  // a collector's language(): static storage
   ReadInFlight read;
+  // When the collector returned and the memory breakdown began (steady
+  // clock, ns since its epoch; 0: not yet): the breakdown's page walk comes
+  // after the heap read, never before it.
+  std::atomic<int64_t> collector_done_ns{0}, breakdown_started_ns{0};
 };
 
 // Which profile a capture produces besides the heap snapshot (`oomsnap snapshot

@@ -51,6 +51,7 @@ nlohmann::json to_json(const MemoryBreakdown& b) {
   j["status"] = b.status;
   if (!b.reason.empty()) j["reason"] = b.reason;
   j["mappings"] = b.mappings;
+  if (!b.source.empty()) j["source"] = b.source;
   j["duration_ms"] = b.duration_ms;
   for (size_t i = 0; i < kMemoryKinds; ++i) j[kKindNames[i]] = b.bytes[i];
   nlohmann::json d = nlohmann::json::array();
@@ -66,6 +67,9 @@ bool memory_breakdown_from_json(const nlohmann::json& j, MemoryBreakdown& out, s
     f.fail("unknown status");
   out.reason = f.str("reason", false);
   out.mappings = f.u64("mappings");
+  out.source = f.str("source", false);
+  if (f.ok() && !out.source.empty() && out.source != "smaps" && out.source != "pagemap_scan")
+    f.fail("unknown source");
   out.duration_ms = f.num("duration_ms");
   if (f.ok() && !(out.duration_ms >= 0 && out.duration_ms < 1e9)) f.fail("duration_ms out of range");
   for (size_t i = 0; i < kMemoryKinds; ++i) out.bytes[i] = f.u64(kKindNames[i]);

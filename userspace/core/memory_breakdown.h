@@ -35,6 +35,10 @@ struct MemoryBreakdown {
   std::string reason;
   std::array<uint64_t, kMemoryKinds> bytes{};  // resident bytes per MemoryKind
   uint64_t mappings = 0;                       // mappings read from smaps
+  // How resident bytes were counted: "pagemap_scan" (/proc/PID/maps and the
+  // PAGEMAP_SCAN ioctl, Linux 6.7+) or "smaps" (its fallback); empty in a
+  // record from before either.
+  std::string source;
   double duration_ms = 0;                      // reading smaps and building this (its cost to the capture)
   std::vector<BreakdownDetail> detail;         // largest first, at most kMaxDetail
 

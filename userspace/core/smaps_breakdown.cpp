@@ -141,7 +141,10 @@ namespace {
 // (a 10,000-mapping smaps is 7 MiB of text: never held whole).
 class SmapsParser {
  public:
-  SmapsParser(const SmapsLimits& limits, const TmpfsDevices& tmpfs) : limits_(limits), tmpfs_(tmpfs) {}
+  // maps_only: /proc/PID/maps, the same header lines without the fields
+  // (no page walk): resident bytes are left for the pagemap scan to add.
+  SmapsParser(const SmapsLimits& limits, const TmpfsDevices& tmpfs, bool maps_only = false)
+      : limits_(limits), tmpfs_(tmpfs), maps_only_(maps_only), file_(maps_only ? "maps" : "smaps") {}
   // One line without its '\n'; false once the read is over (cut or refused).
   bool line(string_view line);
   // At the end of the text, or where the byte bound or a short read stopped
@@ -150,7 +153,7 @@ class SmapsParser {
 
  private:
   bool refuse(string_view why, string_view line) {
-    r_.error = "smaps line " + std::to_string(line_no_) + " " + std::string(why) + ": '" +
+    r_.error = std::string(file_) + " line " + std::to_string(line_no_) + " " + std::string(why) + ": '" +
                printable(line.substr(0, 80)) + "'";
     r_.mappings.clear();
     return false;
@@ -159,6 +162,8 @@ class SmapsParser {
 
   const SmapsLimits& limits_;
   const TmpfsDevices& tmpfs_;
+  const bool maps_only_;
+  const char* const file_;
   SmapsRead r_;
   size_t line_no_ = 0;
   bool have_rss_ = true;     // of the mapping being read (true before the first: nothing pending)
@@ -179,12 +184,12 @@ bool SmapsParser::header(string_view line) {
   if (!have_rss_) return refuse("ends a mapping that had no Rss", line);
   if (r_.mappings.size() >= limits_.max_mappings) {
     r_.cut = true;
-    r_.reason = "smaps cut at " + std::to_string(limits_.max_mappings) + " mappings";
+    r_.reason = std::string(file_) + " cut at " + std::to_string(limits_.max_mappings) + " mappings";
     return false;
   }
   if ((r_.mappings.size() & 255) == 255 && std::chrono::steady_clock::now() >= limits_.deadline) {
     r_.cut = true;
-    r_.reason = "smaps cut at its deadline after " + std::to_string(r_.mappings.size()) + " mappings";
+    r_.reason = std::string(file_) + " cut at its deadline after " + std::to_string(r_.mappings.size()) + " mappings";
     return false;
   }
   Header h;
@@ -196,6 +201,11 @@ bool SmapsParser::header(string_view line) {
   const bool shmem = (h.inode != 0 && tmpfs_.contains(h.dev)) || internal_shmem_name(h.name) ||
                      (tmpfs_.devices.empty() && h.name.rfind("/dev/shm/", 0) == 0);
   m.rest_kind = shmem ? MemoryKind::kShmem : MemoryKind::kFile;
+  // The kernel's own names (a file's name starts with '/', an anonymous
+  // one's with "[anon"): the vDSO data pages are mapped by pfn, present in
+  // the page tables but no process's RSS.
+  m.not_rss = h.name == "[vvar]" || h.name == "[vvar_vclock]";
+  m.vsyscall = h.name == "[vsyscall]";
   const bool guard_below = prev_anon_none_ && prev_end_ == h.start && prev_end_ - prev_start_ <= kMaxGuardBytes;
   if (h.name == "[stack]") {
     m.anon_kind = MemoryKind::kStacks;
@@ -213,8 +223,8 @@ bool SmapsParser::header(string_view line) {
   prev_start_ = h.start;
   prev_end_ = h.end;
   r_.mappings.push_back(m);
-  have_rss_ = false;
-  have_flags_ = false;
+  have_rss_ = maps_only_;
+  have_flags_ = maps_only_;
   return true;
 }
 
@@ -226,6 +236,7 @@ bool SmapsParser::line(string_view line) {
   // A field line is "Key: value"; a header starts with "start-end ".
   const bool field = colon != string_view::npos && (space == string_view::npos || colon < space);
   if (!field) return header(line);
+  if (maps_only_) return refuse("is a field, not a mapping", line);
   if (r_.mappings.empty()) return refuse("is a field before any mapping", line);
   string_view key = line.substr(0, colon), rest = line.substr(colon + 1);
   for (char c : key)
@@ -291,6 +302,7 @@ MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryC
     return b;
   }
   b.mappings = read.mappings.size();
+  b.source = read.source;
   // Native bytes per mapping, from which the claims take theirs.
   std::vector<uint64_t> native(read.mappings.size());
   for (size_t i = 0; i < read.mappings.size(); ++i) {
@@ -378,12 +390,15 @@ MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryC
   return b;
 }
 
-SmapsRead read_smaps_fd(int fd, const SmapsLimits& limits, const TmpfsDevices& tmpfs) {
+namespace {
+
+SmapsRead read_chunked(int fd, const SmapsLimits& limits, const TmpfsDevices& tmpfs, bool maps_only) {
+  const std::string file = maps_only ? "maps" : "smaps";
   // In chunks of one buffer, line by line: the text is never held whole (a
   // 10,000-mapping smaps is 7 MiB, and fresh pages for it cost more than
   // the parse).
   SmapsRead r;
-  SmapsParser parser(limits, tmpfs);
+  SmapsParser parser(limits, tmpfs, maps_only);
   std::vector<char> buf(kSmapsChunk);
   size_t have = 0, total = 0;
   bool whole = false, going = true, past_deadline = false;
@@ -398,7 +413,7 @@ SmapsRead read_smaps_fd(int fd, const SmapsLimits& limits, const TmpfsDevices& t
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int err = errno;
-      r.error = "cannot read smaps: " + errno_text(err);
+      r.error = "cannot read " + file + ": " + errno_text(err);
       return r;
     }
     if (n == 0) {
@@ -417,31 +432,50 @@ SmapsRead read_smaps_fd(int fd, const SmapsLimits& limits, const TmpfsDevices& t
     std::memmove(buf.data(), buf.data() + from, have - from);
     have -= from;
     if (have == buf.size()) {  // one line longer than the buffer: not smaps
-      r.error = "smaps holds a line longer than " + std::to_string(kSmapsChunk) + " bytes";
+      r.error = file + " holds a line longer than " + std::to_string(kSmapsChunk) + " bytes";
       return r;
     }
   }
   r = parser.finish(whole || !going);
   if (r.error.empty() && !r.cut && !whole && going) {
     r.cut = true;
-    r.reason = past_deadline ? "smaps cut at its deadline after " + std::to_string(r.mappings.size()) + " mappings"
-                             : "smaps cut at " + kib_text(limits.max_bytes) + " of text (" +
+    r.reason = past_deadline ? file + " cut at its deadline after " + std::to_string(r.mappings.size()) + " mappings"
+                             : file + " cut at " + kib_text(limits.max_bytes) + " of text (" +
                                    std::to_string(r.mappings.size()) + " mappings)";
   }
   return r;
 }
 
-SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits) {
-  const std::string dir = "/proc/" + std::to_string(pid) + "/";
+}  // namespace
+
+SmapsRead read_smaps_fd(int fd, const SmapsLimits& limits, const TmpfsDevices& tmpfs) {
+  return read_chunked(fd, limits, tmpfs, false);
+}
+
+SmapsRead read_maps_fd(int fd, const SmapsLimits& limits, const TmpfsDevices& tmpfs) {
+  return read_chunked(fd, limits, tmpfs, true);
+}
+
+TmpfsDevices read_tmpfs_devices(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/mountinfo";
   TmpfsDevices tmpfs;
   std::string text;  // the mount table only; smaps is read in chunks
   bool cut = false;
-  if (!read_text_file(dir + "mountinfo", text, kMaxMountinfoBytes, limits.deadline, cut)) {
-    tmpfs.reason = "cannot read " + dir + "mountinfo (tmpfs files taken from /dev/shm only)";
+  if (!read_text_file(path, text, kMaxMountinfoBytes, deadline, cut)) {
+    tmpfs.reason = "cannot read " + path + " (tmpfs files taken from /dev/shm only)";
   } else {
     tmpfs = parse_tmpfs_devices(text);
     if (cut && tmpfs.reason.empty()) tmpfs.reason = "mount table cut at " + kib_text(kMaxMountinfoBytes);
   }
+  return tmpfs;
+}
+
+SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits) {
+  return read_smaps(pid, limits, read_tmpfs_devices(pid, limits.deadline));
+}
+
+SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits, const TmpfsDevices& tmpfs) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/";
   UniqueFd fd(::open((dir + "smaps").c_str(), O_RDONLY | O_CLOEXEC));
   const int err = errno;
   SmapsRead r;

@@ -55,6 +55,10 @@ struct SmapsMapping {
   MemoryKind anon_kind = MemoryKind::kNative;  // of `anonymous`
   MemoryKind rest_kind = MemoryKind::kFile;    // of rss - anonymous
   uint32_t name = 0;                           // index into SmapsRead::names; 0: none
+  // The kernel's [vvar] pages (mapped by pfn: present in the page tables,
+  // in no RSS), and [vsyscall] (above the user address space): the pagemap
+  // scan leaves them out, as smaps and /proc/PID/status do.
+  bool not_rss = false, vsyscall = false;
 };
 
 struct SmapsRead {
@@ -64,6 +68,9 @@ struct SmapsRead {
   bool cut = false;                    // a limit stopped the read: reason says which
   std::string reason;
   std::string error;                   // set: the text was not smaps (nothing else is valid)
+  // How the resident bytes were counted: "smaps", or "pagemap_scan" (maps
+  // plus the PAGEMAP_SCAN ioctl, pagemap_scan.h).
+  std::string source = "smaps";
 };
 
 SmapsRead parse_smaps(std::string_view text, const SmapsLimits& limits, const TmpfsDevices& tmpfs);
@@ -82,12 +89,18 @@ using ResidentAnonFn = std::function<std::optional<uint64_t>(uint64_t start, uin
 MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryClaim>& claims,
                                 const ProcessMemory& status, const ResidentAnonFn& resident_anon = {});
 
+// The tmpfs devices of /proc/PID/mountinfo (bounded; reason set when cut).
+TmpfsDevices read_tmpfs_devices(pid_t pid, std::chrono::steady_clock::time_point deadline);
 // Reads /proc/PID/smaps (bounded by limits) and /proc/PID/mountinfo.
 SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits);
+SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits, const TmpfsDevices& tmpfs);
 // The smaps part: from an open file, in chunks of one 64 KiB buffer, line by
 // line (the text is never held whole); a line longer than the buffer is not
 // smaps; a mapping the byte bound or the deadline cuts in two is left out.
 inline constexpr size_t kSmapsChunk = 64 * 1024;
 SmapsRead read_smaps_fd(int fd, const SmapsLimits& limits, const TmpfsDevices& tmpfs);
+// /proc/PID/maps the same way: the mappings, kinds and names, no resident
+// bytes (rss and anonymous 0: pagemap_scan.h adds them).
+SmapsRead read_maps_fd(int fd, const SmapsLimits& limits, const TmpfsDevices& tmpfs);
 
 }  // namespace oomsnap

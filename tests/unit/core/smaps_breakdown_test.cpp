@@ -305,7 +305,12 @@ TEST(SmapsBreakdown, JsonRoundTripsAndRefusesWhatItNeverWrites) {
   EXPECT_EQ(back.bytes, b.bytes);
   ASSERT_EQ(back.detail.size(), b.detail.size());
   EXPECT_EQ(back.detail[0].what, b.detail[0].what);
+  EXPECT_EQ(back.source, "smaps");
 
+  auto bad_source = j;
+  bad_source["source"] = "guess";
+  EXPECT_FALSE(memory_breakdown_from_json(bad_source, back, why));
+  EXPECT_NE(why.find("unknown source"), std::string::npos) << why;
   auto bad_kind = j;
   bad_kind["detail"][0]["kind"] = "swap";
   EXPECT_FALSE(memory_breakdown_from_json(bad_kind, back, why));

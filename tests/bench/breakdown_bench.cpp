@@ -1,0 +1,76 @@
+// Benchmark (not a test): the memory breakdown of a live process counted
+// both ways, smaps and maps + PAGEMAP_SCAN, in turn (A B A B ...) in one run,
+// each timed from the mount table's read to the built breakdown, as the
+// capture process does it. Prints the medians side by side, the ranges, and
+// how far each way's kinds sum from VmRSS. tools/bench-breakdown.sh runs it.
+//
+// Usage: breakdown_bench PID [RUNS]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/pagemap_scan.h"
+#include "core/proc_info.h"
+
+using namespace oomsnap;
+
+namespace {
+
+struct Way {
+  const char* name;
+  BreakdownSource source;
+  std::vector<double> ms;
+  std::string used, reason;
+  double off_pct = 0;
+  uint64_t mappings = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s PID [RUNS]\n", argv[0]);
+    return 2;
+  }
+  const pid_t pid = static_cast<pid_t>(std::atoi(argv[1]));
+  const int runs = argc > 2 ? std::max(1, std::atoi(argv[2])) : 15;
+  Way ways[] = {{"smaps", BreakdownSource::kSmaps, {}, {}, {}, 0, 0},
+                {"maps + PAGEMAP_SCAN", BreakdownSource::kAuto, {}, {}, {}, 0, 0}};
+  for (int i = 0; i < runs + 1; ++i) {  // the first round warms up
+    for (Way& w : ways) {
+      const ProcessMemory status = read_process_memory(pid);
+      const auto start = std::chrono::steady_clock::now();
+      SmapsLimits limits;
+      limits.deadline = start + std::chrono::milliseconds(250);
+      const SmapsRead read = read_resident_by_mapping(pid, limits, status, w.source);
+      const MemoryBreakdown b = build_breakdown(read, {}, status);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (i == 0) continue;
+      w.ms.push_back(ms);
+      w.used = read.source;
+      w.reason = b.reason;
+      w.mappings = b.mappings;
+      if (status.rss_bytes && *status.rss_bytes)
+        w.off_pct = 100.0 * (static_cast<double>(b.total()) - static_cast<double>(*status.rss_bytes)) /
+                    static_cast<double>(*status.rss_bytes);
+    }
+  }
+  std::printf("| way (source) | mappings | median | min .. max | kinds sum - VmRSS (last) |\n");
+  std::printf("| --- | --- | --- | --- | --- |\n");
+  for (const Way& w : ways) {
+    const auto [lo, hi] = std::minmax_element(w.ms.begin(), w.ms.end());
+    std::printf("| %s (%s) | %llu | %.2f ms | %.2f .. %.2f ms | %+.3f %% |\n", w.name, w.used.c_str(),
+                static_cast<unsigned long long>(w.mappings), median(w.ms), *lo, *hi, w.off_pct);
+    if (!w.reason.empty()) std::printf("  %s: %s\n", w.name, w.reason.c_str());
+  }
+  std::printf("runs: %d of each, alternating\n", runs);
+  return 0;
+}

@@ -1,0 +1,170 @@
+#include "core/pagemap_scan.h"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+#include "base/text.h"
+#include "base/unique_fd.h"
+
+namespace oomsnap {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+// struct pm_scan_arg (include/uapi/linux/fs.h, 6.7).
+struct PmScanArg {
+  uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages, category_inverted, category_mask,
+      category_anyof_mask, return_mask;
+};
+static_assert(sizeof(PmScanArg) == 96 && sizeof(PageRegion) == 24, "the kernel's layout");
+static_assert(kPagemapScanIoctl == ((3ul << 30) | (sizeof(PmScanArg) << 16) | ('f' << 8) | 16),
+              "_IOWR('f', 16, struct pm_scan_arg)");
+
+std::string kib(uint64_t bytes) { return std::to_string(bytes / 1024) + " kB"; }
+
+}  // namespace
+
+bool add_page_regions(SmapsRead& read, size_t& cursor, const PageRegion* regions, size_t n, uint64_t from,
+                      uint64_t walk_end, std::string& why) {
+  uint64_t prev_end = from;
+  for (size_t i = 0; i < n; ++i) {
+    const PageRegion& g = regions[i];
+    if (g.start % kPage || g.end % kPage || g.start >= g.end || g.start < prev_end) {
+      why = "PAGEMAP_SCAN returned region " + std::to_string(i) + " " + hex(g.start) + "-" + hex(g.end) +
+            " out of order or before " + hex(from);
+      return false;
+    }
+    prev_end = g.end;
+    // The kernel may return a region reaching past walk_end (6.18: when it
+    // stops early, the region it was building); the next call walks from
+    // walk_end and returns those pages again, so they count only then.
+    if (g.start >= walk_end) continue;
+    const PageRegion clipped{g.start, std::min(g.end, walk_end), g.categories};
+    if (!(g.categories & kPageIsPresent) || (g.categories & kPageIsPfnZero)) continue;
+    const bool anon = !(g.categories & kPageIsFile);
+    auto& maps = read.mappings;
+    while (cursor < maps.size() && maps[cursor].end <= clipped.start) ++cursor;
+    // A region may span mappings (the kernel merges equal neighbours).
+    for (size_t j = cursor; j < maps.size() && maps[j].start < clipped.end; ++j) {
+      SmapsMapping& m = maps[j];
+      if (m.not_rss) continue;
+      const uint64_t bytes = std::min(clipped.end, m.end) - std::max(clipped.start, m.start);
+      m.rss += bytes;
+      if (anon) m.anonymous += bytes;
+    }
+  }
+  return true;
+}
+
+bool scan_agrees_with_status(const SmapsRead& read, const ProcessMemory& status, std::string& why) {
+  if (!status.rss_bytes) return true;  // nothing to hold it against
+  uint64_t scanned = 0;
+  for (const SmapsMapping& m : read.mappings) scanned += m.rss;
+  const uint64_t rss = *status.rss_bytes;
+  const uint64_t slack = std::max<uint64_t>(rss / 16, 4u << 20);
+  if (scanned <= rss + slack) return true;
+  why = "PAGEMAP_SCAN counted " + kib(scanned) + " resident, /proc/PID/status " + kib(rss) +
+        " (hugetlb or device pages the RSS leaves out?)";
+  return false;
+}
+
+bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
+                  std::chrono::steady_clock::time_point deadline, std::string& why) {
+  // The address range to walk: every mapping but [vsyscall], which lies
+  // above the user address space (the ioctl refuses it with EFAULT).
+  uint64_t begin = 0, end = 0;
+  size_t scanned_mappings = 0;
+  for (const SmapsMapping& m : read.mappings) {
+    if (m.vsyscall) continue;
+    if (!end) begin = m.start;
+    end = m.end;
+    ++scanned_mappings;
+  }
+  if (!end) return true;  // nothing mapped
+  const std::string path = "/proc/" + std::to_string(pid) + "/pagemap";
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    why = "cannot open " + path + ": " + errno_text(errno);
+    return false;
+  }
+  std::vector<PageRegion> regions(std::max<size_t>(limits.regions_per_call, 1));
+  size_t cursor = 0, calls = 0;
+  uint64_t pages = 0;
+  std::string cut_why;
+  for (uint64_t at = begin; at < end;) {
+    if (calls == limits.max_calls) cut_why = "after " + std::to_string(calls) + " calls";
+    else if (pages >= limits.max_pages) cut_why = "at " + std::to_string(limits.max_pages) + " resident pages";
+    else if (std::chrono::steady_clock::now() >= deadline) cut_why = "at its deadline";
+    if (!cut_why.empty()) {
+      // Mappings the walk did not finish are left out, as a cut smaps's
+      // are; build_breakdown counts them from /proc/PID/status.
+      while (!read.mappings.empty() && read.mappings.back().end > at) read.mappings.pop_back();
+      read.cut = true;
+      const std::string reason = "pagemap scan cut " + cut_why + " (" + std::to_string(read.mappings.size()) +
+                                 " of " + std::to_string(scanned_mappings) + " mappings)";
+      read.reason = read.reason.empty() ? reason : read.reason + "; " + reason;
+      return true;
+    }
+    PmScanArg arg{};
+    arg.size = sizeof arg;
+    arg.start = at;
+    arg.end = end;
+    arg.vec = reinterpret_cast<uintptr_t>(regions.data());
+    arg.vec_len = regions.size();
+    arg.max_pages = std::min(limits.pages_per_call, limits.max_pages - pages);
+    arg.category_mask = kPageIsPresent;  // only present pages
+    arg.return_mask = kPageIsPresent | kPageIsFile | kPageIsPfnZero;
+    const int n = ::ioctl(fd.get(), kPagemapScanIoctl, &arg);
+    if (n < 0 && errno == EINTR) continue;
+    ++calls;
+    if (n < 0) {
+      why = "PAGEMAP_SCAN " + hex(at) + "-" + hex(end) + ": " + errno_text(errno);
+      return false;
+    }
+    // walk_end must move on (or end the walk), within what was asked.
+    if (static_cast<size_t>(n) > regions.size() || arg.walk_end <= at || arg.walk_end > end) {
+      why = "PAGEMAP_SCAN returned " + std::to_string(n) + " regions, walk end " + hex(arg.walk_end) +
+            " for " + hex(at) + "-" + hex(end);
+      return false;
+    }
+    if (!add_page_regions(read, cursor, regions.data(), static_cast<size_t>(n), at, arg.walk_end, why)) return false;
+    for (int i = 0; i < n; ++i)
+      if (regions[i].start < arg.walk_end) pages += (std::min(regions[i].end, arg.walk_end) - regions[i].start) / kPage;
+    at = arg.walk_end;
+  }
+  return true;
+}
+
+SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const ProcessMemory& status,
+                                   BreakdownSource source, const PagemapScanLimits& scan_limits) {
+  const TmpfsDevices tmpfs = read_tmpfs_devices(pid, limits.deadline);
+  auto with_tmpfs_reason = [&](SmapsRead r) {
+    if (!tmpfs.reason.empty()) r.reason = r.reason.empty() ? tmpfs.reason : r.reason + "; " + tmpfs.reason;
+    return r;
+  };
+  if (source == BreakdownSource::kSmaps) return read_smaps(pid, limits, tmpfs);
+  const std::string maps_path = "/proc/" + std::to_string(pid) + "/maps";
+  UniqueFd fd(::open(maps_path.c_str(), O_RDONLY | O_CLOEXEC));
+  std::string why;
+  if (fd.get() < 0) {
+    why = "cannot read " + maps_path + ": " + errno_text(errno);
+  } else {
+    SmapsRead r = read_maps_fd(fd.get(), limits, tmpfs);
+    r.source = "pagemap_scan";
+    if (!r.error.empty()) return with_tmpfs_reason(std::move(r));  // smaps would hold the same lines
+    if (scan_pagemap(pid, r, scan_limits, limits.deadline, why) && (r.cut || scan_agrees_with_status(r, status, why)))
+      return with_tmpfs_reason(std::move(r));
+  }
+  // The fallback: smaps, with what refused the scan.
+  SmapsRead r = read_smaps(pid, limits, tmpfs);
+  const std::string note = "read from smaps: " + why;
+  r.reason = r.reason.empty() ? note : r.reason + "; " + note;
+  return r;
+}
+
+}  // namespace oomsnap
