@@ -18,6 +18,7 @@
 #include "capture/capture.h"
 #include "java/java_heap.h"
 #include "java/java_collector.h"
+#include "jdk_command.h"
 #include "snapshot_checks.h"
 #include "test_process.h"
 
@@ -73,23 +74,10 @@ std::string fixtures(const Jdk& j) { return std::string(OOMSNAP_FIXTURES) + (j.f
 
 std::string rootfs(const Jdk& j) { return std::string(OOMSNAP_ROOTFS) + "/" + j.rootfs; }
 
-// The command that runs `tool args...` of this JDK: directly on the host, or
-// chroot'ed into the rootfs inside a private mount namespace (proc, a private
-// /tmp for the attach socket, the fixture classes on /mnt), whose mounts die
-// with the process; the pid is the JVM's (exec all the way).
+// The command that runs `tool args...` of this JDK (the fixture classes on
+// /mnt for java in a rootfs).
 std::vector<std::string> jdk_command(const Jdk& j, const std::string& tool, const std::vector<std::string>& args) {
-  std::vector<std::string> argv;
-  if (!*j.rootfs) {
-    argv.push_back(std::string(j.home) + "/bin/" + tool);
-  } else {
-    argv = {"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
-            "R=$1; F=$2; shift 2; mount -t proc proc \"$R/proc\" && "
-            "if [ -n \"$F\" ]; then mount -t tmpfs tmpfs \"$R/tmp\" && mount -o bind,ro \"$F\" \"$R/mnt\"; fi && "
-            "exec chroot \"$R\" /usr/bin/env -C /tmp \"$@\"",
-            "sh", rootfs(j), tool == "java" ? fixtures(j) : "", std::string(j.home) + "/bin/" + tool};
-  }
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
+  return oomsnap_test::jdk_command(*j.rootfs ? rootfs(j) : "", j.home, tool, tool == "java" ? fixtures(j) : "", args);
 }
 
 struct Started {

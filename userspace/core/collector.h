@@ -57,6 +57,9 @@ struct CaptureResult {
   // What the runtime says it owns of the process's memory (goroutine stacks,
   // a Java heap): applied to the breakdown in the capture process, never sent.
   std::vector<MemoryClaim> memory_claims;
+  // What the runtime could not claim and why (a range in no mapping, a count
+  // beyond its range): added to the breakdown's reason.
+  std::string memory_claims_reason;
 };
 
 // The result a collect() builds, with its meter and deadline: every

@@ -11,6 +11,7 @@
 #include "java/java_heap.h"
 #include "java/generational_heap.h"
 #include "java/hotspot_vmstructs.h"
+#include "java/java_memory_claims.h"
 
 namespace oomsnap {
 namespace {
@@ -35,6 +36,48 @@ const char* other_collector(ChunkCache& mem, const std::map<std::string, uint64_
   for (const char* gc : {"UseZGC", "UseShenandoahGC", "UseEpsilonGC", "UseConcMarkSweepGC"})
     if (flag_set(mem, flags, gc)) return gc;
   return nullptr;
+}
+
+const char* collector_name(HeapKind kind) {
+  switch (kind) {
+    case HeapKind::kSerial:
+      return "Serial";
+    case HeapKind::kParallel:
+      return "Parallel";
+    case HeapKind::kG1:
+      break;
+  }
+  return "G1";
+}
+
+// Where the heap and the code cache lie, read before the walk (they do not
+// move, and the walk may use up the read budget); what cannot be read is
+// said in `why`.
+JavaMemoryAccount read_memory_account(ChunkCache& mem, const HotSpotVm& vm, HeapKind kind, uint64_t heap,
+                                      std::string& why) {
+  JavaMemoryAccount a;
+  a.collector = collector_name(kind);
+  std::string err;
+  a.heap = read_heap_reserved(mem, vm, heap, err);
+  if (!a.heap) why = "the Java heap is not claimed: " + err;
+  a.code_cache = read_code_cache_bounds(mem, vm, err);
+  if (!a.code_cache) why += (why.empty() ? "" : "; ") + std::string("the code cache is not claimed: ") + err;
+  return a;
+}
+
+// The claims on the process's memory, with the heap's used bytes as the walk
+// counted them (a walk that failed counted nothing to trust).
+void claim_memory(JavaMemoryAccount a, std::string why, const JavaHeapWalk& walk, const Target& target,
+                  CaptureResult& out) {
+  if (walk.status == SnapshotStatus::kFailed && a.heap) {
+    a.heap.reset();
+    why += (why.empty() ? "" : "; ") + std::string("the Java heap is not claimed: the walk failed");
+  }
+  a.heap_used = walk.used_bytes;
+  JavaMemoryClaims c = java_memory_claims(a, target.maps());
+  out.memory_claims = std::move(c.claims);
+  if (!c.reason.empty()) why += (why.empty() ? "" : "; ") + c.reason;
+  out.memory_claims_reason = std::move(why);
 }
 
 const char* scope_of(HeapKind kind, bool sampled) {
@@ -125,6 +168,8 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
     snap.set_status(SnapshotStatus::kFailed, *bad);
     return finish();
   }
+  std::string account_why;
+  JavaMemoryAccount account = read_memory_account(mem, *vm, *kind, heap, account_why);
   // A stop-the-world pause moves objects: wait it out briefly, and notice one
   // that starts during the walk by the collection counter.
   std::optional<uint64_t> active, collections;
@@ -163,6 +208,7 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   if (collections && target.memory().read(heap + *collections, &gc_after, 4) && gc_after != gc_before &&
       r.status == SnapshotStatus::kComplete)
     snap.set_status(SnapshotStatus::kPartial, "a garbage collection ran during the walk: objects may have moved");
+  claim_memory(std::move(account), std::move(account_why), r, target, run.out);
   snap.scope = scope_of(*kind, r.sample_stride > 1);
   snap.coverage = r.coverage;
   if (*kind == HeapKind::kG1) {

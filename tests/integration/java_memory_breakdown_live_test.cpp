@@ -1,0 +1,191 @@
+// process_memory.breakdown of live JVMs with a known truth (issue #24): a JVM
+// holding 300 MiB of direct ByteBuffers with -Xmx256m is mostly `native`, and
+// one holding 150 MiB of live byte[] is mostly `heap`, each within 15 % of the
+// JVM's own count (its BufferPoolMXBean "direct" and MemoryMXBean heap used,
+// printed by the target itself: tests/fixtures/java_memory/MemoryHolder.java);
+// the kinds sum to VmRSS. G1, Serial and Parallel on JDK 17 (the host's), G1
+// and Serial on JDK 21 (trixie root file system, chroot'ed as a container).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "breakdown_checks.h"
+#include "jdk_command.h"
+#include "run_command.h"
+#include "test_process.h"
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using oomsnap_test::check_breakdown;
+using oomsnap_test::kMiB;
+using oomsnap_test::names;
+using oomsnap_test::Process;
+using oomsnap_test::snapshot_of;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kJdk17Home = "/usr/lib/jvm/java-17-openjdk-amd64";
+
+struct Case {
+  const char* name;
+  const char* rootfs;  // "" = host
+  const char* home;
+  const char* gc_flag;
+  const char* collector;  // as the detail names it
+};
+
+const Case kCases[] = {
+    {"jdk17_g1", "", kJdk17Home, "-XX:+UseG1GC", "G1"},
+    {"jdk17_serial", "", kJdk17Home, "-XX:+UseSerialGC", "Serial"},
+    {"jdk17_parallel", "", kJdk17Home, "-XX:+UseParallelGC", "Parallel"},
+    {"jdk21_g1", "trixie-jdk", "/usr/lib/jvm/java-21-openjdk-amd64", "-XX:+UseG1GC", "G1"},
+    {"jdk21_serial", "trixie-jdk", "/usr/lib/jvm/java-21-openjdk-amd64", "-XX:+UseSerialGC", "Serial"},
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+// MemoryHolder compiled once for the whole run (--release 8: every JDK runs
+// it) into a directory of its own, removed at exit.
+const std::string& holder_classes() {
+  static const std::string dir = [] {
+    char tmpl[] = "/tmp/oomsnap-java-memory-XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    if (!d) return std::string();
+    const std::string src = std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/java_memory/MemoryHolder.java";
+    auto r = oomsnap_test::run_command(std::string(kJdk17Home) + "/bin/javac --release 8 -d " + d + " " + src +
+                                       " 2>&1");
+    if (r.status != 0) {
+      std::fprintf(stderr, "javac failed: %s\n", r.out.c_str());
+      return std::string();
+    }
+    return std::string(d);
+  }();
+  return dir;
+}
+
+struct RemoveDirAtExit {
+  ~RemoveDirAtExit() {
+    std::error_code ec;
+    if (!holder_classes().empty()) fs::remove_all(holder_classes(), ec);
+  }
+} remove_holder_classes;
+
+struct Holder {
+  std::unique_ptr<Process> proc;
+  json said;  // what the JVM printed of itself
+};
+
+// A JVM of this case holding `mib` MiB as `mode` says ("direct", "heap").
+Holder start_holder(const Case& c, const std::string& mode, int mib) {
+  Holder h;
+  const std::string rootfs = *c.rootfs ? std::string(OOMSNAP_ROOTFS) + "/" + c.rootfs : "";
+  if (!fs::exists(rootfs + c.home + "/bin/java")) {
+    ADD_FAILURE() << rootfs + c.home << "/bin/java is missing (run tools/fetch-python-rootfs.sh " << c.rootfs << ")";
+    return h;
+  }
+  const std::string& classes = holder_classes();
+  if (classes.empty()) {
+    ADD_FAILURE() << "MemoryHolder.java did not compile";
+    return h;
+  }
+  const std::vector<std::string> args = {c.gc_flag, "-Xmx256m", "-XX:MaxDirectMemorySize=512m", "-XX:-UsePerfData",
+                                         "-cp", rootfs.empty() ? classes : "/mnt", "MemoryHolder", mode,
+                                         std::to_string(mib)};
+  h.proc = std::make_unique<Process>(oomsnap_test::jdk_command(rootfs, c.home, "java", classes, args));
+  h.said = json::parse(h.proc->read_line(120s), nullptr, false);
+  if (h.said.is_discarded()) {
+    ADD_FAILURE() << c.name << ": MemoryHolder printed no JSON line";
+    h.proc.reset();
+  }
+  return h;
+}
+
+// A holder's snapshot, its breakdown (checked for what holds of every one)
+// and the breakdown's largest kind.
+struct Seen {
+  json snap;
+  const json* b = nullptr;
+  std::string largest;
+  double kind(const char* k) const { return b->at(k).get<double>(); }
+  double rss() const { return snap.at("process_memory").at("rss_bytes").get<double>(); }
+};
+
+bool see(const Holder& h, Seen& s) {
+  if (!h.proc) return false;
+  s.snap = snapshot_of(h.proc->pid());
+  if (s.snap.is_discarded()) return false;
+  s.largest = check_breakdown(s.snap, s.b);
+  return true;
+}
+
+// A JVM of this case holding `mib` MiB as `mode` says, seen: `kind` is the
+// breakdown's largest kind and within 15 % of what the JVM says of it
+// (`said_key` in its line); ours and theirs kept for the report.
+struct Measured {
+  Holder h;
+  Seen s;
+  double ours = 0, theirs = 0;
+};
+
+bool measure(const Case& c, const char* mode, int mib, const char* kind, const char* said_key, Measured& m) {
+  m.h = start_holder(c, mode, mib);
+  if (!see(m.h, m.s)) return false;
+  EXPECT_EQ(m.s.largest, kind) << m.s.b->dump(1);
+  m.theirs = m.h.said.at(said_key).get<double>();
+  EXPECT_GE(m.theirs, mib * static_cast<double>(kMiB)) << m.h.said.dump();
+  m.ours = m.s.kind(kind);
+  EXPECT_NEAR(m.ours, m.theirs, 0.15 * m.theirs) << m.s.b->dump(1) << "\n" << m.h.said.dump();
+  return true;
+}
+
+class JavaMemoryBreakdownLive : public testing::TestWithParam<Case> {};
+
+// The issue's first example: 300 MiB of direct ByteBuffers beside a small
+// heap. They are native memory, and native is most of the process; the heap
+// is claimed as the collector's (used, then committed but free).
+TEST_P(JavaMemoryBreakdownLive, DirectBuffersAreNative) {
+  const Case& c = GetParam();
+  Measured m;
+  ASSERT_TRUE(measure(c, "direct", 300, "native", "direct_bytes", m));
+  const json& b = *m.s.b;
+  // The small heap and the code cache are claimed (too small to make the
+  // detail's twelve largest).
+  EXPECT_GT(m.s.kind("heap"), 0) << b.dump(1);
+  EXPECT_GT(m.s.kind("runtime"), 0) << b.dump(1);
+  EXPECT_EQ(b.value("reason", ""), "") << b.dump(1);
+  std::printf("[ info ] %s: native %.1f MiB, direct buffers %.1f MiB (%+.1f %%); heap %.1f MiB, heap_free %.1f MiB, "
+              "runtime %.1f MiB, rss %.1f MiB\n",
+              c.name, m.ours / kMiB, m.theirs / kMiB, (m.ours - m.theirs) / m.theirs * 100, m.s.kind("heap") / kMiB,
+              m.s.kind("heap_free") / kMiB, m.s.kind("runtime") / kMiB, m.s.rss() / kMiB);
+}
+
+// 150 MiB of live objects: the heap is the largest kind, as large as the
+// JVM's own MemoryMXBean says its heap's used bytes are.
+TEST_P(JavaMemoryBreakdownLive, ALiveHeapIsHeap) {
+  const Case& c = GetParam();
+  Measured m;
+  ASSERT_TRUE(measure(c, "heap", 150, "heap", "heap_used", m));
+  const json& b = *m.s.b;
+  uint64_t named = 0;
+  EXPECT_TRUE(names(b, "heap", std::string("Java heap (") + c.collector + ", used)", &named)) << b.dump(1);
+  EXPECT_EQ(named, b.at("heap").get<uint64_t>());
+  std::printf("[ info ] %s: heap %.1f MiB, MemoryMXBean used %.1f MiB (%+.1f %%), committed %.1f MiB; heap_free "
+              "%.1f MiB, native %.1f MiB, runtime %.1f MiB, rss %.1f MiB\n",
+              c.name, m.ours / kMiB, m.theirs / kMiB, (m.ours - m.theirs) / m.theirs * 100,
+              m.h.said.at("heap_committed").get<double>() / kMiB, m.s.kind("heap_free") / kMiB,
+              m.s.kind("native") / kMiB, m.s.kind("runtime") / kMiB, m.s.rss() / kMiB);
+}
+
+INSTANTIATE_TEST_SUITE_P(Jvms, JavaMemoryBreakdownLive, testing::ValuesIn(kCases),
+                         [](const testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+}  // namespace

@@ -1,0 +1,154 @@
+#include "java/java_memory_claims.h"
+
+#include <algorithm>
+
+#include "base/text.h"
+
+namespace oomsnap {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+std::string range_text(const AddressRange& r) { return hex(r.start) + "-" + hex(r.end); }
+
+bool plausible(const AddressRange& r, uint64_t max_bytes) {
+  return r.start && r.end > r.start && r.end - r.start <= max_bytes && !((r.start | r.end) & (kPage - 1));
+}
+
+void add_reason(std::string& reason, const std::string& more) { reason += (reason.empty() ? "" : "; ") + more; }
+
+}  // namespace
+
+std::vector<AddressRange> committed_parts(const AddressRange& r, const std::vector<Mapping>& maps, uint64_t& bytes) {
+  std::vector<AddressRange> out;
+  bytes = 0;
+  for (const Mapping& m : maps) {
+    if (m.perms.size() < 2 || m.perms[1] != 'w') continue;
+    const uint64_t lo = std::max(r.start, m.start), hi = std::min(r.end, m.end);
+    if (lo < hi) out.push_back({lo, hi});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.start < y.start; });
+  // /proc/PID/maps never lists a byte twice; a crafted list might.
+  std::vector<AddressRange> merged;
+  for (const AddressRange& p : out) {
+    if (!merged.empty() && p.start <= merged.back().end) merged.back().end = std::max(merged.back().end, p.end);
+    else merged.push_back(p);
+  }
+  for (const AddressRange& p : merged) bytes += p.end - p.start;
+  return merged;
+}
+
+JavaMemoryClaims java_memory_claims(const JavaMemoryAccount& a, const std::vector<Mapping>& maps) {
+  JavaMemoryClaims out;
+  std::optional<AddressRange> heap = a.heap, code = a.code_cache;
+  // Two reservations never share an address: which one would be believed?
+  if (heap && code && heap->start < code->end && code->start < heap->end) {
+    add_reason(out.reason, "the Java heap (" + range_text(*heap) + ") and the code cache (" + range_text(*code) +
+                               ") overlap: neither is claimed");
+    heap.reset(), code.reset();
+  }
+  if (heap) {
+    uint64_t committed = 0;
+    std::vector<AddressRange> parts = committed_parts(*heap, maps, committed);
+    if (parts.empty()) {
+      add_reason(out.reason, "the Java heap's reserved range " + range_text(*heap) + " lies in no writable mapping");
+    } else if (a.heap_used > committed) {
+      // A crafted count, or a heap that grew after the mappings were read:
+      // either way the split between used and free is not known.
+      add_reason(out.reason, "the Java heap's used bytes (" + std::to_string(a.heap_used) +
+                                 ") exceed its committed bytes (" + std::to_string(committed) + "): not claimed");
+    } else {
+      MemoryClaim used{MemoryKind::kHeap, "Java heap (" + a.collector + ", used)", parts, a.heap_used};
+      MemoryClaim free_part{MemoryKind::kHeapFree, "Java heap (committed, free)", std::move(parts), std::nullopt};
+      out.claims.push_back(std::move(used));
+      out.claims.push_back(std::move(free_part));
+    }
+  }
+  if (code) {
+    uint64_t committed = 0;
+    std::vector<AddressRange> parts = committed_parts(*code, maps, committed);
+    if (parts.empty())
+      add_reason(out.reason, "the code cache's reserved range " + range_text(*code) + " lies in no writable mapping");
+    else
+      out.claims.push_back({MemoryKind::kRuntime, "Code cache", std::move(parts), std::nullopt});
+  }
+  return out;
+}
+
+std::optional<AddressRange> read_heap_reserved(ChunkCache& mem, const HotSpotVm& vm, uint64_t heap_addr,
+                                               std::string& error) {
+  if (!vm.field("CollectedHeap", "_reserved")) {
+    error = "VMStructs has no CollectedHeap::_reserved";
+    return std::nullopt;
+  }
+  OffsetResolver o(vm);
+  const uint64_t reserved = o.embedded({"CollectedHeap"}, "_reserved", {"MemRegion"});
+  const uint64_t start_off = o.field({"MemRegion"}, "_start", 8);
+  const uint64_t words_off = o.field({"MemRegion"}, "_word_size", 8);
+  if (o.error) {
+    error = *o.error;
+    return std::nullopt;
+  }
+  uint64_t start = 0, words = 0;
+  if (!mem.get(heap_addr + reserved + start_off, start) || !mem.get(heap_addr + reserved + words_off, words)) {
+    error = "cannot read CollectedHeap::_reserved at " + hex(heap_addr + reserved);
+    return std::nullopt;
+  }
+  // words * 8 checked before it is computed: a crafted size must not wrap.
+  const AddressRange r{start, words <= kMaxJavaHeapReserved / 8 && start <= UINT64_MAX - words * 8 ? start + words * 8 : 0};
+  if (!plausible(r, kMaxJavaHeapReserved)) {
+    error = "implausible CollectedHeap::_reserved (start " + hex(start) + ", " + std::to_string(words) + " words)";
+    return std::nullopt;
+  }
+  return r;
+}
+
+namespace {
+
+// JDK 8's one code heap: CodeCache::_heap -> CodeHeap::_memory, a
+// VirtualSpace whose _low_boundary .. _high_boundary is the reservation.
+std::optional<AddressRange> read_jdk8_code_heap(ChunkCache& mem, const HotSpotVm& vm, std::string& error) {
+  auto heap = read_static<uint64_t>(mem, vm.field("CodeCache", "_heap"));
+  OffsetResolver o(vm);
+  const uint64_t memory = o.embedded({"CodeHeap"}, "_memory", {"VirtualSpace"});
+  const uint64_t lo_off = o.field({"VirtualSpace"}, "_low_boundary", 8);
+  const uint64_t hi_off = o.field({"VirtualSpace"}, "_high_boundary", 8);
+  if (o.error) {
+    error = *o.error;
+    return std::nullopt;
+  }
+  uint64_t lo = 0, hi = 0;
+  if (!heap || !*heap || !mem.get(*heap + memory + lo_off, lo) || !mem.get(*heap + memory + hi_off, hi)) {
+    error = "cannot read CodeCache::_heap's CodeHeap::_memory";
+    return std::nullopt;
+  }
+  return AddressRange{lo, hi};
+}
+
+}  // namespace
+
+std::optional<AddressRange> read_code_cache_bounds(ChunkCache& mem, const HotSpotVm& vm, std::string& error) {
+  const VmField *lo = vm.field("CodeCache", "_low_bound"), *hi = vm.field("CodeCache", "_high_bound");
+  std::optional<AddressRange> r;
+  if (lo && hi) {
+    auto l = read_static<uint64_t>(mem, lo), h = read_static<uint64_t>(mem, hi);
+    if (!l || !h) {
+      error = "cannot read CodeCache::_low_bound/_high_bound";
+      return std::nullopt;
+    }
+    r = AddressRange{*l, *h};
+  } else if (vm.field("CodeCache", "_heap") && vm.field("CodeHeap", "_memory")) {
+    r = read_jdk8_code_heap(mem, vm, error);
+    if (!r) return std::nullopt;
+  } else {
+    error = "VMStructs describes no code cache bounds (CodeCache::_low_bound/_high_bound, or CodeCache::_heap)";
+    return std::nullopt;
+  }
+  if (!plausible(*r, kMaxCodeCacheReserved)) {
+    error = "implausible code cache bounds " + range_text(*r);
+    return std::nullopt;
+  }
+  return r;
+}
+
+}  // namespace oomsnap

@@ -1,0 +1,66 @@
+// What a HotSpot JVM says it owns of its process's memory, as claims for the
+// process's RSS by kind (memory_breakdown.h, issue #24): the Java heap's
+// used bytes (`heap`) and the rest of its committed range (`heap_free`), and
+// the code cache (`runtime`). HotSpot reserves each of them as one range and
+// commits parts of it read-write, so what is committed is where the target's
+// writable mappings meet the reserved range, and pagemap (in the capture
+// process) says what of it is resident.
+//
+// The ranges and counts come from the target (VMStructs): a range that lies
+// in no writable mapping, a used count beyond the committed bytes, or ranges
+// that overlap are not claimed, and the reason says which.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/mapping.h"
+#include "core/chunk_cache.h"
+#include "core/memory_breakdown.h"
+#include "java/hotspot_vmstructs.h"
+
+namespace oomsnap {
+
+// What the JVM says, read out of process (read_heap_reserved,
+// read_code_cache_bounds) or crafted by a test.
+struct JavaMemoryAccount {
+  std::string collector;                   // "G1", "Serial", "Parallel": named in the detail
+  std::optional<AddressRange> heap;        // CollectedHeap::_reserved
+  uint64_t heap_used = 0;                  // top - bottom over the regions (spaces) in use, as the walk counted
+  std::optional<AddressRange> code_cache;  // CodeCache::_low_bound .. _high_bound
+};
+
+struct JavaMemoryClaims {
+  std::vector<MemoryClaim> claims;  // in the order they apply: heap, heap_free, runtime
+  std::string reason;               // what was not claimed and why; empty when all was
+};
+
+// Bounds of what is believed: HotSpot's heap reservation is at most 32 TiB
+// (compressed oops off; the walk's own space cap), its code cache 2 GiB
+// (ReservedCodeCacheSize's maximum; 4 GiB leaves room).
+inline constexpr uint64_t kMaxJavaHeapReserved = uint64_t{1} << 45;
+inline constexpr uint64_t kMaxCodeCacheReserved = uint64_t{4} << 30;
+
+// The parts of `r` that lie in writable mappings of `maps` (sorted or not),
+// in address order, and their total in `bytes`.
+std::vector<AddressRange> committed_parts(const AddressRange& r, const std::vector<Mapping>& maps, uint64_t& bytes);
+
+// The claims for what `a` holds, checked against the target's mappings.
+JavaMemoryClaims java_memory_claims(const JavaMemoryAccount& a, const std::vector<Mapping>& maps);
+
+// CollectedHeap::_reserved (a MemRegion: _start, _word_size) of the heap at
+// heap_addr. nullopt + error naming the field when VMStructs does not
+// describe it, an offset does not fit its type, it cannot be read, or the
+// range is implausible (unaligned, empty, beyond kMaxJavaHeapReserved).
+std::optional<AddressRange> read_heap_reserved(ChunkCache& mem, const HotSpotVm& vm, uint64_t heap_addr,
+                                               std::string& error);
+
+// [CodeCache::_low_bound, _high_bound) (JDK 9+), or JDK 8's one code heap's
+// reservation (CodeCache::_heap -> CodeHeap::_memory, a VirtualSpace's
+// _low_boundary .. _high_boundary): nullopt + error when neither is
+// described, an offset does not fit its type, or the range is unreadable or
+// implausible.
+std::optional<AddressRange> read_code_cache_bounds(ChunkCache& mem, const HotSpotVm& vm, std::string& error);
+
+}  // namespace oomsnap
