@@ -99,6 +99,10 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
         if (!pagemap) return std::nullopt;
         return pagemap->resident_anon(start, end);
       });
+  if (const std::string& why = rec.result.memory_claims_reason; !why.empty()) {
+    std::string& r = rec.process_memory.breakdown->reason;
+    r = r.empty() ? why : r + "; " + why;
+  }
   rec.process_memory.breakdown->duration_ms =
       std::chrono::duration<double, std::milli>(smaps_read_time + (Clock::now() - build_start)).count();
   if (target_gone(rec.identity)) mark_target_exited(rec.result.snapshot);

@@ -56,6 +56,9 @@ struct CaptureResult {
   // What the runtime says it owns of the process's memory (goroutine stacks,
   // a Java heap): applied to the breakdown in the capture process, never sent.
   std::vector<MemoryClaim> memory_claims;
+  // Why a part the runtime owns is not claimed (a table it could not find):
+  // added to the breakdown's reason.
+  std::string memory_claims_reason;
 };
 
 // The result a collect() builds, with its meter and deadline: every

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "core/chunk_cache.h"
+#include "python/python_arena_reader.h"
+#include "python/python_arena_table.h"
 #include "python/python_heap.h"
 #include "python/python_layout.h"
 
@@ -67,7 +69,8 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
   }
 
   ChunkCache cache(mem, target.maps());
-  cache.set_read_limit(mem.bytes_read() + opts.max_read_bytes);
+  const uint64_t read_before_walk = mem.bytes_read();
+  cache.set_read_limit(read_before_walk + opts.max_read_bytes);
   // A collection in progress rewires the lists; it is usually over within
   // milliseconds, so wait a little (bounded by the budget) before walking.
   uint64_t interp = 0;
@@ -106,6 +109,15 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
   }
   snap.totals.emplace_back("bytes", total_bytes);
   snap.sort_and_truncate(opts.max_entries);
+  // Where the objects live (issue #24): obmalloc's arenas, then what the
+  // walk saw of objects too large for them.
+  const uint64_t spent = mem.bytes_read() - read_before_walk;
+  PyArenaRead arenas = read_py_arenas(mem, target.maps(), rt, *layout,
+                                      opts.max_read_bytes > spent ? opts.max_read_bytes - spent : 0, deadline);
+  run.out.memory_claims = std::move(arenas.claims);
+  run.out.memory_claims_reason = std::move(arenas.reason);
+  if (res.large_object_bytes)
+    run.out.memory_claims.push_back(py_large_object_claim(res.large_object_bytes, res.large_objects));
   if (res.status == SnapshotStatus::kPartial && !target.still_same())
     snap.reason += " (the target exited or was replaced)";
   return finish();
