@@ -13,49 +13,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "breakdown_checks.h"
 #include "go_matrix.h"
-#include "record_schema.h"
-#include "run_command.h"
 #include "test_process.h"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
 using oomsnap_test::Process;
 using oomsnap_test::RemoveAtExit;
+using oomsnap_test::check_breakdown;
+using oomsnap_test::kMiB;
+using oomsnap_test::names;
+using oomsnap_test::snapshot_of;
 
 namespace {
-
-constexpr uint64_t kMiB = 1 << 20;
-const char* const kKinds[] = {"heap", "heap_free", "runtime", "stacks", "native", "file", "shmem"};
-
-json snapshot_of(pid_t pid) {
-  auto r = oomsnap_test::run_command(std::string(OOMSNAP_BINARY) + " snapshot --pid " + std::to_string(pid) +
-                                     " 2>/dev/null");
-  EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_EQ(oomsnap_test::record_schema_errors(r.out, true), "");
-  return json::parse(r.out, nullptr, false);
-}
-
-// The breakdown, checked for what holds of every one: complete, the kinds
-// sum to VmRSS within 2 %. Returns the largest kind's name.
-std::string check_breakdown(const json& snap, const json*& out) {
-  const json& pm = snap.at("process_memory");
-  const json& b = pm.at("breakdown");
-  out = &b;
-  EXPECT_EQ(b.at("status"), "complete") << b.dump(1);
-  uint64_t sum = 0, largest = 0;
-  std::string largest_kind;
-  for (const char* k : kKinds) {
-    const uint64_t v = b.at(k).get<uint64_t>();
-    sum += v;
-    if (v > largest) largest = v, largest_kind = k;
-  }
-  const double rss = pm.at("rss_bytes").get<double>();
-  const double off = (static_cast<double>(sum) - rss) / rss;
-  EXPECT_LT(std::abs(off), 0.02) << "kinds sum to " << sum << ", VmRSS " << rss << "\n" << b.dump(1);
-  std::printf("[ info ] kinds sum %llu vs VmRSS %.0f: %+.3f %%\n", static_cast<unsigned long long>(sum), rss, off * 100);
-  return largest_kind;
-}
 
 // A python3 that maps `m` as map_code says, touches each of its pages and
 // sleeps: its snapshot.
@@ -65,15 +36,6 @@ json snapshot_of_python_touching(const std::string& map_code) {
                  "for i in range(0, len(m), 4096): m[i] = 1\nprint('ready', flush=True)\ntime.sleep(120)\n"});
   EXPECT_EQ(p.read_line(30s), "ready");
   return snapshot_of(p.pid());
-}
-
-bool names(const json& b, const std::string& kind, const std::string& what_prefix, uint64_t* bytes = nullptr) {
-  for (const auto& d : b.at("detail"))
-    if (d.at("kind") == kind && d.at("what").get<std::string>().rfind(what_prefix, 0) == 0) {
-      if (bytes) *bytes = d.at("bytes").get<uint64_t>();
-      return true;
-    }
-  return false;
 }
 
 }  // namespace
