@@ -68,9 +68,16 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
     }
   }
 
+  // Where the objects live (issue #24): obmalloc's arena table, read before
+  // the walk (a few KiB, at most 6 MiB) so that a walk cut at the deadline
+  // does not leave the arenas unclaimed.
+  const uint64_t read_at_start = mem.bytes_read();
+  PyArenaRead arenas = read_py_arenas(mem, target.maps(), rt, *layout, opts.max_read_bytes, deadline);
+  run.out.memory_claims = std::move(arenas.claims);
+  run.out.memory_claims_reason = std::move(arenas.reason);
+
   ChunkCache cache(mem, target.maps());
-  const uint64_t read_before_walk = mem.bytes_read();
-  cache.set_read_limit(read_before_walk + opts.max_read_bytes);
+  cache.set_read_limit(read_at_start + opts.max_read_bytes);
   // A collection in progress rewires the lists; it is usually over within
   // milliseconds, so wait a little (bounded by the budget) before walking.
   uint64_t interp = 0;
@@ -109,13 +116,8 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
   }
   snap.totals.emplace_back("bytes", total_bytes);
   snap.sort_and_truncate(opts.max_entries);
-  // Where the objects live (issue #24): obmalloc's arenas, then what the
-  // walk saw of objects too large for them.
-  const uint64_t spent = mem.bytes_read() - read_before_walk;
-  PyArenaRead arenas = read_py_arenas(mem, target.maps(), rt, *layout,
-                                      opts.max_read_bytes > spent ? opts.max_read_bytes - spent : 0, deadline);
-  run.out.memory_claims = std::move(arenas.claims);
-  run.out.memory_claims_reason = std::move(arenas.reason);
+  // Then what the walk saw of objects too large for the arenas (after their
+  // claims, which take the arenas' bytes first).
   if (res.large_object_bytes)
     run.out.memory_claims.push_back(py_large_object_claim(res.large_object_bytes, res.large_objects));
   if (res.status == SnapshotStatus::kPartial && !target.still_same())
