@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "core/chunk_cache.h"
+#include "python/python_arena_reader.h"
+#include "python/python_arena_table.h"
 #include "python/python_heap.h"
 #include "python/python_layout.h"
 
@@ -66,8 +68,16 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
     }
   }
 
+  // Where the objects live (issue #24): obmalloc's arena table, read before
+  // the walk (a few KiB, at most 6 MiB) so that a walk cut at the deadline
+  // does not leave the arenas unclaimed.
+  const uint64_t read_at_start = mem.bytes_read();
+  PyArenaRead arenas = read_py_arenas(mem, target.maps(), rt, *layout, opts.max_read_bytes, deadline);
+  run.out.memory_claims = std::move(arenas.claims);
+  run.out.memory_claims_reason = std::move(arenas.reason);
+
   ChunkCache cache(mem, target.maps());
-  cache.set_read_limit(mem.bytes_read() + opts.max_read_bytes);
+  cache.set_read_limit(read_at_start + opts.max_read_bytes);
   // A collection in progress rewires the lists; it is usually over within
   // milliseconds, so wait a little (bounded by the budget) before walking.
   auto wait_for_collection = [&] {
@@ -110,6 +120,10 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
   }
   snap.totals.emplace_back("bytes", total_bytes);
   snap.sort_and_truncate(opts.max_entries);
+  // Then what the walk saw of objects too large for the arenas (after their
+  // claims, which take the arenas' bytes first).
+  if (res.large_object_bytes)
+    run.out.memory_claims.push_back(py_large_object_claim(res.large_object_bytes, res.large_objects));
   if (res.status == SnapshotStatus::kPartial && !target.still_same())
     snap.reason += " (the target exited or was replaced)";
   return finish();

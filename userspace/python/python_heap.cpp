@@ -13,6 +13,7 @@
 #include "core/address_set.h"
 #include "base/checked_bytes.h"
 
+#include "python/python_arena_table.h"
 #include "python/python_walker.h"
 
 namespace oomsnap {
@@ -342,9 +343,17 @@ bool Walker::visit_ref(uint64_t r) {
   ++visited_;
   ++untracked_;
   ++t.objects;
-  t.bytes = sat_add(t.bytes, size);
+  count_size(t, size);
   if (t.flags & kHaveGc) collect_refs(r, o, t);
   return true;
+}
+
+void Walker::count_size(TypeInfo& t, uint64_t size) {
+  t.bytes = sat_add(t.bytes, size);
+  if (size > kPySmallRequestThreshold) {
+    ++large_objects_;
+    large_object_bytes_ = sat_add(large_object_bytes_, size);
+  }
 }
 
 bool Walker::walk_list(uint64_t head) {
@@ -369,7 +378,7 @@ bool Walker::walk_list(uint64_t head) {
     ++tracked_;
     ++t.objects;
     bool fits = true;
-    t.bytes = sat_add(t.bytes, size_of(obj, o, t, fits));
+    count_size(t, size_of(obj, o, t, fits));
     implausible_sizes_ += !fits;
     collect_refs(obj, o, t);
     if (refs_.size() >= kFollowPointersAt || ranges_.size() >= kFollowRangesAt) visit_refs();
@@ -484,6 +493,8 @@ PyHeapResult Walker::run() {
   res.tracked_objects = tracked_;
   res.untracked_objects = untracked_;
   res.implausible_sizes = implausible_sizes_;
+  res.large_objects = large_objects_;
+  res.large_object_bytes = large_object_bytes_;
   res.ref_queue_peak_bytes = std::max<uint64_t>(peak_queue_bytes_, refs_.capacity() * sizeof(uint64_t) +
                                                                        ranges_.capacity() * sizeof(PendingRange));
   res.addresses_marked = marks_;

@@ -65,6 +65,9 @@ struct PyHeapResult {
   // GC-tracked objects whose size, from their own fields, does not fit the
   // mapping they (or their buffer) lie in: counted at their fixed size.
   uint64_t implausible_sizes = 0;
+  // Objects larger than obmalloc's 512-byte small-request threshold, by the
+  // sizes counted above: malloc'd outside the arenas.
+  uint64_t large_objects = 0, large_object_bytes = 0;
   uint64_t addresses_marked = 0;
   unsigned walks = 0;  // 1, or more when a list changed under an earlier walk
 };

@@ -91,6 +91,7 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
       L.ht_qualname = 872, L.ht_cached_keys = 880;
       L.managed_dict = PyManagedDict::kTaggedDictOrValues;
       L.dict_values_items = 0;
+      L.interp_obmalloc = 3960;  // offsetof, pyenv 3.12.1 headers
       break;
     case 13:
       L.interpreters_head = 632, L.interp_next = 7264, L.interp_gc = 7400;
@@ -101,6 +102,8 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
       L.gc_collecting = 200, L.gc_generation0 = 96, L.gc_long_lived_total = 224;
       L.ht_qualname = 872, L.ht_cached_keys = 880;
       L.dict_values_items = 8;
+      // offsetof, pyenv 3.13.0 headers; live in Debian's 3.13.5 too.
+      L.interp_obmalloc = 10800, L.interp_obmalloc_is_pointer = true;
       break;
     case 14:
       L.interpreters_head = 808, L.interp_next = 7272, L.interp_gc = 7408;
@@ -113,6 +116,9 @@ std::optional<PyLayout> python_layout_for(uint32_t version_hex) {
       L.tuple_items = 32;
       L.dict_values_items = 8;
       L.gc_state_size = 264;
+      // Found live in Debian's 3.14.10: the pointer to the main interpreter's
+      // state (a static holding a valid arena table) is at this offset.
+      L.interp_obmalloc = 10904, L.interp_obmalloc_is_pointer = true;
       break;
   }
   // Frames inline in generators and frame objects (offsetof from each
@@ -192,6 +198,11 @@ std::optional<std::string> apply_py_debug_offsets(PyLayout& L, const PyDebugOffs
     return "the runtime's debug offsets disagree with the 3." + std::to_string(L.minor) +
            " object layout (tp_name " + std::to_string(d.tp_name) + ", tp_flags " + std::to_string(d.tp_flags) +
            ", tuple items " + std::to_string(d.tuple_items) + ")";
+  // The obmalloc pointer lies after the GC state: it moves with its end.
+  if (L.interp_obmalloc) {
+    const int64_t moved = static_cast<int64_t>(d.interp_gc + d.gc_size) - (L.interp_gc + L.gc_state_size);
+    L.interp_obmalloc = static_cast<uint32_t>(L.interp_obmalloc + moved);
+  }
   L.interpreters_head = static_cast<uint32_t>(d.interpreters_head);
   L.interp_next = static_cast<uint32_t>(d.interp_next);
   L.interp_gc = static_cast<uint32_t>(d.interp_gc);

@@ -50,6 +50,12 @@ struct PyLayout {
   // sizeof(struct _gc_runtime_state): the bytes read for it, which every GC
   // offset above (plus its field's width) must fit in (validate_py_layout).
   uint32_t gc_state_size = 240;
+  // The interpreter's obmalloc state (struct _obmalloc_state, whose `mgmt`
+  // holds the arena table): 3.12 has it inline in PyInterpreterState, 3.13+
+  // a pointer to it there (the main interpreter's is a static). 0 before
+  // 3.12, where the table is a static of Objects/obmalloc.c (PythonRuntime).
+  uint32_t interp_obmalloc = 0;
+  bool interp_obmalloc_is_pointer = false;
 
   // PyTypeObject / PyHeapTypeObject
   uint32_t tp_name = 24, tp_basicsize = 32, tp_itemsize = 40, tp_flags = 168, tp_members = 0,

@@ -37,6 +37,11 @@ bool inspect_module(const Target& target, const ElfFile& elf, uint64_t inode, co
     if (auto bytes = elf.bytes_at_vaddr(v->value, 4); bytes && ByteView(*bytes).read_u32(0, rt.version_hex))
       rt.exact_version = true;
   }
+  auto arenas = elf.symbol("arenas"), maxarenas = elf.symbol("maxarenas");
+  if (arenas && maxarenas && arenas->value && maxarenas->value && arenas->size == 8 && maxarenas->size == 4) {
+    rt.arenas_var = arenas->value + *bias;
+    rt.maxarenas_var = maxarenas->value + *bias;
+  }
   if (auto named = python_version_from_name(basename_of(path))) {
     rt.free_threaded_name = named->second;
     if (!rt.exact_version) rt.version_hex = named->first;

@@ -23,6 +23,10 @@ struct PythonRuntime {
   bool exact_version = false;  // from Py_Version
   bool free_threaded_name = false;  // python3.13t / libpython3.13t
   std::pair<uint64_t, uint64_t> static_range{0, 0};
+  // Up to 3.11: &arenas and &maxarenas, obmalloc.c's arena table, in the
+  // target. They are file-local statics, named only in .symtab: 0 when the
+  // module is stripped (Debian's and most distributions' interpreters).
+  uint64_t arenas_var = 0, maxarenas_var = 0;
 };
 
 std::optional<PythonRuntime> find_python_runtime(Target& target);

@@ -137,6 +137,8 @@ class Walker {
   // sys.getsizeof of the object; fits: false when the size does not fit the
   // memory (then only its fixed part is returned).
   uint64_t size_of(uint64_t obj, ByteView o, const TypeInfo& t, bool& fits);
+  // Adds an object's size to its type, and to the large objects' when it is one.
+  void count_size(TypeInfo& t, uint64_t size);
   // co_nlocalsplus + co_stacksize of the code object a generator or frame
   // object runs; nullopt when that is no code object or its counts are not sane.
   std::optional<int64_t> frame_slots(uint64_t obj, ByteView o, Kind kind);
@@ -214,6 +216,8 @@ class Walker {
   std::vector<PendingRange> ranges_;
   std::vector<uint64_t> reject_ = std::vector<uint64_t>(kRejectSlots, 0);
   uint64_t implausible_sizes_ = 0;
+  // Objects over obmalloc's small-request threshold (malloc'd): count, bytes.
+  uint64_t large_objects_ = 0, large_object_bytes_ = 0;
   std::vector<uint64_t> batch_;   // one batch of a container's records (kBatchRecords x stride words)
   std::vector<uint8_t> gc_buf_;  // the GC state being read (read_gc_state)
   uint64_t visited_ = 0, tracked_ = 0, untracked_ = 0, steps_ = 0, marks_ = 0;

@@ -167,6 +167,24 @@ TEST(PythonHeap, CountsReferencedUntrackedObjectsOnce) {
   EXPECT_EQ(r.untracked_objects, 2u);
 }
 
+// Objects over obmalloc's 512-byte threshold were malloc'd outside the
+// arenas: counted apart, by the sizes the walk gives them (GC head included).
+TEST(PythonHeap, ObjectsOverTheSmallRequestThresholdAreCountedAsLarge) {
+  FakeHeap h;
+  const uint64_t big = h.type("Big", 600, 0, kHaveGc), small = h.type("Small", 496, 0, kHaveGc);
+  const uint64_t list = h.type("list", 40, 0, kHaveGc | kListSub);
+  const uint64_t bytes = h.type("bytes", 33, 1, 0);
+  h.tracked(big, 2, 600);
+  h.tracked(small, 2, 496);  // 512 with its GC head: still an arena block
+  const uint64_t items = h.words({h.untracked(bytes, 1000), h.untracked(bytes, 10)});
+  const uint64_t l = h.tracked(list);
+  FakeHeap::put(l + 16, 2), FakeHeap::put(l + 24, items), FakeHeap::put(l + 32, 2);
+  auto r = h.walk();
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(r.large_objects, 2u);
+  EXPECT_EQ(r.large_object_bytes, (600u + 16) + (33 + 1000));
+}
+
 TEST(PythonHeap, CorruptNextPointerStopsThatListAsPartial) {
   FakeHeap h;
   const uint64_t node = h.type("Node", 48, 0, kHaveGc);
