@@ -61,7 +61,8 @@ struct MemoryBreakdown {
 // part it cannot place by address (live objects inside the heap's spans), so
 // that a later claim of the same ranges takes the rest (free heap). A claim
 // with no ranges and a `max_bytes` takes from the unnamed anonymous memory
-// (the runtime's metadata, allocated anywhere), in address order.
+// and the brk `[heap]` (the runtime's metadata, objects malloc'd outside its
+// own heap: allocated anywhere), in address order.
 struct MemoryClaim {
   MemoryKind kind = MemoryKind::kHeap;
   std::string what;

@@ -316,9 +316,10 @@ MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryC
     const uint64_t most = c.max_bytes.value_or(UINT64_MAX);
     uint64_t taken = 0;
     if (c.ranges.empty() && c.max_bytes) {
-      // A count without addresses: from the unnamed anonymous memory.
+      // A count without addresses: from the unnamed anonymous memory and
+      // malloc's brk heap (large objects malloc'd there are the runtime's).
       for (size_t j = 0; j < read.mappings.size() && taken < most; ++j) {
-        if (read.mappings[j].name) continue;
+        if (read.mappings[j].name && read.names[read.mappings[j].name] != "[heap]") continue;
         const uint64_t t = std::min(native[j], most - taken);
         native[j] -= t;
         taken += t;

@@ -163,6 +163,8 @@ TEST(SmapsBreakdown, ClaimsWithACountTakeNoMoreThanItInOrder) {
                      mapping(0xc004000000, 0xc004100000, "rw-p", "00:00", 0, "[anon:named]", 512, 512) +
                      mapping(0xe000000000, 0xe000100000, "rw-p", "00:00", 0, "", 1024, 1024);
   auto read = parse_smaps(text, SmapsLimits{}, TmpfsDevices{});
+  auto with_brk = parse_smaps(mapping(0x500000, 0x600000, "rw-p", "00:00", 0, "[heap]", 256, 256) + text,
+                              SmapsLimits{}, TmpfsDevices{});
   ASSERT_TRUE(read.error.empty()) << read.error;
   MemoryClaim live{MemoryKind::kHeap, "Go heap (in use)", {{0xc000000000, 0xc004000000}}, 3000 * kKiB};
   MemoryClaim free_heap{MemoryKind::kHeapFree, "Go heap (free)", {{0xc000000000, 0xc004000000}}};
@@ -174,6 +176,9 @@ TEST(SmapsBreakdown, ClaimsWithACountTakeNoMoreThanItInOrder) {
   EXPECT_EQ(kind(b, MemoryKind::kRuntime), 1024 * kKiB);
   EXPECT_EQ(kind(b, MemoryKind::kNative), 512 * kKiB);
   EXPECT_EQ(b.total(), (8192 + 512 + 1024) * kKiB);
+  // malloc's brk heap is the unnamed memory's too (CPython's large objects).
+  MemoryClaim large{MemoryKind::kHeap, "objects outside arenas (malloc)", {}, 20000 * kKiB};
+  EXPECT_EQ(kind(build_breakdown(with_brk, {large}, status_of(0, 0, 0)), MemoryKind::kHeap), (256 + 8192 + 1024) * kKiB);
   // Without max_bytes a range-less claim takes nothing.
   MemoryClaim nothing{MemoryKind::kRuntime, "nothing", {}};
   EXPECT_EQ(kind(build_breakdown(read, {nothing}, status_of(0, 0, 0)), MemoryKind::kRuntime), 0u);
