@@ -99,6 +99,10 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
         if (!pagemap) return std::nullopt;
         return pagemap->resident_anon(start, end);
       });
+  if (const std::string& note = rec.result.memory_claims_note; !note.empty()) {
+    std::string& reason = rec.process_memory.breakdown->reason;
+    reason = reason.empty() ? note : reason + "; " + note;
+  }
   rec.process_memory.breakdown->duration_ms =
       std::chrono::duration<double, std::milli>(smaps_read_time + (Clock::now() - build_start)).count();
   if (target_gone(rec.identity)) mark_target_exited(rec.result.snapshot);

@@ -56,6 +56,9 @@ struct CaptureResult {
   // What the runtime says it owns of the process's memory (goroutine stacks,
   // a Java heap): applied to the breakdown in the capture process, never sent.
   std::vector<MemoryClaim> memory_claims;
+  // Why the runtime's claims are missing or fewer than it could make (its
+  // accounting not located, or refused): added to the breakdown's reason.
+  std::string memory_claims_note;
 };
 
 // The result a collect() builds, with its meter and deadline: every
