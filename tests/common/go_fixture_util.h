@@ -143,4 +143,24 @@ inline std::vector<std::string> split_lines(const std::string& s) {
   return out;
 }
 
+// tests/fixtures/go/glayout run with toolchain v on its unstripped fixture:
+// the runtime offsets the compiler laid out, as one JSON object (or what the
+// run printed instead, for a failure message).
+inline std::string go_dwarf_layout(const std::string& v) {
+  const std::string root = cache_root();
+  const std::string cmd = "env GOROOT=" + shell_quote(root + "/go/" + v) +
+                          " GOTOOLCHAIN=local GOPROXY=off GO111MODULE=off GOFLAGS= GOENV=off GOCACHE=" +
+                          shell_quote(root + "/gocache-" + v) + " " + shell_quote(go_tool(v)) + " run " +
+                          shell_quote(std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/go/glayout/main.go") + " " +
+                          shell_quote(fixture_path(v, "default")) + " 2>&1";
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out;
+}
+
 }  // namespace oomsnap::testutil

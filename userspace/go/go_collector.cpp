@@ -14,6 +14,7 @@
 #include "go/go_goroutines.h"
 #include "go/go_contention_collector.h"
 #include "go/go_heap_reader.h"
+#include "go/go_mem_accounting.h"
 #include "go/go_pclntab.h"
 #include "go/go_pprof.h"
 #include "go/go_site_name.h"
@@ -201,6 +202,40 @@ void collect_goroutines(Target& target, const ElfFile& elf, const GoPclntab& tab
   }
 }
 
+// The runtime's own accounting (runtime.memstats, mheap_'s arenas) as the
+// memory breakdown's claims, after the goroutine stacks' (which lie in the
+// arenas too and must not count twice). Never fails the snapshot: without
+// it the Go heap stays `native`, and the breakdown's reason says why.
+void collect_mem_accounting(Target& target, const ElfFile& elf, const GoPclntab& tab, const GoVersion& ver,
+                            uint64_t bias, CaptureResult& out) {
+  const char* const fallback = "; the Go heap and runtime are counted as native";
+  auto layout = go_memstats_layout_for(ver.minor);
+  if (ver.major != 1 || !layout) {
+    out.memory_claims_reason = "no runtime.memstats layout for " + ver.text + fallback;
+    return;
+  }
+  uint64_t memstats = 0, mheap = 0;
+  auto memstats_sym = elf.symbol("runtime.memstats");
+  auto mheap_sym = elf.symbol("runtime.mheap_");
+  if (memstats_sym && mheap_sym) {
+    memstats = memstats_sym->value, mheap = mheap_sym->value;
+  } else {
+    GoMemGlobalsRecovery rec = recover_go_mem_globals(elf, tab, ver, layout->stacks_sys);
+    if (!rec.memstats || !rec.mheap) {
+      out.memory_claims_reason = "stripped binary: cannot locate runtime.memstats/mheap_: " + rec.error + fallback;
+      return;
+    }
+    memstats = *rec.memstats, mheap = *rec.mheap;
+  }
+  std::string why;
+  auto acc = read_go_mem_accounting(target.memory(), memstats + bias, mheap + bias, *layout, why);
+  if (!acc) {
+    out.memory_claims_reason = "Go runtime accounting: " + why + fallback;
+    return;
+  }
+  for (MemoryClaim& c : go_memory_claims(*acc, target.maps())) out.memory_claims.push_back(std::move(c));
+}
+
 }  // namespace
 
 std::optional<uint64_t> exe_load_bias(const ElfFile& elf, const std::vector<Mapping>& maps, int exe_fd) {
@@ -310,6 +345,7 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
       const Deadline census_deadline(opts.budget / 2);
       collect_goroutines(target, *elf_, tab, ver, *bias, opts, census_deadline, run.out);
     }
+    collect_mem_accounting(target, *elf_, tab, ver, *bias, run.out);
     // The heap snapshot always; a block/mutex profile besides it on request
     // (the pprof output is then that profile's).
     collect_heap(target, opts, run, tab, *bias, opts.want_pprof && opts.profile == ProfileKind::kHeap);

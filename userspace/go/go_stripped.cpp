@@ -423,6 +423,36 @@ class Recoverer {
   // target lies in one of the zero-initialized data sections.
   std::optional<uint64_t> first_bss_load(std::initializer_list<const char*> fns, const char* what,
                                          std::string& err) const {
+    return first_bss_ref(fns, what, Insn::kLoad64, err);
+  }
+
+  // One global from witnesses that each take its address or a field's (a
+  // LEA: the receiver or a *sysMemStat argument): the first .bss/.noptrbss
+  // address each takes, less the field's offset. Every witness must exist
+  // and all must agree.
+  struct LeaWitness {
+    const char* fn;
+    uint64_t field_offset;
+  };
+  std::optional<uint64_t> lea_witnesses(const char* what, std::initializer_list<LeaWitness> witnesses,
+                                        std::string& err) const {
+    std::vector<Cand> cands;
+    for (const LeaWitness& w : witnesses) {
+      auto a = first_bss_ref({w.fn}, what, Insn::kLea, err);
+      if (!a) return std::nullopt;
+      if (*a < w.field_offset) {
+        err = std::string(what) + ": " + w.fn + " takes " + hex(*a) + ", below its field's offset";
+        return std::nullopt;
+      }
+      cands.push_back({w.fn, *a - w.field_offset});
+    }
+    if (!agree(what, cands, {}, err)) return std::nullopt;
+    return cands[0].addr;
+  }
+
+ private:
+  std::optional<uint64_t> first_bss_ref(std::initializer_list<const char*> fns, const char* what, Insn::Kind kind,
+                                        std::string& err) const {
     std::string notes;
     for (const char* fn : fns) {
       if (!pcln_.find_func_by_name(fn)) {
@@ -435,24 +465,25 @@ class Recoverer {
         err = std::string(what) + ": " + why;
         return std::nullopt;
       }
+      const char* const verb = kind == Insn::kLea ? "takes" : "loads";
       for (const auto& in : code->insns) {
-        if (in.kind != Insn::kLoad64) continue;
+        if (in.kind != kind) continue;
         const Region* r = region_of(in.target);
         if (!r || (r->name != ".bss" && r->name != ".noptrbss")) continue;
         if (in.target % 8 != 0) {
-          err = std::string(what) + ": " + fn + " loads misaligned " + hex(in.target);
+          err = std::string(what) + ": " + fn + " " + verb + " misaligned " + hex(in.target);
           return std::nullopt;
         }
         return in.target;
       }
-      err = std::string(what) + ": " + fn + " has no qword RIP-relative load from .bss/.noptrbss";
+      err = std::string(what) + ": " + fn + " has no " +
+            (kind == Insn::kLea ? "RIP-relative address" : "qword RIP-relative load") + " of .bss/.noptrbss";
       return std::nullopt;
     }
     err = std::string(what) + ": no reader function (" + notes + ")";
     return std::nullopt;
   }
 
- private:
   static std::string describe(const std::string& fn, uint64_t a) { return fn + "→" + hex(a); }
 
   // Every reader that exists must name the same global; none, or any two
@@ -522,41 +553,71 @@ GoAllgsRecovery recover_go_allgs(const ElfFile& elf, const GoPclntab& pclntab, c
   return out;
 }
 
-GoContentionGlobals recover_go_contention_globals(const ElfFile& elf, const GoPclntab& pclntab,
-                                                  const GoVersion& version) {
-  GoContentionGlobals out;
-  auto note = [&](const std::string& e) {
-    if (!e.empty()) out.error += (out.error.empty() ? "" : "; ") + e;
-  };
+namespace {
+
+// Runs body(rec, out) with a Recoverer: no disassembler, or an exception
+// from the reading, becomes out.error (and nothing else of out).
+template <typename Out, typename Body>
+Out recover_with(const ElfFile& elf, const GoPclntab& pclntab, const GoVersion& version, Body body) {
+  Out out;
   try {
     Recoverer rec(elf, pclntab, version);
     if (!rec.disassembler_ok()) {
       out.error = "capstone: cannot open x86-64 disassembler";
       return out;
     }
-    std::string e;
-    out.bbuckets = rec.first_bss_load({"runtime.blockProfileInternal", "runtime.BlockProfile"}, "bbuckets", e);
-    note(e), e.clear();
-    out.xbuckets = rec.first_bss_load({"runtime.mutexProfileInternal", "runtime.MutexProfile"}, "xbuckets", e);
-    note(e), e.clear();
-    if (out.bbuckets && out.xbuckets && *out.bbuckets == *out.xbuckets) {
-      note("bbuckets and xbuckets recovered as the same address " + hex(*out.bbuckets));
-      out.bbuckets.reset();
-      out.xbuckets.reset();
-    }
-    out.block_rate = rec.first_bss_load({"runtime.blockevent"}, "blockprofilerate", e);
-    note(e), e.clear();
-    out.mutex_rate = rec.first_bss_load({"runtime.mutexevent", "sync.event"}, "mutexprofilerate", e);
-    note(e), e.clear();
-    auto val = rec.first_bss_load({"runtime.ticksPerSecond", "runtime.tickspersecond"}, "ticks", e);
-    note(e);
-    const uint64_t val_off = go_ticks_layout(version.minor).val;
-    if (val && *val >= val_off) out.ticks = *val - val_off;
+    body(rec, out);
   } catch (const std::exception& ex) {
     out = {};
     out.error = std::string("stripped-binary recovery failed: ") + ex.what();
   }
   return out;
+}
+
+void add_error(std::string& to, const std::string& e) {
+  if (!e.empty()) to += (to.empty() ? "" : "; ") + e;
+}
+
+}  // namespace
+
+GoContentionGlobals recover_go_contention_globals(const ElfFile& elf, const GoPclntab& pclntab,
+                                                  const GoVersion& version) {
+  return recover_with<GoContentionGlobals>(elf, pclntab, version, [&](Recoverer& rec, GoContentionGlobals& out) {
+    std::string e;
+    out.bbuckets = rec.first_bss_load({"runtime.blockProfileInternal", "runtime.BlockProfile"}, "bbuckets", e);
+    add_error(out.error, e), e.clear();
+    out.xbuckets = rec.first_bss_load({"runtime.mutexProfileInternal", "runtime.MutexProfile"}, "xbuckets", e);
+    add_error(out.error, e), e.clear();
+    if (out.bbuckets && out.xbuckets && *out.bbuckets == *out.xbuckets) {
+      add_error(out.error, "bbuckets and xbuckets recovered as the same address " + hex(*out.bbuckets));
+      out.bbuckets.reset();
+      out.xbuckets.reset();
+    }
+    out.block_rate = rec.first_bss_load({"runtime.blockevent"}, "blockprofilerate", e);
+    add_error(out.error, e), e.clear();
+    out.mutex_rate = rec.first_bss_load({"runtime.mutexevent", "sync.event"}, "mutexprofilerate", e);
+    add_error(out.error, e), e.clear();
+    auto val = rec.first_bss_load({"runtime.ticksPerSecond", "runtime.tickspersecond"}, "ticks", e);
+    add_error(out.error, e);
+    const uint64_t val_off = go_ticks_layout(version.minor).val;
+    if (val && *val >= val_off) out.ticks = *val - val_off;
+  });
+}
+
+GoMemGlobalsRecovery recover_go_mem_globals(const ElfFile& elf, const GoPclntab& pclntab, const GoVersion& version,
+                                            uint32_t stacks_sys) {
+  return recover_with<GoMemGlobalsRecovery>(elf, pclntab, version, [&](Recoverer& rec, GoMemGlobalsRecovery& out) {
+    std::string e;
+    out.mheap =
+        rec.lea_witnesses("mheap_", {{"runtime.(*mcentral).grow", 0}, {"runtime.(*mcache).allocLarge", 0}}, e);
+    add_error(out.error, e), e.clear();
+    // mspan_sys and buckhash_sys: 8 and 24 bytes past stacks_sys.
+    out.memstats = rec.lea_witnesses("memstats",
+                                     {{"runtime.newBucket", uint64_t{stacks_sys} + 24},
+                                      {"runtime.(*mheap).init", uint64_t{stacks_sys} + 8}},
+                                     e);
+    add_error(out.error, e);
+  });
 }
 
 }  // namespace oomsnap

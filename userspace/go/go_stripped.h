@@ -49,4 +49,18 @@ struct GoContentionGlobals {
 GoContentionGlobals recover_go_contention_globals(const ElfFile& elf, const GoPclntab& pclntab,
                                                   const GoVersion& version);
 
+// &runtime.mheap_ and &runtime.memstats (link-time) for the memory
+// breakdown's Go accounting, 1.19–1.27: mheap_ is the first .bss address
+// (*mcentral).grow and (*mcache).allocLarge take (the receiver of
+// mheap_.alloc); memstats the first newBucket takes (&memstats.buckhash_sys,
+// for persistentalloc) and (*mheap).init takes (&memstats.mspan_sys, for
+// spanalloc.init), less the field's offset (from stacks_sys, the version's
+// GoMemStatsLayout). Each pair must agree; anything else is `error`.
+struct GoMemGlobalsRecovery {
+  std::optional<uint64_t> memstats, mheap;
+  std::string error;
+};
+GoMemGlobalsRecovery recover_go_mem_globals(const ElfFile& elf, const GoPclntab& pclntab, const GoVersion& version,
+                                            uint32_t stacks_sys);
+
 }  // namespace oomsnap

@@ -1,7 +1,8 @@
 // The per-version runtime.g table (go_g_layout.cpp) against the DWARF of
 // every toolchain's unstripped fixture: tests/fixtures/go/glayout, run with
-// the toolchain itself, prints the offsets the compiler laid out. Stripped
-// binaries have no DWARF and use the table, so every entry must agree.
+// the toolchain itself, prints the offsets the compiler laid out
+// (testutil::go_dwarf_layout). Stripped binaries have no DWARF and use the
+// table, so every entry must agree.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -18,31 +19,12 @@
 namespace oomsnap {
 namespace {
 
-std::string dwarf_layout(const std::string& v) {
-  const std::string root = testutil::cache_root();
-  const std::string cmd = "env GOROOT=" + testutil::shell_quote(root + "/go/" + v) +
-                          " GOTOOLCHAIN=local GOPROXY=off GO111MODULE=off GOFLAGS= GOENV=off GOCACHE=" +
-                          testutil::shell_quote(root + "/gocache-" + v) + " " +
-                          testutil::shell_quote(testutil::go_tool(v)) + " run " +
-                          testutil::shell_quote(std::string(OOMSNAP_SOURCE_DIR) +
-                                                "/tests/fixtures/go/glayout/main.go") +
-                          " " + testutil::shell_quote(testutil::fixture_path(v, "default")) + " 2>&1";
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    ::pclose(p);
-  }
-  return out;
-}
-
 class GoGLayoutTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoGLayoutTest, TableEqualsDwarf) {
   const std::string v = GetParam();
   OOMSNAP_REQUIRE_FIXTURE(testutil::fixture_path(v, "default"));
-  const std::string out = dwarf_layout(v);
+  const std::string out = testutil::go_dwarf_layout(v);
   auto j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << out;
   auto l = go_g_layout_for(std::stoi(v.substr(2)));

@@ -18,6 +18,7 @@
 
 #include "elf/elf_file.h"
 #include "go/go_buildinfo.h"
+#include "go/go_mem_accounting.h"
 #include "go/go_pclntab.h"
 #include "go/go_stripped.h"
 
@@ -91,14 +92,16 @@ std::optional<FuncBytes> func_bytes(const Loaded& l, const char* name) {
   return FuncBytes{f->entry, static_cast<size_t>(b->data() - l.elf->image().data()), b->size()};
 }
 
-// Rewrites every `mov r64, [rip+disp32]` (REX.W 8B, mod=00 rm=101) in the
-// function whose target is `target` to load target+delta instead. Returns the
-// number of patched instructions.
-int retarget_rip_loads(std::vector<uint8_t>& img, const FuncBytes& fb, uint64_t target, int32_t delta) {
+// Rewrites every `mov r64, [rip+disp32]` (REX.W 8B, mod=00 rm=101; with
+// opcode 0x8D, `lea r64, [rip+disp32]`) in the function whose target is
+// `target` to name target+delta instead. Returns the number of patched
+// instructions.
+int retarget_rip_loads(std::vector<uint8_t>& img, const FuncBytes& fb, uint64_t target, int32_t delta,
+                       uint8_t opcode = 0x8B) {
   int n = 0;
   for (size_t i = 0; i + 7 <= fb.size; ++i) {
     uint8_t* p = img.data() + fb.offset + i;
-    if ((p[0] & 0xF8) != 0x48 || p[1] != 0x8B || (p[2] & 0xC7) != 0x05) continue;
+    if ((p[0] & 0xF8) != 0x48 || p[1] != opcode || (p[2] & 0xC7) != 0x05) continue;
     int32_t disp;
     std::memcpy(&disp, p + 3, 4);
     uint64_t t = fb.entry + i + 7 + static_cast<int64_t>(disp);
@@ -428,6 +431,51 @@ TEST_P(GoStrippedTest, ContentionGlobalsEqualSymbols) {
     EXPECT_EQ(section_of(*l->elf, *r.bbuckets)->name, ".bss");
     EXPECT_NE(*r.bbuckets, *r.xbuckets);
   }
+}
+
+TEST_P(GoStrippedTest, MemGlobalsRecoveryEqualsSymbols) {
+  const int minor = GetParam();
+  const auto layout = go_memstats_layout_for(minor);
+  ASSERT_TRUE(layout);
+  for (const std::string mode : {"default", "pie", "stripped", "pie-stripped"}) {
+    SCOPED_TRACE("go1." + std::to_string(minor) + " " + mode);
+    auto l = load_fixture(minor, mode);
+    if (!l) continue;
+    auto r = recover_go_mem_globals(*l->elf, *l->pcln, l->version, layout->stacks_sys);
+    ASSERT_TRUE(r.memstats && r.mheap) << r.error;
+    if (mode == "default" || mode == "pie") {
+      EXPECT_EQ(*r.memstats, l->elf->symbol("runtime.memstats")->value);
+      EXPECT_EQ(*r.mheap, l->elf->symbol("runtime.mheap_")->value);
+    } else {
+      const auto* ms = section_of(*l->elf, *r.memstats);
+      const auto* mh = section_of(*l->elf, *r.mheap);
+      ASSERT_TRUE(ms && mh);
+      EXPECT_EQ(ms->name, ".noptrbss");  // no pointers in mstats
+      EXPECT_EQ(mh->name, ".bss");
+    }
+  }
+}
+
+// A witness that takes another address first is refused, never guessed.
+TEST_P(GoStrippedTest, MemGlobalsRecoveryRefusesARetargetedWitness) {
+  const int minor = GetParam();
+  auto l = load_fixture(minor, "default");
+  if (!l) return;
+  const auto layout = go_memstats_layout_for(minor);
+  auto memstats = l->elf->symbol("runtime.memstats");
+  auto mheap = l->elf->symbol("runtime.mheap_");
+  auto bucket = func_bytes(*l, "runtime.newBucket");
+  auto grow = func_bytes(*l, "runtime.(*mcentral).grow");
+  ASSERT_TRUE(layout && memstats && mheap && bucket && grow);
+  std::vector<uint8_t> img(l->elf->image().begin(), l->elf->image().end());
+  ASSERT_GE(retarget_rip_loads(img, *bucket, memstats->value + layout->stacks_sys + 24, 8, 0x8D), 1);
+  ASSERT_GE(retarget_rip_loads(img, *grow, mheap->value, 64, 0x8D), 1);
+  auto m = load_bytes(std::move(img), l->version);
+  auto r = recover_go_mem_globals(*m->elf, *m->pcln, m->version, layout->stacks_sys);
+  EXPECT_FALSE(r.memstats.has_value());
+  EXPECT_FALSE(r.mheap.has_value());
+  EXPECT_NE(r.error.find("memstats: candidates disagree"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("mheap_: candidates disagree"), std::string::npos) << r.error;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllGo, GoStrippedTest, ::testing::ValuesIn(kVersions),
