@@ -53,31 +53,42 @@ const Case kCases[] = {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
-// MemoryHolder compiled once for the whole run (--release 8: every JDK runs
-// it) into a directory of its own, removed at exit.
-const std::string& holder_classes() {
-  static const std::string dir = [] {
+// MemoryHolder compiled once per test process, on first use (--release 8:
+// every JDK runs it), into a directory of its own, removed at exit. Never at
+// static initialisation or exit of a process that runs no case here: every
+// ctest entry is a process of its own, and a javac in each cost the whole
+// suite ~0.8 s per test (tests/integration/startup_test.cpp guards this).
+class HolderClasses {
+ public:
+  HolderClasses() {
     char tmpl[] = "/tmp/oomsnap-java-memory-XXXXXX";
     const char* d = mkdtemp(tmpl);
-    if (!d) return std::string();
+    if (!d) return;
     const std::string src = std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/java_memory/MemoryHolder.java";
     auto r = oomsnap_test::run_command(std::string(kJdk17Home) + "/bin/javac --release 8 -d " + d + " " + src +
                                        " 2>&1");
-    if (r.status != 0) {
-      std::fprintf(stderr, "javac failed: %s\n", r.out.c_str());
-      return std::string();
-    }
-    return std::string(d);
-  }();
-  return dir;
-}
-
-struct RemoveDirAtExit {
-  ~RemoveDirAtExit() {
-    std::error_code ec;
-    if (!holder_classes().empty()) fs::remove_all(holder_classes(), ec);
+    if (r.status != 0) std::fprintf(stderr, "javac failed: %s\n", r.out.c_str());
+    dir_ = d;
+    compiled_ = r.status == 0;
   }
-} remove_holder_classes;
+  ~HolderClasses() {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  HolderClasses(const HolderClasses&) = delete;
+  HolderClasses& operator=(const HolderClasses&) = delete;
+  // "" when javac failed.
+  std::string dir() const { return compiled_ ? dir_ : std::string(); }
+
+ private:
+  std::string dir_;
+  bool compiled_ = false;
+};
+
+std::string holder_classes() {
+  static const HolderClasses classes;
+  return classes.dir();
+}
 
 struct Holder {
   std::unique_ptr<Process> proc;
@@ -92,7 +103,7 @@ Holder start_holder(const Case& c, const std::string& mode, int mib) {
     ADD_FAILURE() << rootfs + c.home << "/bin/java is missing (run tools/fetch-python-rootfs.sh " << c.rootfs << ")";
     return h;
   }
-  const std::string& classes = holder_classes();
+  const std::string classes = holder_classes();
   if (classes.empty()) {
     ADD_FAILURE() << "MemoryHolder.java did not compile";
     return h;
