@@ -17,6 +17,7 @@
 #include "agent/incident/collect.h"
 #include "agent/incident/explained_memory.h"
 #include "capture/capture_sandbox.h"
+#include "core/proc_info.h"
 #include "test_cgroup.h"
 #include "test_process.h"
 
@@ -64,7 +65,17 @@ TEST(ExplainedMemoryLive, TmpfsAndPageCacheAreNamedAndTheUsageExplained) {
   ASSERT_EQ(tmpfs_writer.read_line(60s), "ready");
   ASSERT_EQ(cache_filler.read_line(60s), "ready");
   ASSERT_NE(go.read_line(20s).find("\"ready\":true"), std::string::npos);
-  std::this_thread::sleep_for(500ms);  // the Go heap retained
+  // The fixture says ready before it leaks (400 MiB/s, 0.3 s when idle, much
+  // longer on a loaded machine): wait until its anon RSS holds the 120 MiB
+  // and stops growing, or the memory.stat read at collection predates part
+  // of the heap its capture then counts.
+  uint64_t last_anon = 0;
+  for (auto until = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < until;) {
+    const uint64_t anon = read_process_memory(go.pid()).rss_anon_bytes.value_or(0);
+    if (anon >= 120 * kMiB && anon == last_anon) break;
+    last_anon = anon;
+    std::this_thread::sleep_for(200ms);
+  }
 
   // memory.stat folds in its per-CPU counters in batches and at least every
   // 2 s (memory_stat_live_test.cpp): wait until it shows what was written.

@@ -41,13 +41,19 @@ std::optional<uint64_t> stat_kind(const MemoryStat* s, const char* kind) {
   return it->second;
 }
 
+template <size_t N>
+uint64_t class_total(const std::array<uint64_t, kChargeKinds>& v, const ChargeKind (&kinds)[N]) {
+  uint64_t total = 0;
+  for (ChargeKind k : kinds) total = add_saturating(total, v[static_cast<size_t>(k)]);
+  return total;
+}
+
 // Scales the kinds of one class down so they sum to `cap` (each in
 // proportion, the rounding remainder to the largest); returns what was
 // taken off. Nothing changes when they already fit.
 template <size_t N>
 uint64_t fit_class(std::array<uint64_t, kChargeKinds>& v, const ChargeKind (&kinds)[N], uint64_t cap) {
-  uint64_t total = 0;
-  for (ChargeKind k : kinds) total = add_saturating(total, v[static_cast<size_t>(k)]);
+  const uint64_t total = class_total(v, kinds);
   if (total <= cap) return 0;
   uint64_t kept = 0;
   size_t largest = static_cast<size_t>(kinds[0]);
@@ -59,6 +65,18 @@ uint64_t fit_class(std::array<uint64_t, kChargeKinds>& v, const ChargeKind (&kin
   }
   v[largest] += cap - kept;
   return total - cap;
+}
+
+// Caps one class at memory.stat's count of it plus what memory.stat has not
+// counted yet and no class before took (`lag`, the header says why); adds
+// what was taken off to shared_bytes and what of the lag the class took to
+// `lag_used`.
+template <size_t N>
+void cap_class(std::array<uint64_t, kChargeKinds>& v, const ChargeKind (&kinds)[N], uint64_t counted, uint64_t lag,
+               ExplainedMemory& e, uint64_t& lag_used) {
+  const uint64_t total = class_total(v, kinds);
+  if (total > counted) lag_used = add_saturating(lag_used, std::min(total - counted, lag));
+  e.shared_bytes += fit_class(v, kinds, add_saturating(counted, lag));
 }
 
 // One process's RSS by charge kind: its breakdown, or /proc/PID/status's
@@ -119,30 +137,39 @@ ExplainedMemory explain_memory(std::optional<uint64_t> usage, const std::optiona
   const auto anon = stat_kind(stat, "anon"), file = stat_kind(stat, "file"), shmem = stat_kind(stat, "shmem"),
              mapped = stat_kind(stat, "file_mapped"), kernel = stat_kind(stat, "kernel");
 
+  if (!usage && anon && file && kernel) usage = add_saturating(add_saturating(*anon, *file), *kernel);
+  // Charge memory.stat has not counted yet (the header says why).
+  uint64_t lag = 0, lag_used = 0;
+  if (usage && anon && file && kernel)
+    lag = *usage - std::min(*usage, add_saturating(add_saturating(*anon, *file), *kernel));
+
   // Each class at most what the memcg charges for it (the header says why).
-  if (anon) e.shared_bytes += fit_class(v, kAnonKinds, *anon);
-  if (shmem) e.shared_bytes += fit_class(v, {ChargeKind::kShmem}, *shmem);
+  if (anon) cap_class(v, kAnonKinds, *anon, lag - lag_used, e, lag_used);
+  if (shmem) cap_class(v, {ChargeKind::kShmem}, *shmem, lag - lag_used, e, lag_used);
+  const uint64_t unshared_file = file ? *file - std::min(*file, shmem.value_or(0)) : 0;
   if (file) {
     // Mapped files are file pages beyond shmem, and (file_mapped counting
     // mapped shmem too) at most file_mapped.
-    uint64_t cap = *file - std::min(*file, shmem.value_or(0));
-    if (mapped) cap = std::min(cap, *mapped);
-    e.shared_bytes += fit_class(v, {ChargeKind::kFile}, cap);
+    e.shared_bytes += fit_class(v, {ChargeKind::kFile}, mapped ? std::min(unshared_file, *mapped) : unshared_file);
   }
+  if (lag_used)
+    e.notes.push_back("memory.stat counted " + std::to_string(lag) +
+                      " bytes less than the usage (its per-CPU counters not yet folded in): " +
+                      std::to_string(lag_used) + " bytes of the processes' RSS beyond its counts were kept");
   for (size_t i = 0; i <= static_cast<size_t>(ChargeKind::kShmem); ++i) e.bytes[i] = v[i];
 
-  if (shmem) e.bytes[static_cast<size_t>(ChargeKind::kTmpfs)] = *shmem - v[static_cast<size_t>(ChargeKind::kShmem)];
-  if (file) {
-    const uint64_t unshared_file = *file - std::min(*file, shmem.value_or(0));
-    e.bytes[static_cast<size_t>(ChargeKind::kPageCache)] = unshared_file - v[static_cast<size_t>(ChargeKind::kFile)];
-  }
+  // What the memcg holds of a class beyond the processes' share; with a
+  // lagging stat the share can pass the stat's count: then nothing.
+  auto beyond = [](uint64_t held, uint64_t mapped_share) { return held - std::min(held, mapped_share); };
+  if (shmem) e.bytes[static_cast<size_t>(ChargeKind::kTmpfs)] = beyond(*shmem, v[static_cast<size_t>(ChargeKind::kShmem)]);
+  if (file)
+    e.bytes[static_cast<size_t>(ChargeKind::kPageCache)] = beyond(unshared_file, v[static_cast<size_t>(ChargeKind::kFile)]);
   if (kernel) e.bytes[static_cast<size_t>(ChargeKind::kKernel)] = *kernel;
   if (stat) {
     for (const char* k : {"anon", "file", "shmem", "kernel"})
       if (!stat_kind(stat, k)) e.notes.push_back(std::string("memory.stat has no ") + k);
   }
 
-  if (!usage && anon && file && kernel) usage = *anon + *file + *kernel;
   e.usage_bytes = usage;
   const uint64_t parts = e.parts();
   if (usage) {

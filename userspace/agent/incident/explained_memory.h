@@ -21,9 +21,17 @@
 // are scaled down to that count, as PSS shares a page between its mappers,
 // and `shared_bytes` says how much was taken off: the page cache and tmpfs
 // are what the memcg holds beyond the processes' share, never less than 0.
-// `unexplained_bytes` is the usage minus the parts (never negative); parts
-// above the usage (memory.stat lags the usage by its per-CPU batches) are
-// `over_bytes`.
+// memory.stat folds its per-CPU counters in batches and at least every 2 s,
+// while the usage is exact: a process growing fast (the very case at OOM
+// time) is charged in the usage seconds before memory.stat counts it (an
+// 120 MiB Go heap missing from v1's anon was seen). When anon + file +
+// kernel fall short of the usage, the difference is charge of a class not
+// known: anon and shmem (in that order; where a growing process's and a
+// tmpfs writer's pages go) may hold that much more between them before they
+// are scaled, and a note says by how much. Mapped files keep their cap:
+// what passes it is mostly pages charged to another cgroup (shared
+// libraries), and more of it would only be taken from the page cache. `unexplained_bytes` is the usage minus the parts (never
+// negative); parts above the usage are `over_bytes`.
 #pragma once
 #include <sys/types.h>
 #include <array>
