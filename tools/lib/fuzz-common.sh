@@ -3,7 +3,8 @@
 #   $FUZZ_BUILD ($OOMSNAP_FUZZ_BUILD, default build-fuzz).
 # fuzz_run_all SECONDS [NAME...]: runs every target (or only the NAMEd ones) for SECONDS with a per-input timeout of
 #   $OOMSNAP_FUZZ_TIMEOUT seconds (default 10) on its corpus in
-#   $FUZZ_BUILD/fuzz-corpus/NAME (kept between runs, so coverage accumulates),
+#   $FUZZ_BUILD/fuzz-corpus/NAME (kept between runs, so coverage accumulates; seeds from
+#   tests/fuzz/seeds/NAME when there are any),
 #   prints one summary line per target and returns non-zero when any target found
 #   a crash, a leak, a slow input or ran out of memory. Reproducers land in
 #   $FUZZ_BUILD (-artifact_prefix). Run from the checkout's top directory.
@@ -21,7 +22,7 @@ fuzz_build() {
 _fuzz_count() { find "$1" -maxdepth 1 -type f -name "$2" 2>/dev/null | wc -l; }
 
 fuzz_run_all() {
-  local seconds=$1 failed=0 f name corpus log before_c before_l before_t before_o start end rc
+  local seconds=$1 failed=0 f name corpus seeds log before_c before_l before_t before_o start end rc
   shift
   local only=" $* "
   mkdir -p "$FUZZ_BUILD/fuzz-corpus"
@@ -32,6 +33,9 @@ fuzz_run_all() {
     corpus="$FUZZ_BUILD/fuzz-corpus/$name"
     log="$FUZZ_BUILD/$name.log"
     mkdir -p "$corpus"
+    # Seeds kept in the tree (tests/fuzz/seeds/NAME) are read, never written.
+    seeds=
+    [ -d "tests/fuzz/seeds/$name" ] && seeds="tests/fuzz/seeds/$name"
     echo "fuzz: $name for ${seconds}s (${FUZZ_TIMEOUT}s per input)"
     # Artifacts from earlier runs stay; count only what this run adds.
     before_c=$(_fuzz_count "$FUZZ_BUILD" 'crash-*'); before_l=$(_fuzz_count "$FUZZ_BUILD" 'leak-*')
@@ -39,7 +43,7 @@ fuzz_run_all() {
     start=$(date +%s.%N)
     rc=0
     "$f" -max_total_time="$seconds" -timeout="$FUZZ_TIMEOUT" -rss_limit_mb=2048 -print_final_stats=1 \
-        -artifact_prefix="$FUZZ_BUILD/" "$corpus" > "$log" 2>&1 || rc=$?
+        -artifact_prefix="$FUZZ_BUILD/" "$corpus" $seeds > "$log" 2>&1 || rc=$?
     end=$(date +%s.%N)
     # One line per target, to paste into docs/testing.md: executions, wall seconds,
     # inputs in the corpus after the run, findings of this run.

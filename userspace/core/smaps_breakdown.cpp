@@ -244,6 +244,8 @@ bool SmapsParser::line(string_view line) {
       return refuse("has a key that is not a word", line);
   SmapsMapping& m = r_.mappings.back();
   if (key == "Rss") {
+    // A second Rss could undercut the Anonymous checked against the first.
+    if (have_rss_) return refuse("is a second Rss of one mapping", line);
     if (!kb_value(rest, m.rss) || m.rss > m.end - m.start) return refuse("has an Rss that does not fit", line);
     have_rss_ = true;
   } else if (key == "Anonymous") {

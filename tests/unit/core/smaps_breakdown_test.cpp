@@ -251,6 +251,9 @@ TEST(SmapsBreakdown, GarbledTextIsRefusedWhole) {
       {"mappings out of order", good + mapping(0x2000, 0x4000, "rw-p", "00:00", 0, "", 0, 0)},
       {"Rss larger than the mapping", mapping(0x1000, 0x2000, "rw-p", "00:00", 0, "", 8, 0)},
       {"Anonymous larger than Rss", mapping(0x1000, 0x3000, "rw-p", "00:00", 0, "", 4, 8)},
+      // Found by fuzz_memory_accounting: a second Rss below the Anonymous
+      // checked against the first made rss - anonymous wrap.
+      {"a second Rss under the Anonymous", mapping(0x1000, 0x3000, "rw-p", "00:00", 0, "", 8, 8) + "Rss: 0 kB\n"},
       {"a number that overflows", good + "5000-6000 rw-p 00000000 00:00 0\nRss: 99999999999999999999 kB\n"},
       {"Rss not in kB", good + "5000-6000 rw-p 00000000 00:00 0\nRss: 4 MB\n"},
       {"a key that is not a word", good + "Rs s: 4 kB\n"},
