@@ -4,10 +4,11 @@
 // wrote and read back a file on disk (page cache no process maps), and the
 // victim, a Go program, holds its heap. The record must name the tmpfs and
 // the page cache within 15 % of what was written and explain at least 90 %
-// of the usage.
+// of the usage; the victim's capture names the tmpfs file by its path.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -110,6 +111,14 @@ TEST(ExplainedMemoryLive, TmpfsAndPageCacheAreNamedAndTheUsageExplained) {
   EXPECT_EQ(e->processes_by_breakdown, 1u) << json;
   EXPECT_EQ(e->processes_by_rss, 2u) << json;
   EXPECT_GE(e->at(ChargeKind::kHeap) + e->at(ChargeKind::kHeapFree) + e->at(ChargeKind::kNative), 100 * kMiB) << json;
+  // The tmpfs by file: the victim sees the same /dev/shm, and its capture
+  // names the file that was written, by path, with its bytes.
+  ASSERT_TRUE(e->tmpfs_files) << json;
+  const auto& largest = e->tmpfs_files->largest;
+  const auto named = std::find_if(largest.begin(), largest.end(), [&](const TmpfsFiles::File& f) { return f.path == shm; });
+  ASSERT_NE(named, largest.end()) << json;
+  EXPECT_EQ(named->bytes, kTmpfsMiB * kMiB) << json;
+  EXPECT_GE(e->tmpfs_files->bytes, kTmpfsMiB * kMiB) << json;
   std::printf("usage %.1f MiB, explained %.1f%%: tmpfs %.1f MiB (wrote %llu), page cache %.1f MiB (wrote %llu), "
               "kernel %.1f MiB, unexplained %.1f MiB\n",
               usage / kMiB, 100.0 * static_cast<double>(e->explained_bytes) / usage,

@@ -32,8 +32,9 @@ constexpr open_how kHow = {
 std::atomic<const open_how*> g_sealed{nullptr};
 
 // Takes the O_PATH fd `pfd` (closes it): a read-only fd of the same inode if
-// it is a regular file, else -1 (EINVAL).
-int reopen_if_regular(int pfd) {
+// it is a regular file (a directory when `directory`), else -1 (EINVAL, or
+// ENOTDIR).
+int reopen_if(int pfd, bool directory) {
   struct stat st {};
   if (::fstat(pfd, &st) != 0) {
     const int err = errno;
@@ -41,34 +42,38 @@ int reopen_if_regular(int pfd) {
     errno = err;
     return -1;
   }
-  if (!S_ISREG(st.st_mode)) {
+  if (directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
     ::close(pfd);
-    errno = EINVAL;
+    errno = directory ? ENOTDIR : EINVAL;
     return -1;
   }
   char self[48];
   std::snprintf(self, sizeof self, "/proc/self/fd/%d", pfd);
-  const int fd = ::open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  const int fd = ::open(self, (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NOCTTY) | O_CLOEXEC);
   const int err = errno;
   ::close(pfd);
   errno = err;
   return fd;
 }
 
-}  // namespace
-
-int open_regular_in_root(int root_fd, const std::string& path) {
+int open_in_root(int root_fd, const std::string& path, bool directory) {
   const open_how* how = g_sealed.load(std::memory_order_acquire);
   if (!how) how = &kHow;
   const long pfd = ::syscall(SYS_openat2, root_fd, path.c_str(), how, sizeof(open_how));
   if (pfd < 0) return -1;
-  return reopen_if_regular(static_cast<int>(pfd));
+  return reopen_if(static_cast<int>(pfd), directory);
 }
+
+}  // namespace
+
+int open_regular_in_root(int root_fd, const std::string& path) { return open_in_root(root_fd, path, false); }
+
+int open_directory_in_root(int root_fd, const std::string& path) { return open_in_root(root_fd, path, true); }
 
 int open_regular_file(const std::string& path) {
   const int pfd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
   if (pfd < 0) return -1;
-  return reopen_if_regular(pfd);
+  return reopen_if(pfd, false);
 }
 
 int open_proc_root(pid_t pid) {

@@ -26,6 +26,11 @@ namespace oomsnap {
 // resolution failed (ENOENT, ELOOP, EXDEV for a magic link, ...).
 int open_regular_in_root(int root_fd, const std::string& path);
 
+// The directory at `path` inside root_fd, resolved the same way, opened for
+// reading its entries (O_RDONLY | O_DIRECTORY | O_CLOEXEC); -1 + errno
+// (ENOTDIR when it is not a directory).
+int open_directory_in_root(int root_fd, const std::string& path);
+
 // A path the kernel resolves, such as the magic link /proc/PID/map_files/A-B:
 // followed, but the same check: only a regular file is opened. -1 + errno.
 int open_regular_file(const std::string& path);

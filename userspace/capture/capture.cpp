@@ -9,6 +9,7 @@
 #include "core/pagemap_residency.h"
 #include "core/pagemap_scan.h"
 #include "core/smaps_breakdown.h"
+#include "core/tmpfs_files.h"
 #include "go/go_collector.h"
 #include "java/java_collector.h"
 #include "python/python_collector.h"
@@ -19,6 +20,10 @@ namespace {
 // The most the breakdown's read may take of the budget: ~45 ms of kernel
 // time writes the 16 MiB of smaps SmapsLimits allows.
 constexpr std::chrono::milliseconds kSmapsBudget{250};
+// The tmpfs walk: ~4 µs an entry in the capture process (readdir and a
+// stat), so 100 ms covers ~25,000 files; a larger tree is cut with a reason
+// (200,000 files: cut at 23,000-26,000, the capture 100 ms longer).
+constexpr std::chrono::milliseconds kTmpfsWalkBudget{100};
 // What the collector leaves it of the budget (a quarter of a smaller one):
 // smaps of 10,000 mappings takes ~25 ms on a quiet machine, the page scan
 // about half of that (docs/benchmarks.md).
@@ -119,6 +124,11 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
     std::string& reason = rec.process_memory.breakdown->reason;
     reason += (reason.empty() ? "" : "; ") + why;
   }
+  // The files of its tmpfs mounts, mapped or not (what a container's
+  // emptyDir of medium Memory or /dev/shm holds), within what is left.
+  TmpfsScanLimits tmpfs_limits;
+  tmpfs_limits.deadline = std::min(capture_end, Clock::now() + kTmpfsWalkBudget);
+  rec.process_memory.breakdown->tmpfs = scan_tmpfs_files(pid, tmpfs_limits);
   rec.process_memory.breakdown->duration_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - build_start).count();
   if (target_gone(rec.identity)) mark_target_exited(rec.result.snapshot);

@@ -197,6 +197,22 @@ void render_memory_bar(Block& b, const json& rec, bool unicode) {
   if (auto over = u64_at(*e, "over_bytes"); over && *over)
     t += ", the parts exceed it by " + human_bytes(*over);
   b.line("memory", t);
+  // Which files the tmpfs is, when it is a part worth naming.
+  const json* files = object_at(*e, "tmpfs_files");
+  const json* largest = files ? array_at(*files, "largest") : nullptr;
+  if (auto tmpfs = u64_at(*kinds, "tmpfs"); tmpfs && percent(*tmpfs) >= 5 && largest && !largest->empty()) {
+    std::vector<std::string> named;
+    for (const json& f : *largest) {
+      if (named.size() == 3) break;
+      const auto path = f.is_object() ? f.find("path") : f.end();
+      if (path == f.end() || !path->is_string()) continue;
+      named.push_back(terminal_safe(path->get_ref<const std::string&>(), kMaxTextBytes) + " " +
+                      human_bytes(u64_at(f, "bytes").value_or(0)));
+    }
+    const uint64_t count = u64_at(*files, "files").value_or(0);
+    b.more("tmpfs files: " + join(named, ", ") +
+           (count > named.size() ? " (of " + std::to_string(count) + " files)" : ""));
+  }
   if (const json* notes = array_at(*e, "notes")) {
     size_t n = 0;
     for (const json& note : *notes)

@@ -57,7 +57,44 @@ nlohmann::json to_json(const MemoryBreakdown& b) {
   nlohmann::json d = nlohmann::json::array();
   for (const auto& e : b.detail) d.push_back({{"kind", memory_kind_name(e.kind)}, {"what", e.what}, {"bytes", e.bytes}});
   j["detail"] = std::move(d);
+  if (b.tmpfs) j["tmpfs"] = to_json(*b.tmpfs);
   return j;
+}
+
+nlohmann::json to_json(const TmpfsFiles& t) {
+  nlohmann::json j{{"bytes", t.bytes}, {"files", t.files}};
+  nlohmann::json l = nlohmann::json::array();
+  for (const auto& f : t.largest) l.push_back({{"path", f.path}, {"bytes", f.bytes}});
+  j["largest"] = std::move(l);
+  if (!t.reason.empty()) j["reason"] = t.reason;
+  return j;
+}
+
+bool tmpfs_files_from_json(const nlohmann::json& j, TmpfsFiles& out, std::string& why) {
+  JsonFields f(j, "breakdown.tmpfs", why);
+  out.bytes = f.u64("bytes");
+  out.files = f.u64("files");
+  out.reason = f.str("reason", false);
+  const nlohmann::json* l = f.get("largest", true);
+  if (!f.ok()) return false;
+  if (!l->is_array() || l->size() > TmpfsFiles::kMaxFiles) {
+    why = "breakdown.tmpfs: largest is not an array of at most " + std::to_string(TmpfsFiles::kMaxFiles);
+    return false;
+  }
+  out.largest.clear();
+  for (const auto& e : *l) {
+    JsonFields ef(e, "breakdown.tmpfs.largest", why);
+    TmpfsFiles::File x;
+    x.path = ef.str("path");
+    x.bytes = ef.u64("bytes");
+    if (!ef.ok()) return false;
+    if (x.path.size() > TmpfsFiles::kMaxPath) {
+      why = "breakdown.tmpfs.largest: a path longer than " + std::to_string(TmpfsFiles::kMaxPath);
+      return false;
+    }
+    out.largest.push_back(std::move(x));
+  }
+  return true;
 }
 
 bool memory_breakdown_from_json(const nlohmann::json& j, MemoryBreakdown& out, std::string& why) {
@@ -92,6 +129,12 @@ bool memory_breakdown_from_json(const nlohmann::json& j, MemoryBreakdown& out, s
       return false;
     }
     out.detail.push_back(std::move(x));
+  }
+  out.tmpfs.reset();
+  if (const auto it = j.find("tmpfs"); it != j.end()) {
+    TmpfsFiles t;
+    if (!tmpfs_files_from_json(*it, t, why)) return false;
+    out.tmpfs = std::move(t);
   }
   return true;
 }

@@ -27,6 +27,22 @@ struct BreakdownDetail {
   uint64_t bytes = 0;
 };
 
+// The regular files on the tmpfs mounts a process sees (core/tmpfs_files.h),
+// mapped or not: what a container's tmpfs (emptyDir of medium Memory,
+// /dev/shm) holds, by path, and how much; the walk is bounded.
+struct TmpfsFiles {
+  static constexpr size_t kMaxFiles = 12;
+  static constexpr size_t kMaxPath = 200;
+  struct File {
+    std::string path;  // as the process sees it, at most kMaxPath bytes
+    uint64_t bytes = 0;
+  };
+  uint64_t bytes = 0;        // every regular file's allocated bytes found
+  uint64_t files = 0;        // regular files found
+  std::vector<File> largest;  // largest first, at most kMaxFiles
+  std::string reason;        // set when the walk was cut or a mount not read
+};
+
 struct MemoryBreakdown {
   static constexpr size_t kMaxDetail = 12;
   static constexpr size_t kMaxDetailWhat = 200;
@@ -41,6 +57,7 @@ struct MemoryBreakdown {
   std::string source;
   double duration_ms = 0;                      // reading smaps and building this (its cost to the capture)
   std::vector<BreakdownDetail> detail;         // largest first, at most kMaxDetail
+  std::optional<TmpfsFiles> tmpfs;             // when the tmpfs mounts were walked
 
   uint64_t& at(MemoryKind k) { return bytes[static_cast<size_t>(k)]; }
   uint64_t at(MemoryKind k) const { return bytes[static_cast<size_t>(k)]; }
@@ -71,6 +88,9 @@ struct MemoryClaim {
 };
 
 nlohmann::json to_json(const MemoryBreakdown& b);
+nlohmann::json to_json(const TmpfsFiles& t);
+// From the capture process (untrusted): false, with why, past the bounds.
+bool tmpfs_files_from_json(const nlohmann::json& j, TmpfsFiles& out, std::string& why);
 // The inverse, for a breakdown from the capture process (untrusted): false,
 // with why, for a wrong type, an unknown kind or past the bounds.
 bool memory_breakdown_from_json(const nlohmann::json& j, MemoryBreakdown& out, std::string& why);

@@ -137,6 +137,60 @@ TmpfsDevices parse_tmpfs_devices(string_view text) {
 
 namespace {
 
+// A mount point as mountinfo escapes it (space, tab, newline and backslash
+// as \ooo), undone.
+std::string unescape_mount_point(string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && s.size() - i >= 4 && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TmpfsMountTable parse_tmpfs_mounts(string_view text) {
+  TmpfsMountTable t;
+  std::vector<DeviceNumber> seen;
+  size_t entries = 0;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == string_view::npos ? text.size() : nl + 1);
+    if (++entries > kMaxMountEntries) {
+      t.reason = "mount table cut at " + std::to_string(kMaxMountEntries) + " entries";
+      break;
+    }
+    // "id parent major:minor root mountpoint options [optional...] - fstype source super"
+    string_view rest = line;
+    next_field(rest);
+    next_field(rest);
+    DeviceNumber dev{};
+    if (!parse_device(next_field(rest), 10, dev)) continue;
+    next_field(rest);
+    const string_view point = next_field(rest);
+    size_t sep = rest.find(" - ");
+    if (point.empty() || point[0] != '/' || sep == string_view::npos) continue;
+    rest.remove_prefix(sep + 3);
+    std::string p = unescape_mount_point(point);
+    if (next_field(rest) == "tmpfs" && std::find(seen.begin(), seen.end(), dev) == seen.end()) {
+      seen.push_back(dev);
+      t.tmpfs.push_back({p, dev});
+    }
+    t.all_points.push_back(std::move(p));
+  }
+  std::sort(t.all_points.begin(), t.all_points.end());
+  return t;
+}
+
+namespace {
+
 // smaps, line by line, so that it can be read in chunks of a fixed buffer
 // (a 10,000-mapping smaps is 7 MiB of text: never held whole).
 class SmapsParser {

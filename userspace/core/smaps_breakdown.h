@@ -49,6 +49,20 @@ inline constexpr size_t kMaxMountEntries = 10000;
 inline constexpr size_t kMaxMountinfoBytes = 2u << 20;
 TmpfsDevices parse_tmpfs_devices(std::string_view mountinfo_text);
 
+// The tmpfs mounts of a mount table, for naming their files (tmpfs_files.h).
+struct TmpfsMount {
+  std::string point;  // as the process sees it, unescaped
+  DeviceNumber dev{};
+};
+struct TmpfsMountTable {
+  std::vector<TmpfsMount> tmpfs;         // one per device (a bind mount of one is not walked again)
+  std::vector<std::string> all_points;  // every mount point of any type, sorted
+  std::string reason;                    // set when the table was cut
+};
+// The tmpfs mounts and every mount point of a /proc/PID/mountinfo text (at
+// most kMaxMountEntries entries; octal escapes such as \040 undone).
+TmpfsMountTable parse_tmpfs_mounts(std::string_view mountinfo_text);
+
 struct SmapsMapping {
   uint64_t start = 0, end = 0;
   uint64_t rss = 0, anonymous = 0;  // bytes

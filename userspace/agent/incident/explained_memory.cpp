@@ -224,7 +224,15 @@ std::optional<ExplainedMemory> explain_incident(const Incident& inc) {
     procs.push_back(std::move(r));
   }
   const auto usage = c.memory_stat && c.memory_stat->usage_bytes ? c.memory_stat->usage_bytes : c.stats.usage_bytes;
-  return explain_memory(usage, c.memory_stat, procs);
+  ExplainedMemory e = explain_memory(usage, c.memory_stat, procs);
+  // The tmpfs files by name, as the first captured process (the victim
+  // first) sees its mounts.
+  for (const ProcessCharge& p : procs)
+    if (p.breakdown && p.breakdown->tmpfs) {
+      e.tmpfs_files = p.breakdown->tmpfs;
+      break;
+    }
+  return e;
 }
 
 nlohmann::json to_json(const ExplainedMemory& e) {
@@ -241,6 +249,7 @@ nlohmann::json to_json(const ExplainedMemory& e) {
   j["processes_by_breakdown"] = e.processes_by_breakdown;
   j["processes_by_rss"] = e.processes_by_rss;
   if (!e.notes.empty()) j["notes"] = e.notes;
+  if (e.tmpfs_files) j["tmpfs_files"] = to_json(*e.tmpfs_files);
   return j;
 }
 

@@ -82,6 +82,9 @@ struct ExplainedMemory {
   uint64_t shared_bytes = 0;       // the processes' RSS beyond what the memcg charges for it
   uint32_t processes_by_breakdown = 0, processes_by_rss = 0;
   std::vector<std::string> notes;  // missing pieces, in words
+  // The files on the tmpfs mounts a captured process sees (the victim's
+  // first), largest first: which files the `tmpfs` kind is.
+  std::optional<TmpfsFiles> tmpfs_files;
 
   uint64_t at(ChargeKind k) const { return bytes[static_cast<size_t>(k)].value_or(0); }
   uint64_t parts() const;
@@ -103,7 +106,7 @@ std::optional<ExplainedMemory> explain_incident(const Incident& inc);
 
 // {"usage_bytes", "explained_bytes", "unexplained_bytes", "kinds": {...},
 //  "shared_bytes"?, "over_bytes"?, "processes_by_breakdown",
-//  "processes_by_rss", "notes"?}
+//  "processes_by_rss", "notes"?, "tmpfs_files"?}
 nlohmann::json to_json(const ExplainedMemory& e);
 
 }  // namespace oomsnap
