@@ -135,6 +135,12 @@ TmpfsFiles scan_tmpfs_files(pid_t pid, const TmpfsScanLimits& limits) {
       break;
     }
     UniqueFd dir(open_directory_in_root(root.get(), m.point));
+    if (dir.get() < 0 && errno == ENOSYS) {
+      // No openat2, or a capture process that could not seal its argument
+      // (mseal: Linux 6.10+): nothing is opened by a path the target chose.
+      cut(out, "tmpfs mounts not walked: openat2 in the target's root is not available");
+      break;
+    }
     struct stat st {};
     if (dir.get() < 0 || ::fstat(dir.get(), &st) != 0 || major(st.st_dev) != m.dev.first ||
         minor(st.st_dev) != m.dev.second) {
