@@ -18,6 +18,25 @@ bool kind_from_name(const std::string& name, MemoryKind& k) {
   return false;
 }
 
+// The items of the array `a` (what `where` names), at most `max`, each
+// decoded by item(JsonFields&, T&) into `out`: false, with why, otherwise.
+template <typename T, typename Item>
+bool bounded_items(const nlohmann::json& a, const std::string& where, size_t max, std::vector<T>& out,
+                   std::string& why, Item item) {
+  if (!a.is_array() || a.size() > max) {
+    why = where + " is not an array of at most " + std::to_string(max);
+    return false;
+  }
+  out.clear();
+  for (const auto& e : a) {
+    JsonFields ef(e, where, why);
+    T x;
+    if (!item(ef, x) || !ef.ok()) return false;
+    out.push_back(std::move(x));
+  }
+  return true;
+}
+
 }  // namespace
 
 const char* memory_kind_name(MemoryKind k) {
@@ -77,24 +96,14 @@ bool tmpfs_files_from_json(const nlohmann::json& j, TmpfsFiles& out, std::string
   out.reason = f.str("reason", false);
   const nlohmann::json* l = f.get("largest", true);
   if (!f.ok()) return false;
-  if (!l->is_array() || l->size() > TmpfsFiles::kMaxFiles) {
-    why = "breakdown.tmpfs: largest is not an array of at most " + std::to_string(TmpfsFiles::kMaxFiles);
-    return false;
-  }
-  out.largest.clear();
-  for (const auto& e : *l) {
-    JsonFields ef(e, "breakdown.tmpfs.largest", why);
-    TmpfsFiles::File x;
-    x.path = ef.str("path");
-    x.bytes = ef.u64("bytes");
-    if (!ef.ok()) return false;
-    if (x.path.size() > TmpfsFiles::kMaxPath) {
-      why = "breakdown.tmpfs.largest: a path longer than " + std::to_string(TmpfsFiles::kMaxPath);
-      return false;
-    }
-    out.largest.push_back(std::move(x));
-  }
-  return true;
+  return bounded_items(*l, "breakdown.tmpfs.largest", TmpfsFiles::kMaxFiles, out.largest, why,
+                       [](JsonFields& ef, TmpfsFiles::File& x) {
+                         x.path = ef.str("path");
+                         x.bytes = ef.u64("bytes");
+                         if (ef.ok() && x.path.size() > TmpfsFiles::kMaxPath)
+                           ef.fail("a path longer than " + std::to_string(TmpfsFiles::kMaxPath));
+                         return ef.ok();
+                       });
 }
 
 bool memory_breakdown_from_json(const nlohmann::json& j, MemoryBreakdown& out, std::string& why) {
@@ -112,24 +121,18 @@ bool memory_breakdown_from_json(const nlohmann::json& j, MemoryBreakdown& out, s
   for (size_t i = 0; i < kMemoryKinds; ++i) out.bytes[i] = f.u64(kKindNames[i]);
   const nlohmann::json* d = f.get("detail", true);
   if (!f.ok()) return false;
-  if (!d->is_array() || d->size() > MemoryBreakdown::kMaxDetail) {
-    why = "breakdown: detail is not an array of at most " + std::to_string(MemoryBreakdown::kMaxDetail);
-    return false;
-  }
-  out.detail.clear();
-  for (const auto& e : *d) {
-    JsonFields ef(e, "breakdown.detail", why);
-    BreakdownDetail x;
-    const std::string kind = ef.str("kind");
-    x.what = ef.str("what");
-    x.bytes = ef.u64("bytes");
-    if (!ef.ok()) return false;
-    if (!kind_from_name(kind, x.kind) || x.what.size() > MemoryBreakdown::kMaxDetailWhat) {
-      why = "breakdown.detail: unknown kind or a name longer than " + std::to_string(MemoryBreakdown::kMaxDetailWhat);
-      return false;
-    }
-    out.detail.push_back(std::move(x));
-  }
+  const bool detail_ok = bounded_items(*d, "breakdown.detail", MemoryBreakdown::kMaxDetail, out.detail, why,
+                                       [](JsonFields& ef, BreakdownDetail& x) {
+                                         const std::string kind = ef.str("kind");
+                                         x.what = ef.str("what");
+                                         x.bytes = ef.u64("bytes");
+                                         if (ef.ok() && (!kind_from_name(kind, x.kind) ||
+                                                         x.what.size() > MemoryBreakdown::kMaxDetailWhat))
+                                           ef.fail("unknown kind or a name longer than " +
+                                                   std::to_string(MemoryBreakdown::kMaxDetailWhat));
+                                         return ef.ok();
+                                       });
+  if (!detail_ok) return false;
   out.tmpfs.reset();
   if (const auto it = j.find("tmpfs"); it != j.end()) {
     TmpfsFiles t;

@@ -107,34 +107,6 @@ std::string kib_text(uint64_t bytes) { return std::to_string(bytes / 1024) + " k
 
 bool TmpfsDevices::contains(DeviceNumber d) const { return std::binary_search(devices.begin(), devices.end(), d); }
 
-TmpfsDevices parse_tmpfs_devices(string_view text) {
-  TmpfsDevices t;
-  size_t entries = 0;
-  while (!text.empty()) {
-    size_t nl = text.find('\n');
-    string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == string_view::npos ? text.size() : nl + 1);
-    if (++entries > kMaxMountEntries) {
-      t.reason = "mount table cut at " + std::to_string(kMaxMountEntries) + " entries";
-      break;
-    }
-    // "id parent major:minor root mountpoint options [optional...] - fstype source super"
-    string_view rest = line;
-    next_field(rest);
-    next_field(rest);
-    DeviceNumber dev{};
-    if (!parse_device(next_field(rest), 10, dev)) continue;
-    size_t sep = rest.find(" - ");
-    if (sep == string_view::npos) continue;
-    rest.remove_prefix(sep + 3);
-    string_view fstype = next_field(rest);
-    if (fstype == "tmpfs" || fstype == "devtmpfs") t.devices.push_back(dev);
-  }
-  std::sort(t.devices.begin(), t.devices.end());
-  t.devices.erase(std::unique(t.devices.begin(), t.devices.end()), t.devices.end());
-  return t;
-}
-
 namespace {
 
 // A mount point as mountinfo escapes it (space, tab, newline and backslash
@@ -142,8 +114,9 @@ namespace {
 std::string unescape_mount_point(string_view s) {
   std::string out;
   out.reserve(s.size());
+  auto octal = [](char c, char top) { return c >= '0' && c <= top; };
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && s.size() - i >= 4 && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+    if (s[i] == '\\' && s.size() - i >= 4 && octal(s[i + 1], '3') && octal(s[i + 2], '7') && octal(s[i + 3], '7')) {
       out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
       i += 3;
     } else {
@@ -153,20 +126,17 @@ std::string unescape_mount_point(string_view s) {
   return out;
 }
 
-}  // namespace
-
-TmpfsMountTable parse_tmpfs_mounts(string_view text) {
-  TmpfsMountTable t;
-  std::vector<DeviceNumber> seen;
+// Calls fn(device, mount point as escaped, fstype) for each well-formed line
+// of a /proc/PID/mountinfo text, at most kMaxMountEntries of them; returns
+// the reason when the table was cut there.
+template <typename Fn>
+std::string for_each_mount(string_view text, Fn fn) {
   size_t entries = 0;
   while (!text.empty()) {
     size_t nl = text.find('\n');
     string_view line = text.substr(0, nl);
     text.remove_prefix(nl == string_view::npos ? text.size() : nl + 1);
-    if (++entries > kMaxMountEntries) {
-      t.reason = "mount table cut at " + std::to_string(kMaxMountEntries) + " entries";
-      break;
-    }
+    if (++entries > kMaxMountEntries) return "mount table cut at " + std::to_string(kMaxMountEntries) + " entries";
     // "id parent major:minor root mountpoint options [optional...] - fstype source super"
     string_view rest = line;
     next_field(rest);
@@ -178,13 +148,34 @@ TmpfsMountTable parse_tmpfs_mounts(string_view text) {
     size_t sep = rest.find(" - ");
     if (point.empty() || point[0] != '/' || sep == string_view::npos) continue;
     rest.remove_prefix(sep + 3);
+    fn(dev, point, next_field(rest));
+  }
+  return {};
+}
+
+}  // namespace
+
+TmpfsDevices parse_tmpfs_devices(string_view text) {
+  TmpfsDevices t;
+  t.reason = for_each_mount(text, [&t](DeviceNumber dev, string_view, string_view fstype) {
+    if (fstype == "tmpfs" || fstype == "devtmpfs") t.devices.push_back(dev);
+  });
+  std::sort(t.devices.begin(), t.devices.end());
+  t.devices.erase(std::unique(t.devices.begin(), t.devices.end()), t.devices.end());
+  return t;
+}
+
+TmpfsMountTable parse_tmpfs_mounts(string_view text) {
+  TmpfsMountTable t;
+  std::vector<DeviceNumber> seen;
+  t.reason = for_each_mount(text, [&](DeviceNumber dev, string_view point, string_view fstype) {
     std::string p = unescape_mount_point(point);
-    if (next_field(rest) == "tmpfs" && std::find(seen.begin(), seen.end(), dev) == seen.end()) {
+    if (fstype == "tmpfs" && std::find(seen.begin(), seen.end(), dev) == seen.end()) {
       seen.push_back(dev);
       t.tmpfs.push_back({p, dev});
     }
     t.all_points.push_back(std::move(p));
-  }
+  });
   std::sort(t.all_points.begin(), t.all_points.end());
   return t;
 }
