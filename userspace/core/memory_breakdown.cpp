@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/text.h"
 #include "core/json_fields.h"
 
 namespace oomsnap {
@@ -51,8 +52,10 @@ uint64_t MemoryBreakdown::total() const {
 }
 
 void MemoryBreakdown::add_detail(MemoryKind k, std::string what, uint64_t n) {
-  if (what.size() > kMaxDetailWhat) what.resize(kMaxDetailWhat);
-  detail.push_back({k, std::move(what), n});
+  // Names are a target's bytes (file names): valid UTF-8 within the bound
+  // here, so that the JSON encoder's replacements cannot lengthen them past
+  // what the parent accepts.
+  detail.push_back({k, utf8_prefix(what, kMaxDetailWhat), n});
   // Keep the list short while it grows (a process with many mappings adds
   // one entry per mapping): trim to the largest once it doubles.
   if (detail.size() >= 4 * kMaxDetail) finish_detail();

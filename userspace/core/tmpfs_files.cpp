@@ -22,15 +22,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Keeps the kMaxFiles largest, smallest first once full (a min-heap).
-void keep_largest(TmpfsFiles& out, std::string path, uint64_t bytes) {
+void keep_largest(TmpfsFiles& out, const std::string& path, uint64_t bytes) {
   auto smaller = [](const TmpfsFiles::File& a, const TmpfsFiles::File& b) { return a.bytes > b.bytes; };
   if (out.largest.size() == TmpfsFiles::kMaxFiles) {
     if (bytes <= out.largest.front().bytes) return;
     std::pop_heap(out.largest.begin(), out.largest.end(), smaller);
     out.largest.pop_back();
   }
-  if (path.size() > TmpfsFiles::kMaxPath) path.resize(TmpfsFiles::kMaxPath);
-  out.largest.push_back({std::move(path), bytes});
+  // File names are bytes: valid UTF-8 and within the bound before the JSON
+  // encoder's replacements could lengthen them past what the parent accepts.
+  out.largest.push_back({utf8_prefix(path, TmpfsFiles::kMaxPath), bytes});
   std::push_heap(out.largest.begin(), out.largest.end(), smaller);
 }
 
@@ -87,7 +88,7 @@ bool walk_tmpfs_dir(int dir, dev_t dev, const std::string& prefix, const std::ve
       const uint64_t bytes = static_cast<uint64_t>(st.st_blocks) * 512;
       out.bytes += bytes;
       ++out.files;
-      if (bytes) keep_largest(out, std::move(path), bytes);
+      if (bytes) keep_largest(out, path, bytes);
     } else if (S_ISDIR(st.st_mode)) {
       if (stack.size() > limits.max_depth) {
         cut(out, "tmpfs walk not below " + std::to_string(limits.max_depth) + " directories");

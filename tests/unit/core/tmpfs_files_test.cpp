@@ -180,3 +180,22 @@ TEST(TmpfsFilesJson, RoundTripsAndRefusesWhatItNeverWrites) {
   wrong["tmpfs"]["bytes"] = -1;
   EXPECT_FALSE(memory_breakdown_from_json(wrong, back, why));
 }
+
+// A file name of invalid UTF-8 longer than the bound (a tenant's choice)
+// still gives a breakdown the parent accepts after JSON encoding: before,
+// the encoder's replacements tripled it past the bound and the whole
+// capture result was refused.
+TEST(TmpfsWalk, AFileNameOfInvalidUtf8StaysWithinTheBoundAfterEncoding) {
+  ShmTree t;
+  t.file(std::string(200, '\xC3') + "\xFF", 4 * kKiB);
+  const TmpfsFiles w = walk(t.root, TmpfsScanLimits{});
+  ASSERT_EQ(w.largest.size(), 1u);
+  MemoryBreakdown b;
+  b.status = "complete";
+  b.tmpfs = w;
+  b.add_detail(MemoryKind::kShmem, std::string(250, '\xFE'), 4 * kKiB);
+  const std::string encoded = to_json(b).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  MemoryBreakdown back;
+  std::string why;
+  EXPECT_TRUE(memory_breakdown_from_json(nlohmann::json::parse(encoded), back, why)) << why;
+}
