@@ -54,6 +54,7 @@ std::optional<ProcessIdentity> parse_proc_stat(pid_t pid, const std::string& tex
   for (int i = 3; i <= 22; ++i) {
     if (!(rest >> field)) return std::nullopt;
     if (i == 3 && field.size() == 1) id.state = field[0];
+    if (i == 9) id.flags = static_cast<uint32_t>(std::strtoul(field.c_str(), nullptr, 10));
   }
   char* end = nullptr;
   id.start_time_ticks = std::strtoull(field.c_str(), &end, 10);

@@ -45,7 +45,12 @@ struct ProcessIdentity {
   uint64_t start_time_ticks = 0;  // field 22 of /proc/PID/stat
   std::string comm;
   char state = '?';               // field 3: 'R', 'S', ..., 'Z' zombie, 'X' dead
-  bool exited() const { return state == 'Z' || state == 'X' || state == 'x'; }
+  uint32_t flags = 0;             // field 9: the kernel's PF_* flags
+  // PF_EXITING (0x4) is set as do_exit begins, before the memory is let go
+  // and long before the state turns 'Z': a process killed a moment ago may
+  // still say 'R' with no mappings and no exe left.
+  static constexpr uint32_t kPfExiting = 0x4;
+  bool exited() const { return state == 'Z' || state == 'X' || state == 'x' || (flags & kPfExiting); }
 };
 
 // Parse helpers take file contents so unit tests can feed text directly.

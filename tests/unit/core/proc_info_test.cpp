@@ -17,6 +17,13 @@ TEST(ProcInfo, ParsesStatWithHostileComm) {
   auto z = parse_proc_stat(42, "42 (x) Z 1 42 42 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 123456 1000 10");
   ASSERT_TRUE(z);
   EXPECT_TRUE(z->exited());
+  // Killed a moment ago: still 'R', but PF_EXITING (0x4) in the flags (field
+  // 9) says it is on its way out, its memory perhaps already gone. Seen as
+  // "cannot read process ...: need root" in a capture begun in that window.
+  auto exiting = parse_proc_stat(42, "42 (x) R 1 42 42 0 -1 4194564 100 0 0 0 5 3 0 0 20 0 1 0 123456 1000 10");
+  ASSERT_TRUE(exiting);
+  EXPECT_EQ(exiting->flags, 4194564u);
+  EXPECT_TRUE(exiting->exited());
 }
 
 TEST(ProcInfo, RejectsTruncatedStat) {
