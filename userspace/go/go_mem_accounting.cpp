@@ -111,6 +111,13 @@ bool decode_go_memstats(std::span<const uint8_t> image, const GoMemStatsLayout& 
   // MSpanSys + MCacheSys + BuckHashSys + GCSys (gcMiscSys + work bufs + GC
   // program bits) + OtherSys: 8 counts < 2^47 each, no overflow.
   out.runtime_sys = mspan + mcache + buckhash + gc_misc + in_workbufs + in_ptr_bits + other;
+  // Each count is plausible; together they must be too (found by
+  // fuzz_memory_accounting: two near the bound summed past it).
+  if (out.runtime_sys > kGoMaxSaneBytes) {
+    why = "runtime.memstats: the runtime's metadata counters sum to " + std::to_string(out.runtime_sys) +
+          " bytes, more than the address space";
+    return false;
+  }
   return true;
 }
 

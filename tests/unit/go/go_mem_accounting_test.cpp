@@ -159,6 +159,19 @@ TEST_P(GoMemStatsDecode, AnImplausibleSysCounterIsAReason) {
   EXPECT_NE(why.find("other_sys is implausible"), std::string::npos) << why;
 }
 
+// Found by fuzz_memory_accounting: counters each within the address space
+// whose sum is not.
+TEST_P(GoMemStatsDecode, SysCountersSummingPastTheAddressSpaceAreAReason) {
+  const auto l = layout();
+  GoMemAccounting acc;
+  std::string why;
+  auto m = honest(l);
+  m.sys(1, kGoMaxSaneBytes - 1);  // mspan_sys
+  m.sys(5, kGoMaxSaneBytes - 1);  // other_sys
+  EXPECT_FALSE(decode_go_memstats(m.bytes, l, acc, why));
+  EXPECT_NE(why.find("more than the address space"), std::string::npos) << why;
+}
+
 TEST_P(GoMemStatsDecode, AFreeHeapBelowZeroWhileTheShardsMoveIsNone) {
   // committed read before a span's commit reached it, inHeap after.
   const auto l = layout();
