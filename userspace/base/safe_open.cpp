@@ -78,9 +78,8 @@ int open_regular_file(const std::string& path) {
 
 int open_proc_root(pid_t pid) {
   const std::string root = "/proc/" + std::to_string(pid) + "/root";
-  // No O_DIRECTORY: the capture process's seccomp rule for openat refuses
-  // it (it shares a bit with O_TMPFILE). openat2 refuses a dirfd that is not
-  // a directory (ENOTDIR) anyway.
+  // O_PATH: a handle for openat2's RESOLVE_IN_ROOT only, nothing is read
+  // through it; openat2 refuses a dirfd that is not a directory (ENOTDIR).
   return ::open(root.c_str(), O_PATH | O_CLOEXEC);
 }
 
