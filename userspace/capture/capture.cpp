@@ -109,7 +109,9 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
   // What is left of the budget, at least its share and at most kSmapsBudget.
   limits.deadline = build_start + std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(capture_end - build_start),
                                              std::chrono::milliseconds(breakdown_share), kSmapsBudget);
-  const SmapsRead read = read_resident_by_mapping(pid, limits, rec.process_memory);
+  // The mount table once, for the tmpfs devices here and the walk below.
+  const MountInfoText mountinfo = read_mountinfo(pid, limits.deadline);
+  const SmapsRead read = read_resident_by_mapping(pid, limits, rec.process_memory, tmpfs_devices_of(mountinfo));
   // What of the claimed ranges is resident (a grown goroutine stack is
   // seldom touched whole).
   std::optional<PagemapResidency> pagemap;
@@ -124,13 +126,14 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
     std::string& reason = rec.process_memory.breakdown->reason;
     reason += (reason.empty() ? "" : "; ") + why;
   }
-  // The files of its tmpfs mounts, mapped or not (what a container's
-  // emptyDir of medium Memory or /dev/shm holds), within what is left.
-  TmpfsScanLimits tmpfs_limits;
-  tmpfs_limits.deadline = std::min(capture_end, Clock::now() + kTmpfsWalkBudget);
-  rec.process_memory.breakdown->tmpfs = scan_tmpfs_files(pid, tmpfs_limits);
   rec.process_memory.breakdown->duration_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - build_start).count();
+  // The files of its tmpfs mounts, mapped or not (what a container's
+  // emptyDir of medium Memory or /dev/shm holds), within what is left; its
+  // time is its own (a huge tmpfs is not the breakdown's cost).
+  TmpfsScanLimits tmpfs_limits;
+  tmpfs_limits.deadline = std::min(capture_end, Clock::now() + kTmpfsWalkBudget);
+  rec.process_memory.breakdown->tmpfs = scan_tmpfs_files(pid, mountinfo, tmpfs_limits);
   if (target_gone(rec.identity)) mark_target_exited(rec.result.snapshot);
   return rec;
 }

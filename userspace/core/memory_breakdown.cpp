@@ -89,6 +89,7 @@ nlohmann::json to_json(const TmpfsFiles& t) {
   for (const auto& f : t.largest) l.push_back({{"path", f.path}, {"bytes", f.bytes}});
   j["largest"] = std::move(l);
   if (!t.reason.empty()) j["reason"] = t.reason;
+  j["duration_ms"] = t.duration_ms;
   return j;
 }
 
@@ -97,6 +98,8 @@ bool tmpfs_files_from_json(const nlohmann::json& j, TmpfsFiles& out, std::string
   out.bytes = f.u64("bytes");
   out.files = f.u64("files");
   out.reason = f.str("reason", false);
+  out.duration_ms = f.num("duration_ms", false);  // not in records before it
+  if (f.ok() && !(out.duration_ms >= 0 && out.duration_ms < 1e9)) f.fail("duration_ms out of range");
   const nlohmann::json* l = f.get("largest", true);
   if (!f.ok()) return false;
   return bounded_items(*l, "breakdown.tmpfs.largest", TmpfsFiles::kMaxFiles, out.largest, why,

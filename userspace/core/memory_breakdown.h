@@ -41,6 +41,7 @@ struct TmpfsFiles {
   uint64_t files = 0;        // regular files found
   std::vector<File> largest;  // largest first, at most kMaxFiles
   std::string reason;        // set when the walk was cut or a mount not read
+  double duration_ms = 0;    // the walk's time (apart from the breakdown's own)
 };
 
 struct MemoryBreakdown {
@@ -55,7 +56,7 @@ struct MemoryBreakdown {
   // PAGEMAP_SCAN ioctl, Linux 6.7+) or "smaps" (its fallback); empty in a
   // record from before either.
   std::string source;
-  double duration_ms = 0;                      // reading smaps and building this (its cost to the capture)
+  double duration_ms = 0;                      // the mount table, smaps (or maps and scan) and the build; not the tmpfs walk
   std::vector<BreakdownDetail> detail;         // largest first, at most kMaxDetail
   std::optional<TmpfsFiles> tmpfs;             // when the tmpfs mounts were walked
 

@@ -142,7 +142,12 @@ bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
 
 SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const ProcessMemory& status,
                                    BreakdownSource source, const PagemapScanLimits& scan_limits) {
-  const TmpfsDevices tmpfs = read_tmpfs_devices(pid, limits.deadline);
+  return read_resident_by_mapping(pid, limits, status, read_tmpfs_devices(pid, limits.deadline), source, scan_limits);
+}
+
+SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const ProcessMemory& status,
+                                   const TmpfsDevices& tmpfs, BreakdownSource source,
+                                   const PagemapScanLimits& scan_limits) {
   auto with_tmpfs_reason = [&](SmapsRead r) {
     if (!tmpfs.reason.empty()) r.reason = r.reason.empty() ? tmpfs.reason : r.reason + "; " + tmpfs.reason;
     return r;

@@ -63,6 +63,11 @@ enum class BreakdownSource { kAuto, kSmaps };
 // else smaps (kSmaps, or the ioctl refused or failed: reason says why).
 // Bounded as read_smaps is: limits' mappings and deadline, and the scan's
 // pages; a cut read has cut and reason set as read_smaps's.
+// `tmpfs`: the process's tmpfs devices (tmpfs_devices_of its mount table);
+// without it, the mount table is read here.
+SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const ProcessMemory& status,
+                                   const TmpfsDevices& tmpfs, BreakdownSource source = BreakdownSource::kAuto,
+                                   const PagemapScanLimits& scan_limits = {});
 SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const ProcessMemory& status,
                                    BreakdownSource source = BreakdownSource::kAuto,
                                    const PagemapScanLimits& scan_limits = {});

@@ -504,18 +504,26 @@ SmapsRead read_maps_fd(int fd, const SmapsLimits& limits, const TmpfsDevices& tm
   return read_chunked(fd, limits, tmpfs, true);
 }
 
-TmpfsDevices read_tmpfs_devices(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+MountInfoText read_mountinfo(pid_t pid, std::chrono::steady_clock::time_point deadline) {
   const std::string path = "/proc/" + std::to_string(pid) + "/mountinfo";
+  MountInfoText m;
+  if (!read_text_file(path, m.text, kMaxMountinfoBytes, deadline, m.cut)) m.error = "cannot read " + path;
+  return m;
+}
+
+TmpfsDevices tmpfs_devices_of(const MountInfoText& mountinfo) {
   TmpfsDevices tmpfs;
-  std::string text;  // the mount table only; smaps is read in chunks
-  bool cut = false;
-  if (!read_text_file(path, text, kMaxMountinfoBytes, deadline, cut)) {
-    tmpfs.reason = "cannot read " + path + " (tmpfs files taken from /dev/shm only)";
+  if (!mountinfo.error.empty()) {
+    tmpfs.reason = mountinfo.error + " (tmpfs files taken from /dev/shm only)";
   } else {
-    tmpfs = parse_tmpfs_devices(text);
-    if (cut && tmpfs.reason.empty()) tmpfs.reason = "mount table cut at " + kib_text(kMaxMountinfoBytes);
+    tmpfs = parse_tmpfs_devices(mountinfo.text);
+    if (mountinfo.cut && tmpfs.reason.empty()) tmpfs.reason = "mount table cut at " + kib_text(kMaxMountinfoBytes);
   }
   return tmpfs;
+}
+
+TmpfsDevices read_tmpfs_devices(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  return tmpfs_devices_of(read_mountinfo(pid, deadline));
 }
 
 SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits) {

@@ -103,6 +103,16 @@ using ResidentAnonFn = std::function<std::optional<uint64_t>(uint64_t start, uin
 MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryClaim>& claims,
                                 const ProcessMemory& status, const ResidentAnonFn& resident_anon = {});
 
+// /proc/PID/mountinfo, read once per capture for both its uses: the tmpfs
+// devices of the breakdown and the mount points of the tmpfs walk.
+struct MountInfoText {
+  std::string text;   // at most kMaxMountinfoBytes
+  bool cut = false;   // longer than that
+  std::string error;  // set: not read
+};
+MountInfoText read_mountinfo(pid_t pid, std::chrono::steady_clock::time_point deadline);
+// Its tmpfs devices (reason set when it was cut or not read).
+TmpfsDevices tmpfs_devices_of(const MountInfoText& mountinfo);
 // The tmpfs devices of /proc/PID/mountinfo (bounded; reason set when cut).
 TmpfsDevices read_tmpfs_devices(pid_t pid, std::chrono::steady_clock::time_point deadline);
 // Reads /proc/PID/smaps (bounded by limits) and /proc/PID/mountinfo.

@@ -111,18 +111,19 @@ bool walk_tmpfs_dir(int dir, dev_t dev, const std::string& prefix, const std::ve
   return whole;
 }
 
-TmpfsFiles scan_tmpfs_files(pid_t pid, const TmpfsScanLimits& limits) {
+namespace {
+
+// The walk of every tmpfs mount in the table (scan_tmpfs_files).
+TmpfsFiles scan_mounts(pid_t pid, const MountInfoText& mountinfo, const TmpfsScanLimits& limits) {
   TmpfsFiles out;
-  const std::string proc = "/proc/" + std::to_string(pid);
-  std::string text;
-  bool text_cut = false;
-  if (!read_text_file(proc + "/mountinfo", text, kMaxMountinfoBytes, limits.deadline, text_cut)) {
-    out.reason = "cannot read " + proc + "/mountinfo";
+  if (!mountinfo.error.empty()) {
+    out.reason = mountinfo.error;
     return out;
   }
-  const TmpfsMountTable table = parse_tmpfs_mounts(text);
+  const std::string proc = "/proc/" + std::to_string(pid);
+  const TmpfsMountTable table = parse_tmpfs_mounts(mountinfo.text);
   if (!table.reason.empty()) cut(out, table.reason);
-  if (text_cut) cut(out, "mount table cut at " + std::to_string(kMaxMountinfoBytes / 1024) + " kB");
+  if (mountinfo.cut) cut(out, "mount table cut at " + std::to_string(kMaxMountinfoBytes / 1024) + " kB");
   UniqueFd root(open_proc_root(pid));
   if (root.get() < 0) {
     const int err = errno;
@@ -153,6 +154,15 @@ TmpfsFiles scan_tmpfs_files(pid_t pid, const TmpfsScanLimits& limits) {
   std::sort(out.largest.begin(), out.largest.end(), [](const TmpfsFiles::File& a, const TmpfsFiles::File& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.path < b.path;
   });
+  return out;
+}
+
+}  // namespace
+
+TmpfsFiles scan_tmpfs_files(pid_t pid, const MountInfoText& mountinfo, const TmpfsScanLimits& limits) {
+  const auto start = std::chrono::steady_clock::now();
+  TmpfsFiles out = scan_mounts(pid, mountinfo, limits);
+  out.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
 

@@ -41,8 +41,9 @@ struct TmpfsScanLimits {
 bool walk_tmpfs_dir(int dir, dev_t dev, const std::string& prefix, const std::vector<std::string>& skip,
                     const TmpfsScanLimits& limits, size_t& entries, TmpfsFiles& out);
 
-// The tmpfs files process `pid` sees: its mount table, each tmpfs mount
-// opened in /proc/PID/root and walked. Largest first.
-TmpfsFiles scan_tmpfs_files(pid_t pid, const TmpfsScanLimits& limits);
+// The tmpfs files process `pid` sees: each tmpfs mount of its mount table
+// (read_mountinfo) opened in /proc/PID/root and walked. Largest first;
+// duration_ms is the walk's time.
+TmpfsFiles scan_tmpfs_files(pid_t pid, const MountInfoText& mountinfo, const TmpfsScanLimits& limits);
 
 }  // namespace oomsnap

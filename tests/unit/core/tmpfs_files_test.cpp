@@ -5,9 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -164,6 +167,7 @@ TEST(TmpfsFilesJson, RoundTripsAndRefusesWhatItNeverWrites) {
   b.tmpfs->files = 2;
   b.tmpfs->largest = {{"/dev/shm/a", 2 * kKiB}, {"/dev/shm/b", kKiB}};
   b.tmpfs->reason = "tmpfs walk cut at its deadline";
+  b.tmpfs->duration_ms = 1.5;
   MemoryBreakdown back;
   std::string why;
   ASSERT_TRUE(memory_breakdown_from_json(to_json(b), back, why)) << why;
@@ -179,6 +183,65 @@ TEST(TmpfsFilesJson, RoundTripsAndRefusesWhatItNeverWrites) {
   nlohmann::json wrong = to_json(b);
   wrong["tmpfs"]["bytes"] = -1;
   EXPECT_FALSE(memory_breakdown_from_json(wrong, back, why));
+  nlohmann::json negative = to_json(b);
+  negative["tmpfs"]["duration_ms"] = -1;
+  EXPECT_FALSE(memory_breakdown_from_json(negative, back, why));
+  // A record from before the walk had its own duration.
+  nlohmann::json older = to_json(b);
+  older["tmpfs"].erase("duration_ms");
+  EXPECT_TRUE(memory_breakdown_from_json(older, back, why)) << why;
+}
+
+// The mount table is read once per capture and given to both its users: an
+// unreadable one is a reason for each, and the walk opens nothing.
+TEST(TmpfsMounts, AMountTableNotReadIsAReasonForTheDevicesAndTheWalk) {
+  MountInfoText unread;
+  unread.error = "cannot read /proc/1/mountinfo";
+  EXPECT_NE(tmpfs_devices_of(unread).reason.find("cannot read /proc/1/mountinfo"), std::string::npos);
+  const TmpfsFiles w = scan_tmpfs_files(::getpid(), unread, TmpfsScanLimits{});
+  EXPECT_EQ(w.reason, "cannot read /proc/1/mountinfo");
+  EXPECT_EQ(w.files, 0u);
+
+  const MountInfoText mine = read_mountinfo(::getpid(), std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(mine.error.empty()) << mine.error;
+  EXPECT_TRUE(tmpfs_devices_of(mine).reason.empty());
+  EXPECT_GE(scan_tmpfs_files(::getpid(), mine, TmpfsScanLimits{}).duration_ms, 0.0);
+}
+
+// A directory swapped for a symlink (to a directory outside the tree, on the
+// same tmpfs) between the walk's stat and its open is not followed: the
+// open is relative to the parent with O_NOFOLLOW. A tenant can swap names
+// this way at will (renameat2 RENAME_EXCHANGE), so the swap runs in a loop
+// while the tree is walked again and again; both states must be seen, and
+// the file behind the symlink never.
+TEST(TmpfsWalk, ADirectorySwappedForASymlinkDuringTheWalkIsNotFollowed) {
+  ShmTree t;
+  t.file("tree/d/inside", 4 * kKiB);
+  t.file("outside/secret", 4 * kKiB);
+  fs::create_directories(t.root + "/stage");
+  fs::create_symlink(t.root + "/outside", t.root + "/stage/d");
+  const std::string a = t.root + "/tree/d", b = t.root + "/stage/d";
+  std::atomic<bool> stop{false};
+  std::thread swapper([&] {
+    while (!stop.load(std::memory_order_relaxed))
+      ::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE);
+  });
+  size_t as_dir = 0, as_link = 0, followed = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  for (int i = 0; i < 20000 && std::chrono::steady_clock::now() < until; ++i) {
+    const TmpfsFiles w = walk(t.root + "/tree", TmpfsScanLimits{});
+    bool inside = false;
+    for (const auto& f : w.largest) {
+      inside |= f.path == a + "/inside";
+      followed += f.path.find("secret") != std::string::npos;
+    }
+    ++(inside ? as_dir : as_link);
+  }
+  stop = true;
+  swapper.join();
+  EXPECT_EQ(followed, 0u);
+  EXPECT_GT(as_dir, 0u);
+  EXPECT_GT(as_link, 0u);
 }
 
 // A file name of invalid UTF-8 longer than the bound (a tenant's choice)
