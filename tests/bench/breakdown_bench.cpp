@@ -4,7 +4,8 @@
 // capture process does it. Prints the medians side by side, the ranges, and
 // how far each way's kinds sum from VmRSS. tools/bench-breakdown.sh runs it.
 //
-// Usage: breakdown_bench PID [RUNS]
+// Usage: breakdown_bench PID [RUNS [WAY]]   WAY: smaps or scan, only that
+// one (for a profiler)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,8 +43,10 @@ int main(int argc, char** argv) {
   }
   const pid_t pid = static_cast<pid_t>(std::atoi(argv[1]));
   const int runs = argc > 2 ? std::max(1, std::atoi(argv[2])) : 15;
-  Way ways[] = {{"smaps", BreakdownSource::kSmaps, {}, {}, {}, 0, 0},
-                {"maps + PAGEMAP_SCAN", BreakdownSource::kAuto, {}, {}, {}, 0, 0}};
+  const std::string only = argc > 3 ? argv[3] : "";
+  std::vector<Way> ways;
+  if (only != "scan") ways.push_back({"smaps", BreakdownSource::kSmaps, {}, {}, {}, 0, 0});
+  if (only != "smaps") ways.push_back({"maps + PAGEMAP_SCAN", BreakdownSource::kAuto, {}, {}, {}, 0, 0});
   for (int i = 0; i < runs + 1; ++i) {  // the first round warms up
     for (Way& w : ways) {
       const ProcessMemory status = read_process_memory(pid);

@@ -289,6 +289,38 @@ TEST(SmapsBreakdown, NamesAndTheDetailListAreBounded) {
   for (const auto& d : b.detail) EXPECT_LE(d.what.size(), MemoryBreakdown::kMaxDetailWhat);
 }
 
+// Only the largest unnamed anonymous mappings are named (by address range),
+// largest first and, among equals, lowest address first; the rest still
+// count in native.
+TEST(SmapsBreakdown, TheLargestUnnamedAnonymousMappingsAreNamedByRange) {
+  std::string text;
+  uint64_t total_kb = 0;
+  // 40 mappings of 16 pages: the i-th holds (i % 8 + 1) * 4 kB resident, so
+  // the eight of 32 kB are the largest, then the five of 28 kB lowest first.
+  for (uint64_t i = 0; i < 40; ++i) {
+    const uint64_t kb = (i % 8 + 1) * 4;
+    total_kb += kb;
+    text += mapping(0x100000 + i * 0x20000, 0x110000 + i * 0x20000, "rw-p", "00:00", 0, "", kb, kb);
+  }
+  auto read = parse_smaps(text, SmapsLimits{}, TmpfsDevices{});
+  ASSERT_TRUE(read.error.empty()) << read.error;
+  auto b = build_breakdown(read, {}, status_of(total_kb * kKiB, 0, 0));
+  EXPECT_EQ(kind(b, MemoryKind::kNative), total_kb * kKiB);
+  ASSERT_EQ(b.detail.size(), MemoryBreakdown::kMaxDetail);
+  auto range = [](uint64_t i) {
+    char s[80];
+    std::snprintf(s, sizeof s, "anonymous mapping 0x%llx-0x%llx", static_cast<unsigned long long>(0x100000 + i * 0x20000),
+                  static_cast<unsigned long long>(0x110000 + i * 0x20000));
+    return std::string(s);
+  };
+  const uint64_t expect[] = {7, 15, 23, 31, 39, 6, 14, 22, 30, 38, 5, 13};
+  for (size_t k = 0; k < MemoryBreakdown::kMaxDetail; ++k) {
+    EXPECT_EQ(b.detail[k].what, range(expect[k])) << k;
+    EXPECT_EQ(b.detail[k].bytes, (expect[k] % 8 + 1) * 4 * kKiB) << k;
+    EXPECT_EQ(b.detail[k].kind, MemoryKind::kNative) << k;
+  }
+}
+
 TEST(SmapsBreakdown, MountTableIsBounded) {
   std::string text;
   for (size_t i = 0; i < kMaxMountEntries + 5; ++i)
