@@ -28,6 +28,7 @@ PagemapResidency::PagemapResidency(pid_t pid, uint64_t max_pages, std::chrono::s
 std::optional<uint64_t> PagemapResidency::resident_anon(uint64_t start, uint64_t end) {
   if (fd_.get() < 0) return std::nullopt;
   if (end <= start) return 0;
+  if (const auto it = read_.find({start, end}); it != read_.end()) return it->second;
   uint64_t first = start / kPage, last = (end + kPage - 1) / kPage;  // [first, last)
   if (last - first > pages_left_) {
     why_ = "pagemap page budget spent";
@@ -53,6 +54,7 @@ std::optional<uint64_t> PagemapResidency::resident_anon(uint64_t start, uint64_t
       if ((entries[i] & kPresent) && !(entries[i] & kFileOrShared)) ++resident;
     page += m;
   }
+  if (read_.size() < kMaxRemembered) read_[{start, end}] = resident * kPage;
   return resident * kPage;
 }
 

@@ -8,8 +8,10 @@
 #include <sys/types.h>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "base/unique_fd.h"
 
@@ -22,6 +24,9 @@ class PagemapResidency {
   PagemapResidency(pid_t pid, uint64_t max_pages, std::chrono::steady_clock::time_point deadline);
   // Resident anonymous bytes in [start, end); nullopt when pagemap cannot be
   // read, the page budget is spent or the deadline passed (why() says which).
+  // A range asked again is answered from what was read (the breakdown's
+  // claims walk the same arenas in turn: in-use heap, free heap, runtime),
+  // so repeats spend neither the page budget nor reads.
   std::optional<uint64_t> resident_anon(uint64_t start, uint64_t end);
   const std::string& why() const { return why_; }
 
@@ -30,6 +35,8 @@ class PagemapResidency {
   uint64_t pages_left_;
   std::chrono::steady_clock::time_point deadline_;
   std::string why_;
+  static constexpr size_t kMaxRemembered = 4096;
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> read_;  // [start, end) -> resident bytes
 };
 
 }  // namespace oomsnap
