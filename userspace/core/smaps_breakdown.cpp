@@ -185,18 +185,17 @@ namespace {
 // smaps, line by line, so that it can be read in chunks of a fixed buffer
 // (a 10,000-mapping smaps is 7 MiB of text: never held whole).
 class SmapsParser {
-  static constexpr size_t kMaxReserved = 1u << 16;
+  // Past kReserveAfter mappings, room for as many as may be read, at once:
+  // growing by doubling copied a 10,000-mapping table ~14 times into fresh
+  // pages (a third of the maps read's time). Pages never reached are never
+  // touched; a small process (or a fuzzer's input) reserves nothing.
+  static constexpr size_t kReserveAfter = 1024, kMaxReserved = 1u << 16;
 
  public:
   // maps_only: /proc/PID/maps, the same header lines without the fields
   // (no page walk): resident bytes are left for the pagemap scan to add.
   SmapsParser(const SmapsLimits& limits, const TmpfsDevices& tmpfs, bool maps_only = false)
-      : limits_(limits), tmpfs_(tmpfs), maps_only_(maps_only), file_(maps_only ? "maps" : "smaps") {
-    // Room for as many as may be read, at once: growing by doubling copied
-    // a 10,000-mapping table ~14 times into fresh pages (a third of the
-    // maps read's time); the pages not reached are never touched.
-    r_.mappings.reserve(std::min(limits.max_mappings, kMaxReserved));
-  }
+      : limits_(limits), tmpfs_(tmpfs), maps_only_(maps_only), file_(maps_only ? "maps" : "smaps") {}
   // One line without its '\n'; false once the read is over (cut or refused).
   bool line(string_view line);
   // At the end of the text, or where the byte bound or a short read stopped
@@ -274,6 +273,7 @@ bool SmapsParser::header(string_view line) {
   prev_anon_none_ = h.inode == 0 && h.name.empty() && h.perms.substr(0, 3) == "---";
   prev_start_ = h.start;
   prev_end_ = h.end;
+  if (r_.mappings.size() == kReserveAfter) r_.mappings.reserve(std::min(limits_.max_mappings, kMaxReserved));
   r_.mappings.push_back(m);
   have_rss_ = maps_only_;
   have_flags_ = maps_only_;
