@@ -27,8 +27,6 @@
 // the wrong section) leaves the global unset and explains why in `error`.
 #include "go/go_stripped.h"
 
-#include <capstone/capstone.h>
-
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -40,6 +38,7 @@
 
 #include "base/text.h"
 #include "elf/elf_file.h"
+#include "elf/x86_code.h"
 #include "go/go_buildinfo.h"
 #include "go/go_contention_reader.h"
 #include "go/go_pclntab.h"
@@ -51,13 +50,6 @@ constexpr int64_t kDefaultMemProfileRate = 512 * 1024;
 // Runtime functions are a few hundred bytes; anything huge is a broken table.
 constexpr uint64_t kMaxFuncSize = 1 << 20;
 
-struct Insn {
-  enum Kind { kLoad64, kLoad32, kLea, kCall, kOther };
-  uint64_t addr = 0;
-  Kind kind = kOther;
-  uint64_t target = 0;  // RIP-relative load target, or direct call target
-};
-
 struct Region {
   std::string name;
   uint64_t addr = 0, size = 0;
@@ -65,73 +57,6 @@ struct Region {
   bool contains(uint64_t a, uint64_t len) const {
     return a >= addr && a - addr <= size && size - (a - addr) >= len;
   }
-};
-
-class Disassembler {
- public:
-  Disassembler() {
-    if (cs_open(CS_ARCH_X86, CS_MODE_64, &h_) != CS_ERR_OK) {
-      h_ = 0;
-      return;
-    }
-    if (cs_option(h_, CS_OPT_DETAIL, CS_OPT_ON) != CS_ERR_OK) {
-      cs_close(&h_);
-      h_ = 0;
-    }
-  }
-  ~Disassembler() {
-    if (h_) cs_close(&h_);
-  }
-  Disassembler(const Disassembler&) = delete;
-  Disassembler& operator=(const Disassembler&) = delete;
-  bool ok() const { return h_ != 0; }
-
-  // Linear sweep from entry; stops at the first undecodable byte (Go emits no
-  // data inside functions, so that means the end or garbage).
-  std::vector<Insn> decode(uint64_t entry, std::span<const uint8_t> code) const {
-    std::vector<Insn> out;
-    if (!h_) return out;
-    cs_insn* insn = cs_malloc(h_);
-    if (!insn) return out;
-    const uint8_t* p = code.data();
-    size_t left = code.size();
-    uint64_t addr = entry;
-    while (left > 0 && cs_disasm_iter(h_, &p, &left, &addr, insn)) {
-      out.push_back(classify(*insn));
-    }
-    cs_free(insn, 1);
-    return out;
-  }
-
- private:
-  static Insn classify(const cs_insn& in) {
-    Insn r;
-    r.addr = in.address;
-    if (!in.detail) return r;
-    const cs_x86& x = in.detail->x86;
-    if (in.id == X86_INS_MOV && x.op_count == 2 && x.operands[0].type == X86_OP_REG &&
-        x.operands[0].size == 8 && x.operands[1].type == X86_OP_MEM && x.operands[1].size == 8 &&
-        x.operands[1].mem.base == X86_REG_RIP && x.operands[1].mem.index == X86_REG_INVALID &&
-        x.operands[1].mem.segment == X86_REG_INVALID) {
-      r.kind = Insn::kLoad64;
-      r.target = in.address + in.size + static_cast<uint64_t>(x.operands[1].mem.disp);
-    } else if (in.id == X86_INS_MOV && x.op_count == 2 && x.operands[0].type == X86_OP_REG &&
-               x.operands[0].size == 4 && x.operands[1].type == X86_OP_MEM && x.operands[1].size == 4 &&
-               x.operands[1].mem.base == X86_REG_RIP && x.operands[1].mem.index == X86_REG_INVALID &&
-               x.operands[1].mem.segment == X86_REG_INVALID) {
-      r.kind = Insn::kLoad32;
-      r.target = in.address + in.size + static_cast<uint64_t>(x.operands[1].mem.disp);
-    } else if (in.id == X86_INS_LEA && x.op_count == 2 && x.operands[1].type == X86_OP_MEM &&
-               x.operands[1].mem.base == X86_REG_RIP && x.operands[1].mem.index == X86_REG_INVALID) {
-      r.kind = Insn::kLea;
-      r.target = in.address + in.size + static_cast<uint64_t>(x.operands[1].mem.disp);
-    } else if (in.id == X86_INS_CALL && x.op_count == 1 && x.operands[0].type == X86_OP_IMM) {
-      r.kind = Insn::kCall;
-      r.target = static_cast<uint64_t>(x.operands[0].imm);
-    }
-    return r;
-  }
-  csh h_ = 0;
 };
 
 // A global's address as one reader function's code names it.
