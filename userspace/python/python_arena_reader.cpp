@@ -1,6 +1,7 @@
 #include "python/python_arena_reader.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "base/text.h"
@@ -20,21 +21,19 @@ class ArenaReader {
   // Reads and decodes one table into the census; false (with why_) when it
   // cannot be read or does not hold together.
   bool add_table(const PyArenaTableRef& ref) {
-    if (auto bad = check_py_arena_table_ref(ref)) return fail(*bad);
-    const uint64_t bytes = ref.count * kPyArenaObjectSize;
-    if (spent_ + bytes > budget_)
-      return fail("the arena table (" + std::to_string(bytes) + " bytes) exceeds what is left of the read budget");
-    std::vector<uint8_t> table(bytes);
-    for (uint64_t off = 0; off < bytes; off += kTableChunk) {
-      if (deadline_.expired()) return fail("the capture's deadline passed while reading the arena table");
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(kTableChunk, bytes - off));
-      if (!mem_.read(ref.arenas + off, table.data() + off, n))
-        return fail("cannot read the arena table at " + hex(ref.arenas + off));
-    }
-    spent_ += bytes;
     std::string why;
-    auto census = decode_py_arena_table(table, geometry_, maps_, why);
+    auto census = read_table(ref, why);
     if (!census) return fail(why);
+    total_.arenas.insert(total_.arenas.end(), census->arenas.begin(), census->arenas.end());
+    total_.used_pool_bytes += census->used_pool_bytes;
+    return true;
+  }
+  // add_table for a reference that may not be one (a guess): false, and
+  // nothing recorded, when it does not read as an arena table.
+  bool try_table(const PyArenaTableRef& ref) {
+    std::string why;
+    auto census = read_table(ref, why);
+    if (!census || census->arenas.empty()) return false;
     total_.arenas.insert(total_.arenas.end(), census->arenas.begin(), census->arenas.end());
     total_.used_pool_bytes += census->used_pool_bytes;
     return true;
@@ -58,6 +57,32 @@ class ArenaReader {
   RemoteMemory& mem() { return mem_; }
 
  private:
+  std::optional<PyArenaCensus> read_table(const PyArenaTableRef& ref, std::string& why) {
+    if (auto bad = check_py_arena_table_ref(ref)) {
+      why = *bad;
+      return std::nullopt;
+    }
+    const uint64_t bytes = ref.count * kPyArenaObjectSize;
+    if (spent_ + bytes > budget_) {
+      why = "the arena table (" + std::to_string(bytes) + " bytes) exceeds what is left of the read budget";
+      return std::nullopt;
+    }
+    std::vector<uint8_t> table(bytes);
+    for (uint64_t off = 0; off < bytes; off += kTableChunk) {
+      if (deadline_.expired()) {
+        why = "the capture's deadline passed while reading the arena table";
+        return std::nullopt;
+      }
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kTableChunk, bytes - off));
+      if (!mem_.read(ref.arenas + off, table.data() + off, n)) {
+        why = "cannot read the arena table at " + hex(ref.arenas + off);
+        return std::nullopt;
+      }
+    }
+    spent_ += bytes;
+    return decode_py_arena_table(table, geometry_, maps_, why);
+  }
+
   RemoteMemory& mem_;
   const std::vector<Mapping>& maps_;
   PyArenaGeometry geometry_;
@@ -67,11 +92,31 @@ class ArenaReader {
   std::string why_;
 };
 
-// 3.8-3.11: the statics, when .symtab names them.
+// A stripped module: the first (maxarenas, arenas) pair among the globals
+// its arena readers load that reads as a non-empty table. maxarenas doubles
+// from 16, so only such values are tried: a wrong pair costs a 4- and an
+// 8-byte read, and a table read only when its count is one of those.
+bool guess_static_table(ArenaReader& r, const PythonRuntime& rt) {
+  for (uint64_t max_var : rt.maxarenas_candidates) {
+    uint32_t max = 0;
+    if (!r.mem().read_value(max_var, max) || max < 16 || (max & (max - 1)) != 0) continue;
+    for (uint64_t arenas_var : rt.arenas_candidates) {
+      uint64_t arenas = 0;
+      if (arenas_var != max_var && r.mem().read_value(arenas_var, arenas) && arenas && r.try_table({arenas, max}))
+        return true;
+    }
+  }
+  return false;
+}
+
+// 3.8-3.11: the statics, by .symtab's names or else guessed from the code.
 void read_static_table(ArenaReader& r, const PythonRuntime& rt) {
   if (!rt.arenas_var) {
-    r.fail("the arena table is a static of obmalloc.c, named only in .symtab, which " + rt.module +
-           " does not have (stripped)");
+    if (!guess_static_table(r, rt))
+      r.fail("the arena table is a static of obmalloc.c, named only in .symtab, which " + rt.module +
+             " does not have (stripped), and none of the " + std::to_string(rt.maxarenas_candidates.size()) +
+             " x " + std::to_string(rt.arenas_candidates.size()) +
+             " globals that _Py_GetAllocatedBlocks and _PyObject_DebugMallocStats load reads as one");
     return;
   }
   uint64_t arenas = 0;

@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
 #include "base/checked_bytes.h"
 #include "elf/module_map.h"
+#include "elf/x86_code.h"
 
 namespace oomsnap {
 namespace {
@@ -18,6 +20,30 @@ std::string basename_of(const std::string& path) {
   std::string b = slash == std::string::npos ? path : path.substr(slash + 1);
   if (auto del = b.find(" (deleted)"); del != std::string::npos) b.resize(del);
   return b;
+}
+
+// The first kMaxArenaCandidates distinct 8- and 4-byte globals loaded by
+// the first kArenaCodeBytes of each exported function that reads
+// obmalloc.c's arena table (their code is the module's, and may be
+// anything: the candidates are only tried against the target's memory).
+constexpr size_t kArenaCodeBytes = 1024, kMaxArenaCandidates = 8;
+void arena_table_candidates(const ElfFile& elf, uint64_t bias, PythonRuntime& rt) {
+  const Disassembler dis;
+  if (!dis.ok()) return;
+  auto add = [](std::vector<uint64_t>& to, uint64_t addr) {
+    if (to.size() < kMaxArenaCandidates && std::find(to.begin(), to.end(), addr) == to.end()) to.push_back(addr);
+  };
+  for (const char* fn : {"_Py_GetAllocatedBlocks", "_PyObject_DebugMallocStats"}) {
+    const auto sym = elf.symbol(fn);
+    if (!sym || !sym->value) continue;
+    std::span<const uint8_t> code;
+    for (size_t len = kArenaCodeBytes; len >= 64 && code.empty(); len /= 2)  // near the end of a segment: less
+      if (auto b = elf.bytes_at_vaddr(sym->value, len)) code = *b;
+    for (const Insn& i : dis.decode(sym->value, code)) {
+      if (i.kind == Insn::kLoad64) add(rt.arenas_candidates, i.target + bias);
+      else if (i.kind == Insn::kLoad32) add(rt.maxarenas_candidates, i.target + bias);
+    }
+  }
 }
 
 // Fills `rt` from a module's ELF when it holds _PyRuntime.
@@ -41,6 +67,8 @@ bool inspect_module(const Target& target, const ElfFile& elf, uint64_t inode, co
   if (arenas && maxarenas && arenas->value && maxarenas->value && arenas->size == 8 && maxarenas->size == 4) {
     rt.arenas_var = arenas->value + *bias;
     rt.maxarenas_var = maxarenas->value + *bias;
+  } else {
+    arena_table_candidates(elf, *bias, rt);
   }
   if (auto named = python_version_from_name(basename_of(path))) {
     rt.free_threaded_name = named->second;

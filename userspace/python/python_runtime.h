@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include "core/collector.h"
@@ -27,6 +28,11 @@ struct PythonRuntime {
   // target. They are file-local statics, named only in .symtab: 0 when the
   // module is stripped (Debian's and most distributions' interpreters).
   uint64_t arenas_var = 0, maxarenas_var = 0;
+  // When stripped: the globals that _Py_GetAllocatedBlocks (3.10, 3.11) and
+  // _PyObject_DebugMallocStats (3.8-3.11), exported both, load first: the
+  // 8-byte and the 4-byte ones, in the target. `arenas` and `maxarenas` are
+  // among them (python_arena_reader.cpp tries them against the table).
+  std::vector<uint64_t> arenas_candidates, maxarenas_candidates;
 };
 
 std::optional<PythonRuntime> find_python_runtime(Target& target);

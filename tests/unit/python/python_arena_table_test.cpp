@@ -4,10 +4,17 @@
 // mappings, more free pools than pools) are refused with a reason.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstring>
 
+#include "core/collector.h"
+#include "core/remote_memory.h"
+#include "python/python_arena_reader.h"
 #include "python/python_arena_table.h"
 #include "python/python_layout.h"
+#include "python/python_runtime.h"
 
 using namespace oomsnap;
 
@@ -179,4 +186,45 @@ TEST(PythonArenaTable, InterpreterObmallocOffsetPerVersion) {
   d.gc_size = 240;  // 3.14.0-3.14.4: 24 bytes less than the table's 264
   ASSERT_FALSE(apply_py_debug_offsets(L, d));
   EXPECT_EQ(L.interp_obmalloc, 10904u - 24);
+}
+
+// A stripped interpreter (Debian's): the table is found among the globals
+// its arena readers load, each pair tried against the target's memory (here
+// this process's own): a maxarenas that is no power of two from 16 is never
+// tried, a table that reads as no arenas is passed over, and the first pair
+// that reads as one wins. None: a reason, and nothing claimed.
+TEST(PythonArenaTable, AStrippedModulesTableIsTheFirstCandidatePairThatReadsAsOne) {
+  static uint32_t odd_max = 24, max16 = 16;
+  const std::vector<uint8_t> zeros(16 * kPyArenaObjectSize, 0);
+  std::vector<Entry> entries(16, Entry{0, 0, 0});
+  entries[0] = {0x7f0000000000, 4, 64};
+  entries[5] = {0x555500000000, 0, 64};
+  std::vector<uint8_t> table = table_of(entries);
+  for (size_t i = 0; i < entries.size(); ++i)  // unused entries: address 0
+    if (!entries[i].address) std::memset(table.data() + i * kPyArenaObjectSize, 0, 8);
+  static uint64_t zeros_ptr, table_ptr;
+  zeros_ptr = reinterpret_cast<uint64_t>(zeros.data());
+  table_ptr = reinterpret_cast<uint64_t>(table.data());
+  auto addr = [](const void* p) { return reinterpret_cast<uint64_t>(p); };
+
+  RemoteMemory mem(::getpid());
+  const auto layout = python_layout_for(0x030b0000);
+  ASSERT_TRUE(layout);
+  ASSERT_EQ(layout->interp_obmalloc, 0u);  // 3.11: the statics
+  const Deadline deadline(std::chrono::seconds(10));
+  PythonRuntime rt;
+  rt.module = "/usr/bin/python3.11";
+  rt.maxarenas_candidates = {addr(&odd_max), addr(&max16)};
+  rt.arenas_candidates = {addr(&zeros_ptr), addr(&max16), addr(&table_ptr)};
+  PyArenaRead r = read_py_arenas(mem, kMaps, rt, *layout, 64 * kMiB, deadline);
+  EXPECT_EQ(r.reason, "");
+  EXPECT_EQ(r.arenas, 2u);
+  EXPECT_EQ(r.used_pool_bytes, (60 + 64) * 16 * kKiB);
+  EXPECT_FALSE(r.claims.empty());
+
+  rt.arenas_candidates = {addr(&zeros_ptr), addr(&max16)};
+  r = read_py_arenas(mem, kMaps, rt, *layout, 64 * kMiB, deadline);
+  EXPECT_NE(r.reason.find("none of the 2 x 2 globals"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.arenas, 0u);
+  EXPECT_TRUE(r.claims.empty());
 }
