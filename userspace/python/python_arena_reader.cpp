@@ -95,15 +95,20 @@ class ArenaReader {
 // A stripped module: the first (maxarenas, arenas) pair among the globals
 // its arena readers load that reads as a non-empty table. maxarenas doubles
 // from 16, so only such values are tried: a wrong pair costs a 4- and an
-// 8-byte read, and a table read only when its count is one of those.
+// 8-byte read, and a table read only when its count is one of those. At
+// most kMaxGuessedTables tables are read (a crafted target could otherwise
+// have 64 pairs read 6 MiB each).
+constexpr int kMaxGuessedTables = 4;
 bool guess_static_table(ArenaReader& r, const PythonRuntime& rt) {
+  int tables = 0;
   for (uint64_t max_var : rt.maxarenas_candidates) {
     uint32_t max = 0;
     if (!r.mem().read_value(max_var, max) || max < 16 || (max & (max - 1)) != 0) continue;
     for (uint64_t arenas_var : rt.arenas_candidates) {
       uint64_t arenas = 0;
-      if (arenas_var != max_var && r.mem().read_value(arenas_var, arenas) && arenas && r.try_table({arenas, max}))
-        return true;
+      if (arenas_var == max_var || !r.mem().read_value(arenas_var, arenas) || !arenas) continue;
+      if (tables++ == kMaxGuessedTables) return false;
+      if (r.try_table({arenas, max})) return true;
     }
   }
   return false;

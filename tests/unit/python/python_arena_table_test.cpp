@@ -228,3 +228,29 @@ TEST(PythonArenaTable, AStrippedModulesTableIsTheFirstCandidatePairThatReadsAsOn
   EXPECT_EQ(r.arenas, 0u);
   EXPECT_TRUE(r.claims.empty());
 }
+
+// A crafted stripped module: every candidate a maxarenas of 2^17 (a 6 MiB
+// table) and every pointer readable: at most four tables are read while
+// guessing, not 64.
+TEST(PythonArenaTable, GuessingReadsAtMostFourTables) {
+  static uint32_t maxes[8];
+  static uint64_t ptrs[8];
+  const std::vector<uint8_t> big((size_t{1} << 17) * kPyArenaObjectSize, 0);
+  PythonRuntime rt;
+  for (int i = 0; i < 8; ++i) {
+    maxes[i] = 1u << 17;
+    ptrs[i] = reinterpret_cast<uint64_t>(big.data());
+    rt.maxarenas_candidates.push_back(reinterpret_cast<uint64_t>(&maxes[i]));
+    rt.arenas_candidates.push_back(reinterpret_cast<uint64_t>(&ptrs[i]));
+  }
+  RemoteMemory mem(::getpid());
+  const auto layout = python_layout_for(0x030b0000);
+  ASSERT_TRUE(layout);
+  const Deadline deadline(std::chrono::seconds(30));
+  const uint64_t before = mem.bytes_read();
+  const PyArenaRead r = read_py_arenas(mem, kMaps, rt, *layout, uint64_t{1} << 30, deadline);
+  EXPECT_NE(r.reason.find("none of the 8 x 8 globals"), std::string::npos) << r.reason;
+  const uint64_t table = (uint64_t{1} << 17) * kPyArenaObjectSize;
+  EXPECT_LE(mem.bytes_read() - before, 4 * table + 4096) << "read " << (mem.bytes_read() - before) / table << " tables";
+  EXPECT_GE(mem.bytes_read() - before, 4 * table);
+}
