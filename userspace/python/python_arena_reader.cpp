@@ -24,8 +24,7 @@ class ArenaReader {
     std::string why;
     auto census = read_table(ref, why);
     if (!census) return fail(why);
-    total_.arenas.insert(total_.arenas.end(), census->arenas.begin(), census->arenas.end());
-    total_.used_pool_bytes += census->used_pool_bytes;
+    merge(*census);
     return true;
   }
   // add_table for a reference that may not be one (a guess): false, and
@@ -34,8 +33,7 @@ class ArenaReader {
     std::string why;
     auto census = read_table(ref, why);
     if (!census || census->arenas.empty()) return false;
-    total_.arenas.insert(total_.arenas.end(), census->arenas.begin(), census->arenas.end());
-    total_.used_pool_bytes += census->used_pool_bytes;
+    merge(*census);
     return true;
   }
 
@@ -57,6 +55,10 @@ class ArenaReader {
   RemoteMemory& mem() { return mem_; }
 
  private:
+  void merge(const PyArenaCensus& census) {
+    total_.arenas.insert(total_.arenas.end(), census.arenas.begin(), census.arenas.end());
+    total_.used_pool_bytes += census.used_pool_bytes;
+  }
   std::optional<PyArenaCensus> read_table(const PyArenaTableRef& ref, std::string& why) {
     if (auto bad = check_py_arena_table_ref(ref)) {
       why = *bad;
