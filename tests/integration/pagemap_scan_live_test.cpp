@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -116,10 +117,65 @@ TEST(PagemapScanLive, AgreesWithSmapsOnTenThousandMappings) {
   expect_scan_agrees_with_smaps(p->pid(), "10,000 mappings");
 }
 
+// The maps text read at the capture's start (Target::open) is what the
+// breakdown uses while it holds: the same mappings and kinds as a fresh
+// read. When the process mapped more since (here 16 MiB, touched), the scan
+// finds resident pages in none of its mappings and maps is read again: the
+// new memory is counted and the kinds sum to the RSS.
+TEST(PagemapScanLive, MapsReadBeforeAreUsedWhileTheyHoldAndReadAgainWhenStale) {
+  const std::string go = "/tmp/oomsnap-test-known-maps-" + std::to_string(getpid());
+  RemoveAtExit remove_after{go};
+  Process p({"/usr/bin/python3", "-c",
+             "import mmap, os, time\n"
+             "print('ready', flush=True)\n"
+             "while not os.path.exists('" + go + "'): time.sleep(0.01)\n"
+             "b = mmap.mmap(-1, 16 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
+             "for i in range(0, len(b), 4096): b[i] = 1\n"
+             "print('mapped', flush=True)\n"
+             "time.sleep(120)\n"});
+  ASSERT_EQ(p.read_line(60s), "ready");
+  auto read_with = [&](const std::string& known) {
+    SmapsLimits limits;
+    limits.deadline = std::chrono::steady_clock::now() + 5s;
+    const ProcessMemory status = read_process_memory(p.pid());
+    const SmapsRead r = read_resident_by_mapping(p.pid(), limits, status, read_tmpfs_devices(p.pid(), limits.deadline),
+                                                 BreakdownSource::kAuto, {}, known);
+    EXPECT_EQ(r.error, "");
+    EXPECT_EQ(r.source, "pagemap_scan") << r.reason;
+    EXPECT_FALSE(r.cut) << r.reason;
+    return std::make_pair(r, build_breakdown(r, {}, status));
+  };
+  std::string known;
+  ASSERT_TRUE(read_text_file("/proc/" + std::to_string(p.pid()) + "/maps", known));
+  // Still current: the kept text's mappings, every resident page in them.
+  const auto [held, held_b] = read_with(known);
+  const auto [fresh, fresh_b] = read_with("");
+  EXPECT_EQ(held.resident_outside_mappings, 0u);
+  EXPECT_EQ(held.mappings.size(), fresh.mappings.size());
+  for (size_t k = 0; k < kMemoryKinds; ++k)
+    EXPECT_NEAR(static_cast<double>(held_b.at(static_cast<MemoryKind>(k))),
+                static_cast<double>(fresh_b.at(static_cast<MemoryKind>(k))), 8 * 4096.0)
+        << memory_kind_name(static_cast<MemoryKind>(k));
+  // Stale: 16 MiB mapped and touched after the text was taken.
+  { std::ofstream(go) << "go\n"; }
+  ASSERT_EQ(p.read_line(60s), "mapped");
+  const auto [after, after_b] = read_with(known);
+  const ProcessMemory status = read_process_memory(p.pid());
+  ASSERT_TRUE(status.rss_bytes);
+  EXPECT_GE(after_b.at(MemoryKind::kNative), held_b.at(MemoryKind::kNative) + (15u << 20))
+      << "the 16 MiB mapped after the maps text was read are not counted";
+  EXPECT_NEAR(static_cast<double>(after_b.total()), static_cast<double>(*status.rss_bytes), 0.02 * *status.rss_bytes);
+}
+
 // In a child whose seccomp filter answers ioctl with EPERM (as a runtime's
-// profile without it would): the read falls back to smaps and says why.
-TEST(PagemapScanLive, SmapsIsTakenWhenTheIoctlIsRefused) {
+// profile without it would): the read falls back to smaps and says why,
+// with maps read before (as the capture has them) or not.
+class PagemapScanRefused : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(MapsReadBefore, PagemapScanRefused, ::testing::Bool());
+TEST_P(PagemapScanRefused, SmapsIsTaken) {
   auto p = python_running("x = bytearray(8 << 20)\n");
+  std::string known;
+  if (GetParam()) ASSERT_TRUE(read_text_file("/proc/" + std::to_string(p->pid()) + "/maps", known));
   int out[2];
   ASSERT_EQ(pipe(out), 0);
   const pid_t child = fork();
@@ -134,7 +190,9 @@ TEST(PagemapScanLive, SmapsIsTakenWhenTheIoctlIsRefused) {
     } else {
       SmapsLimits limits;
       limits.deadline = std::chrono::steady_clock::now() + 5s;
-      const SmapsRead r = read_resident_by_mapping(p->pid(), limits, read_process_memory(p->pid()));
+      const SmapsRead r = read_resident_by_mapping(p->pid(), limits, read_process_memory(p->pid()),
+                                                   read_tmpfs_devices(p->pid(), limits.deadline),
+                                                   BreakdownSource::kAuto, {}, known);
       line = r.source + "|" + std::to_string(r.mappings.size()) + "|" + r.reason;
     }
     (void)!write(out[1], line.data(), line.size());

@@ -127,7 +127,8 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
                                              std::chrono::milliseconds(breakdown_share), kSmapsBudget);
   // The mount table once, for the tmpfs devices here and the walk below.
   const MountInfoText mountinfo = read_mountinfo(pid, limits.deadline);
-  const SmapsRead read = read_resident_by_mapping(pid, limits, rec.process_memory, tmpfs_devices_of(mountinfo));
+  const SmapsRead read = read_resident_by_mapping(pid, limits, rec.process_memory, tmpfs_devices_of(mountinfo),
+                                                 BreakdownSource::kAuto, {}, target->maps_text());
   // What of the claimed ranges is resident (a grown goroutine stack is
   // seldom touched whole).
   std::optional<PagemapResidency> pagemap;

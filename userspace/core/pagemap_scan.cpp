@@ -50,13 +50,16 @@ bool add_page_regions(SmapsRead& read, size_t& cursor, const PageRegion* regions
     auto& maps = read.mappings;
     while (cursor < maps.size() && maps[cursor].end <= clipped.start) ++cursor;
     // A region may span mappings (the kernel merges equal neighbours).
+    uint64_t in_mappings = 0;
     for (size_t j = cursor; j < maps.size() && maps[j].start < clipped.end; ++j) {
       SmapsMapping& m = maps[j];
-      if (m.not_rss) continue;
       const uint64_t bytes = std::min(clipped.end, m.end) - std::max(clipped.start, m.start);
+      in_mappings += bytes;
+      if (m.not_rss) continue;
       m.rss += bytes;
       if (anon) m.anonymous += bytes;
     }
+    read.resident_outside_mappings += (clipped.end - clipped.start) - in_mappings;
   }
   return true;
 }
@@ -74,9 +77,10 @@ bool scan_agrees_with_status(const SmapsRead& read, const ProcessMemory& status,
 }
 
 bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
-                  std::chrono::steady_clock::time_point deadline, std::string& why) {
+                  std::chrono::steady_clock::time_point deadline, std::string& why, ScanRange range) {
   // The address range to walk: every mapping but [vsyscall], which lies
-  // above the user address space (the ioctl refuses it with EFAULT).
+  // above the user address space (the ioctl refuses it with EFAULT); or the
+  // whole user address space, to find what was mapped since the maps read.
   uint64_t begin = 0, end = 0;
   size_t scanned_mappings = 0;
   for (const SmapsMapping& m : read.mappings) {
@@ -84,6 +88,10 @@ bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
     if (!end) begin = m.start;
     end = m.end;
     ++scanned_mappings;
+  }
+  if (range == ScanRange::kUserSpace) {
+    begin = 0;
+    end = std::max(end, kUserSpaceEnd);
   }
   if (!end) return true;  // nothing mapped
   const std::string path = "/proc/" + std::to_string(pid) + "/pagemap";
@@ -147,15 +155,41 @@ SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const P
 
 SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const ProcessMemory& status,
                                    const TmpfsDevices& tmpfs, BreakdownSource source,
-                                   const PagemapScanLimits& scan_limits) {
+                                   const PagemapScanLimits& scan_limits, std::string_view known_maps) {
   auto with_tmpfs_reason = [&](SmapsRead r) {
     if (!tmpfs.reason.empty()) r.reason = r.reason.empty() ? tmpfs.reason : r.reason + "; " + tmpfs.reason;
     return r;
   };
   if (source == BreakdownSource::kSmaps) return read_smaps(pid, limits, tmpfs);
+  // The fallback: smaps, with what refused the scan.
+  auto from_smaps = [&](const std::string& why) {
+    SmapsRead r = read_smaps(pid, limits, tmpfs);
+    const std::string note = "read from smaps: " + why;
+    r.reason = r.reason.empty() ? note : r.reason + "; " + note;
+    return r;
+  };
+  std::string why;
+  if (!known_maps.empty()) {
+    // The maps read earlier (at Target::open), if they still hold: every
+    // resident page the scan of the whole address space finds lies in one
+    // of them. A process that mapped more since (a thread, a grown heap)
+    // is read again below. What this cannot see, a mapping replaced by
+    // another over the same range, is counted in the old one's name.
+    SmapsRead r = parse_maps(known_maps, limits, tmpfs);
+    r.source = "pagemap_scan";
+    if (r.error.empty() && !r.cut) {
+      // Refused (an older kernel, a filter) or counting what RSS does
+      // not: so would a second try be.
+      if (!scan_pagemap(pid, r, scan_limits, limits.deadline, why, ScanRange::kUserSpace)) return from_smaps(why);
+      if (r.cut) return with_tmpfs_reason(std::move(r));  // no time left to read the maps again
+      if (!r.resident_outside_mappings) {
+        if (!scan_agrees_with_status(r, status, why)) return from_smaps(why);
+        return with_tmpfs_reason(std::move(r));
+      }
+    }
+  }
   const std::string maps_path = "/proc/" + std::to_string(pid) + "/maps";
   UniqueFd fd(::open(maps_path.c_str(), O_RDONLY | O_CLOEXEC));
-  std::string why;
   if (fd.get() < 0) {
     why = "cannot read " + maps_path + ": " + errno_text(errno);
   } else {
@@ -165,11 +199,7 @@ SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const P
     if (scan_pagemap(pid, r, scan_limits, limits.deadline, why) && (r.cut || scan_agrees_with_status(r, status, why)))
       return with_tmpfs_reason(std::move(r));
   }
-  // The fallback: smaps, with what refused the scan.
-  SmapsRead r = read_smaps(pid, limits, tmpfs);
-  const std::string note = "read from smaps: " + why;
-  r.reason = r.reason.empty() ? note : r.reason + "; " + note;
-  return r;
+  return from_smaps(why);
 }
 
 }  // namespace oomsnap

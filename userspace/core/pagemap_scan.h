@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/proc_info.h"
 #include "core/smaps_breakdown.h"
@@ -65,16 +66,29 @@ enum class BreakdownSource { kAuto, kSmaps };
 // pages; a cut read has cut and reason set as read_smaps's.
 // `tmpfs`: the process's tmpfs devices (tmpfs_devices_of its mount table);
 // without it, the mount table is read here.
+// `known_maps`: a /proc/PID/maps text read earlier in the capture
+// (Target::maps_text). Used when the scan finds every resident page inside
+// its mappings, else maps is read again: the kernel's second walk of every
+// mapping to write the text was half the breakdown's cost, and more in a
+// fresh capture process with the target's structures out of cache.
 SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const ProcessMemory& status,
                                    const TmpfsDevices& tmpfs, BreakdownSource source = BreakdownSource::kAuto,
-                                   const PagemapScanLimits& scan_limits = {});
+                                   const PagemapScanLimits& scan_limits = {}, std::string_view known_maps = {});
 SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const ProcessMemory& status,
                                    BreakdownSource source = BreakdownSource::kAuto,
                                    const PagemapScanLimits& scan_limits = {});
 
 // The scan alone: false, with why (errno's text), when the ioctl is refused
 // or fails or its regions are not the kernel's; `read` holds maps' mappings.
+// kMappings walks from the first mapping to the last; kUserSpace walks the
+// whole user address space, so that resident pages outside the mappings
+// (read.resident_outside_mappings) show a maps text gone stale.
+enum class ScanRange { kMappings, kUserSpace };
+// x86-64's user address space with 4-level page tables (TASK_SIZE_MAX);
+// a mapping above it (5-level, asked for by address) extends the walk.
+inline constexpr uint64_t kUserSpaceEnd = (uint64_t{1} << 47) - 4096;
 bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
-                  std::chrono::steady_clock::time_point deadline, std::string& why);
+                  std::chrono::steady_clock::time_point deadline, std::string& why,
+                  ScanRange range = ScanRange::kMappings);
 
 }  // namespace oomsnap

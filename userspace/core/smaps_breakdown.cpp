@@ -320,8 +320,10 @@ SmapsRead SmapsParser::finish(bool whole) {
 
 }  // namespace
 
-SmapsRead parse_smaps(string_view text, const SmapsLimits& limits, const TmpfsDevices& tmpfs) {
-  SmapsParser p(limits, tmpfs);
+namespace {
+
+SmapsRead parse_text(string_view text, const SmapsLimits& limits, const TmpfsDevices& tmpfs, bool maps_only) {
+  SmapsParser p(limits, tmpfs, maps_only);
   while (!text.empty()) {
     size_t nl = text.find('\n');
     string_view line = text.substr(0, nl);
@@ -329,6 +331,16 @@ SmapsRead parse_smaps(string_view text, const SmapsLimits& limits, const TmpfsDe
     if (!p.line(line)) break;
   }
   return p.finish(true);
+}
+
+}  // namespace
+
+SmapsRead parse_smaps(string_view text, const SmapsLimits& limits, const TmpfsDevices& tmpfs) {
+  return parse_text(text, limits, tmpfs, false);
+}
+
+SmapsRead parse_maps(string_view text, const SmapsLimits& limits, const TmpfsDevices& tmpfs) {
+  return parse_text(text, limits, tmpfs, true);
 }
 
 namespace {
@@ -402,13 +414,21 @@ MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryC
   std::unordered_map<uint64_t, uint64_t> by_name;  // (name << 8 | kind) -> bytes
   uint64_t thread_stack_bytes = 0;
   // Unnamed anonymous mappings: only the largest can be in the detail, so
-  // only those are named (by address range); naming every one cost a
-  // 10,000-mapping process ~2 ms.
+  // only those are kept and named (by address range): naming every one
+  // cost a 10,000-mapping process ~2 ms, and a list of all of them ~1 ms of
+  // page faults in a fresh capture process.
   struct Unnamed {
     uint64_t bytes;
     size_t i;
   };
-  std::vector<Unnamed> unnamed;
+  // Largest first, then by kind and address (the detail's own order).
+  auto before = [&](const Unnamed& x, const Unnamed& y) {
+    const SmapsMapping &mx = read.mappings[x.i], &my = read.mappings[y.i];
+    return std::tie(y.bytes, mx.anon_kind, mx.start) < std::tie(x.bytes, my.anon_kind, my.start);
+  };
+  constexpr size_t kMost = MemoryBreakdown::kMaxDetail;
+  std::vector<Unnamed> largest;  // at most kMost, in that order
+  largest.reserve(kMost + 1);
   for (size_t i = 0; i < read.mappings.size(); ++i) {
     const SmapsMapping& m = read.mappings[i];
     const uint64_t rest = m.rss - m.anonymous;
@@ -417,19 +437,14 @@ MemoryBreakdown build_breakdown(const SmapsRead& read, const std::vector<MemoryC
     if (!anon) continue;
     if (m.anon_kind == MemoryKind::kStacks && !m.name) thread_stack_bytes += anon;
     else if (m.name) by_name[uint64_t{m.name} << 8 | static_cast<uint64_t>(m.anon_kind)] += anon;
-    else unnamed.push_back({anon, i});
+    else if (const Unnamed u{anon, i}; largest.size() < kMost || before(u, largest.back())) {
+      largest.insert(std::upper_bound(largest.begin(), largest.end(), u, before), u);
+      if (largest.size() > kMost) largest.pop_back();
+    }
   }
-  // Largest first, then by kind and address (the detail's own order).
-  auto before = [&](const Unnamed& x, const Unnamed& y) {
-    const SmapsMapping &mx = read.mappings[x.i], &my = read.mappings[y.i];
-    return std::tie(y.bytes, mx.anon_kind, mx.start) < std::tie(x.bytes, my.anon_kind, my.start);
-  };
-  const size_t named_unnamed = std::min(unnamed.size(), MemoryBreakdown::kMaxDetail);
-  std::partial_sort(unnamed.begin(), unnamed.begin() + static_cast<std::ptrdiff_t>(named_unnamed), unnamed.end(),
-                    before);
-  for (size_t k = 0; k < named_unnamed; ++k) {
-    const SmapsMapping& m = read.mappings[unnamed[k].i];
-    b.add_detail(m.anon_kind, "anonymous mapping " + hex(m.start) + "-" + hex(m.end), unnamed[k].bytes);
+  for (const Unnamed& u : largest) {
+    const SmapsMapping& m = read.mappings[u.i];
+    b.add_detail(m.anon_kind, "anonymous mapping " + hex(m.start) + "-" + hex(m.end), u.bytes);
   }
   for (const auto& [key, bytes] : by_name)
     b.add_detail(static_cast<MemoryKind>(key & 0xff), read.names[key >> 8], bytes);

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/huge_page_allocator.h"
 #include "core/memory_breakdown.h"
 #include "core/proc_info.h"
 
@@ -76,9 +77,12 @@ struct SmapsMapping {
 };
 
 struct SmapsRead {
-  std::vector<SmapsMapping> mappings;  // in address order
+  ScratchVector<SmapsMapping> mappings;  // in address order (huge-page backed when large)
   std::vector<std::string> names{""};  // names[0] is "no name"
   uint64_t thread_stacks = 0;          // mappings taken as thread stacks
+  // Resident bytes the pagemap scan found in no mapping read: the maps
+  // were read before the process mapped more (pagemap_scan.h).
+  uint64_t resident_outside_mappings = 0;
   bool cut = false;                    // a limit stopped the read: reason says which
   std::string reason;
   std::string error;                   // set: the text was not smaps (nothing else is valid)
@@ -88,6 +92,8 @@ struct SmapsRead {
 };
 
 SmapsRead parse_smaps(std::string_view text, const SmapsLimits& limits, const TmpfsDevices& tmpfs);
+// A /proc/PID/maps text: the mappings, kinds and names, no resident bytes.
+SmapsRead parse_maps(std::string_view text, const SmapsLimits& limits, const TmpfsDevices& tmpfs);
 
 // Resident anonymous bytes in [start, end) (PagemapResidency); nullopt when
 // it cannot say.

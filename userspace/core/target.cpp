@@ -21,7 +21,10 @@ std::unique_ptr<Target> Target::open(pid_t pid, std::string& error) {
   // Opening the exe through /proc works across mount namespaces and keeps the
   // inode alive even if the target exits or the file is replaced.
   int fd = ::open(exe.c_str(), O_RDONLY | O_CLOEXEC);
-  auto maps = read_maps(pid);
+  std::string maps_text;
+  std::vector<Mapping> maps;
+  if (read_text_file("/proc/" + std::to_string(pid) + "/maps", maps_text)) maps = parse_proc_maps(maps_text);
+  else maps_text.clear();
   if (fd < 0 && maps.empty()) {
     const int err = errno;
     auto now = read_identity(pid);
@@ -32,7 +35,7 @@ std::unique_ptr<Target> Target::open(pid_t pid, std::string& error) {
               " (need root or CAP_SYS_PTRACE + CAP_DAC_READ_SEARCH)";
     return nullptr;
   }
-  return std::unique_ptr<Target>(new Target(std::move(*id), fd, std::move(maps)));
+  return std::unique_ptr<Target>(new Target(std::move(*id), fd, std::move(maps), std::move(maps_text)));
 }
 
 Target::~Target() {

@@ -32,6 +32,10 @@ class Target {
   // Why exe_elf() gave nullptr (e.g. an ELF reader limit); empty otherwise.
   const std::string& exe_elf_error() const { return exe_elf_error_; }
   const std::vector<Mapping>& maps() const { return maps_; }
+  // The /proc/PID/maps text maps() was parsed from (empty when not read):
+  // the breakdown parses it again rather than have the kernel walk every
+  // mapping a second time (pagemap_scan.h checks that it still holds).
+  const std::string& maps_text() const { return maps_text_; }
   RemoteMemory& memory() { return memory_; }
   // Still the same process (pid + start time)?
   bool still_same() const;
@@ -48,11 +52,16 @@ class Target {
   int open_mapping(const Mapping& m) const;
 
  private:
-  Target(ProcessIdentity id, int exe_fd, std::vector<Mapping> maps)
-      : identity_(std::move(id)), exe_fd_(exe_fd), maps_(std::move(maps)), memory_(identity_.pid) {}
+  Target(ProcessIdentity id, int exe_fd, std::vector<Mapping> maps, std::string maps_text)
+      : identity_(std::move(id)),
+        exe_fd_(exe_fd),
+        maps_(std::move(maps)),
+        maps_text_(std::move(maps_text)),
+        memory_(identity_.pid) {}
   ProcessIdentity identity_;
   int exe_fd_ = -1;
   std::vector<Mapping> maps_;
+  std::string maps_text_;
   RemoteMemory memory_;
   std::unique_ptr<ElfFile> exe_elf_;
   bool exe_elf_tried_ = false;

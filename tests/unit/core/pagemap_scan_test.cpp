@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/unique_fd.h"
@@ -75,6 +76,44 @@ TEST(MapsRead, CutAtItsMappingBound) {
   EXPECT_TRUE(r.cut);
   EXPECT_EQ(r.mappings.size(), 4u);
   EXPECT_EQ(r.reason, "maps cut at 4 mappings");
+}
+
+// The maps text Target::open keeps, parsed later: as the file read.
+TEST(MapsRead, AKeptTextParsesAsTheFileReads) {
+  TmpfsDevices tmpfs;
+  tmpfs.devices = {{0, 0x1a}};
+  const SmapsRead file = maps_of(kMaps, tmpfs), kept = parse_maps(kMaps, {}, tmpfs);
+  ASSERT_EQ(kept.error, "");
+  ASSERT_EQ(kept.mappings.size(), file.mappings.size());
+  for (size_t i = 0; i < kept.mappings.size(); ++i) {
+    const SmapsMapping &a = kept.mappings[i], &b = file.mappings[i];
+    EXPECT_EQ(std::tie(a.start, a.end, a.anon_kind, a.rest_kind, a.not_rss, a.vsyscall),
+              std::tie(b.start, b.end, b.anon_kind, b.rest_kind, b.not_rss, b.vsyscall))
+        << i;
+    EXPECT_EQ(kept.names[a.name], file.names[b.name]) << i;
+  }
+  EXPECT_EQ(kept.thread_stacks, 1u);
+}
+
+// Resident pages the maps do not hold (a mapping made after they were
+// read): counted apart, so that a kept maps text is known stale.
+TEST(PageRegions, ResidentPagesInNoMappingAreCountedApart) {
+  SmapsRead r = maps_of(kMaps);
+  size_t cursor = 0;
+  std::string why;
+  const std::vector<PageRegion> regions = {
+      {0x55d0001ff000, 0x55d000203000, kPageIsPresent},  // the heap's last page and 3 past its end
+      {0x7f0000801000, 0x7f0000811000, kPageIsPresent},  // 16 pages between two mappings
+      {0x7ffc00104000, 0x7ffc00106000, kPageIsPresent | kPageIsFile},
+  };
+  ASSERT_TRUE(add_page_regions(r, cursor, regions.data(), regions.size(), 0, kUserSpaceEnd, why)) << why;
+  EXPECT_EQ(r.resident_outside_mappings, 19 * kPage);
+  EXPECT_EQ(anon_of(r, 1), kPage);
+  EXPECT_EQ(rest_of(r, 7), 2 * kPage);
+  SmapsRead whole = maps_of(kMaps);
+  cursor = 0;
+  ASSERT_TRUE(add_page_regions(whole, cursor, &regions[2], 1, 0, kUserSpaceEnd, why)) << why;
+  EXPECT_EQ(whole.resident_outside_mappings, 0u);
 }
 
 TEST(PageRegions, PresentPagesByCategoryIntoTheirMappings) {
