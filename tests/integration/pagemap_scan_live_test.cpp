@@ -175,7 +175,9 @@ INSTANTIATE_TEST_SUITE_P(MapsReadBefore, PagemapScanRefused, ::testing::Bool());
 TEST_P(PagemapScanRefused, SmapsIsTaken) {
   auto p = python_running("x = bytearray(8 << 20)\n");
   std::string known;
-  if (GetParam()) ASSERT_TRUE(read_text_file("/proc/" + std::to_string(p->pid()) + "/maps", known));
+  if (GetParam()) {
+    ASSERT_TRUE(read_text_file("/proc/" + std::to_string(p->pid()) + "/maps", known));
+  }
   int out[2];
   ASSERT_EQ(pipe(out), 0);
   const pid_t child = fork();

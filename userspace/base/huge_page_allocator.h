@@ -28,20 +28,34 @@ inline void huge_page_free(void* p, size_t bytes) {
   if (p) munmap(p, (bytes + kHuge - 1) & ~(kHuge - 1));
 }
 
-template <typename T>
-struct HugePageAllocator {
+// Allocations of at least kHugeFrom bytes come from huge-page-backed
+// mappings, smaller ones from malloc (0: every one).
+template <typename T, size_t kHugeFrom>
+struct PageBackedAllocator {
   using value_type = T;
-  HugePageAllocator() = default;
   template <typename U>
-  HugePageAllocator(const HugePageAllocator<U>&) {}
+  struct rebind {
+    using other = PageBackedAllocator<U, kHugeFrom>;
+  };
+  PageBackedAllocator() = default;
+  template <typename U>
+  PageBackedAllocator(const PageBackedAllocator<U, kHugeFrom>&) {}
+  static bool huge(size_t n) { return kHugeFrom == 0 || n >= (kHugeFrom + sizeof(T) - 1) / sizeof(T); }
   T* allocate(size_t n) {
+    if (!huge(n)) return std::allocator<T>().allocate(n);
     size_t mapped;
     return static_cast<T*>(huge_page_alloc(n * sizeof(T), mapped));
   }
-  void deallocate(T* p, size_t n) { huge_page_free(p, n * sizeof(T)); }
+  void deallocate(T* p, size_t n) {
+    if (huge(n)) huge_page_free(p, n * sizeof(T));
+    else std::allocator<T>().deallocate(p, n);
+  }
   template <typename U>
-  bool operator==(const HugePageAllocator<U>&) const { return true; }
+  bool operator==(const PageBackedAllocator<U, kHugeFrom>&) const { return true; }
 };
+
+template <typename T>
+using HugePageAllocator = PageBackedAllocator<T, 0>;
 
 // Small allocations from malloc (whose heap is usually warm), large ones
 // huge-page backed: for tables that are a few entries for most processes
@@ -50,27 +64,8 @@ struct HugePageAllocator {
 // MAP_POPULATE instead of a huge page measured 0.5-1 ms slower).
 // glibc's default mmap threshold: above it malloc maps fresh pages anyway.
 inline constexpr size_t kScratchHugeFrom = 128 * 1024;
-
 template <typename T>
-struct ScratchAllocator {
-  using value_type = T;
-  ScratchAllocator() = default;
-  template <typename U>
-  ScratchAllocator(const ScratchAllocator<U>&) {}
-  T* allocate(size_t n) {
-    if (n > kScratchHugeFrom / sizeof(T)) {
-      size_t mapped;
-      return static_cast<T*>(huge_page_alloc(n * sizeof(T), mapped));
-    }
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, size_t n) {
-    if (n > kScratchHugeFrom / sizeof(T)) huge_page_free(p, n * sizeof(T));
-    else std::allocator<T>().deallocate(p, n);
-  }
-  template <typename U>
-  bool operator==(const ScratchAllocator<U>&) const { return true; }
-};
+using ScratchAllocator = PageBackedAllocator<T, kScratchHugeFrom>;
 
 template <typename T>
 using ScratchVector = std::vector<T, ScratchAllocator<T>>;

@@ -41,6 +41,15 @@ const char* const kMaps =
     "7ffc00104000-7ffc00106000 r-xp 00000000 00:00 0                          [vdso]\n"
     "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]\n";
 
+// kMaps's mappings with the regions of one scan call added.
+SmapsRead scanned(const std::vector<PageRegion>& regions, uint64_t from, uint64_t walk_end) {
+  SmapsRead r = maps_of(kMaps);
+  size_t cursor = 0;
+  std::string why;
+  EXPECT_TRUE(add_page_regions(r, cursor, regions.data(), regions.size(), from, walk_end, why)) << why;
+  return r;
+}
+
 uint64_t anon_of(const SmapsRead& r, size_t i) { return r.mappings.at(i).anonymous; }
 uint64_t rest_of(const SmapsRead& r, size_t i) { return r.mappings.at(i).rss - r.mappings.at(i).anonymous; }
 
@@ -98,29 +107,19 @@ TEST(MapsRead, AKeptTextParsesAsTheFileReads) {
 // Resident pages the maps do not hold (a mapping made after they were
 // read): counted apart, so that a kept maps text is known stale.
 TEST(PageRegions, ResidentPagesInNoMappingAreCountedApart) {
-  SmapsRead r = maps_of(kMaps);
-  size_t cursor = 0;
-  std::string why;
-  const std::vector<PageRegion> regions = {
-      {0x55d0001ff000, 0x55d000203000, kPageIsPresent},  // the heap's last page and 3 past its end
-      {0x7f0000801000, 0x7f0000811000, kPageIsPresent},  // 16 pages between two mappings
-      {0x7ffc00104000, 0x7ffc00106000, kPageIsPresent | kPageIsFile},
-  };
-  ASSERT_TRUE(add_page_regions(r, cursor, regions.data(), regions.size(), 0, kUserSpaceEnd, why)) << why;
+  const PageRegion vdso{0x7ffc00104000, 0x7ffc00106000, kPageIsPresent | kPageIsFile};
+  const SmapsRead r = scanned({{0x55d0001ff000, 0x55d000203000, kPageIsPresent},  // the heap's last page and 3 past it
+                               {0x7f0000801000, 0x7f0000811000, kPageIsPresent},  // 16 pages between two mappings
+                               vdso},
+                              0, kUserSpaceEnd);
   EXPECT_EQ(r.resident_outside_mappings, 19 * kPage);
   EXPECT_EQ(anon_of(r, 1), kPage);
   EXPECT_EQ(rest_of(r, 7), 2 * kPage);
-  SmapsRead whole = maps_of(kMaps);
-  cursor = 0;
-  ASSERT_TRUE(add_page_regions(whole, cursor, &regions[2], 1, 0, kUserSpaceEnd, why)) << why;
-  EXPECT_EQ(whole.resident_outside_mappings, 0u);
+  EXPECT_EQ(scanned({vdso}, 0, kUserSpaceEnd).resident_outside_mappings, 0u);
 }
 
 TEST(PageRegions, PresentPagesByCategoryIntoTheirMappings) {
-  SmapsRead r = maps_of(kMaps);
-  size_t cursor = 0;
-  std::string why;
-  const std::vector<PageRegion> regions = {
+  const SmapsRead r = scanned({
       {0x55d000000000, 0x55d000002000, kPageIsPresent | kPageIsFile},  // the executable's text
       {0x55d000100000, 0x55d000180000, kPageIsPresent},                 // half the heap
       {0x55d000180000, 0x55d000181000, kPageIsPresent | kPageIsPfnZero},  // the zero page: no RSS
@@ -131,8 +130,7 @@ TEST(PageRegions, PresentPagesByCategoryIntoTheirMappings) {
       {0x7ffc00020000, 0x7ffc00021000, kPageIsPresent},
       {0x7ffc00100000, 0x7ffc00101000, kPageIsPresent},                // [vvar]: mapped by pfn
       {0x7ffc00104000, 0x7ffc00106000, kPageIsPresent | kPageIsFile},  // [vdso]
-  };
-  ASSERT_TRUE(add_page_regions(r, cursor, regions.data(), regions.size(), 0x55d000000000, 0x7ffc00106000, why)) << why;
+  }, 0x55d000000000, 0x7ffc00106000);
   EXPECT_EQ(rest_of(r, 0), 2 * kPage);
   EXPECT_EQ(anon_of(r, 0), 0u);
   EXPECT_EQ(anon_of(r, 1), 0x80000u);
