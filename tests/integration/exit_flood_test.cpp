@@ -30,6 +30,7 @@
 
 #include "agent/events/bpf_events.h"
 #include "agent_process.h"
+#include "cgroup_child.h"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -46,41 +47,12 @@ namespace {
 // deaths() is how many children really died by SIGKILL.
 class Flood {
  public:
-  Flood(const TestMemcg& cg, int n, double seconds) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork");
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      const int cfd = open((cg.dir() + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-      if (cfd < 0 || write(cfd, "0\n", 2) != 2) _exit(126);
-      close(cfd);
-      _exit(run(fds[1], n, seconds));
-    }
-    close(fds[1]);
-    fd_ = fds[0];
-  }
-  ~Flood() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (fd_ >= 0) close(fd_);
-  }
+  Flood(const TestMemcg& cg, int n, double seconds) : child_(cg, [n, seconds] { return run(n, seconds); }) {}
   // The deaths once the flood is over, -1 while it runs (after `timeout`).
-  int deaths(std::chrono::milliseconds timeout) {
-    pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return -1;
-    int n = -1;
-    if (read(fd_, &n, sizeof n) != sizeof n) return -1;
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    return n;
-  }
+  int deaths(std::chrono::milliseconds timeout) { return child_.count(timeout); }
 
  private:
-  static int run(int out, int n, double seconds) {
+  static int run(int n, double seconds) {
     const auto t0 = std::chrono::steady_clock::now();
     int deaths = 0;
     for (int i = 0; i < n; ++i) {
@@ -93,11 +65,10 @@ class Flood {
       int st = 0;
       if (c > 0 && waitpid(c, &st, 0) == c && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) ++deaths;
     }
-    return write(out, &deaths, sizeof deaths) == sizeof deaths ? 0 : 1;
+    return deaths;
   }
 
-  pid_t pid_ = -1;
-  int fd_ = -1;
+  CountingChildInCgroup child_;
 };
 
 // Every event of a BpfEventSource, consumed in a polling loop.

@@ -68,12 +68,14 @@ Agent::Agent(asio::io_context& io, AgentOptions options, std::shared_ptr<spdlog:
       // The capture processes' stderr, capped and escaped, as warnings.
       sandbox_(std::make_unique<CaptureSandbox>(SandboxOptions{},
                                                 [log = log_](const std::string& line) { log->warn("{}", line); })),
+      namer_(std::make_unique<SerialWorker>(kNamingQueue)),
       worker_(std::make_unique<SerialWorker>(16)) {}
 
 Agent::~Agent() {
   http_.reset();  // its thread reads metrics_ and health_: stopped first
   sandbox_->cancel();  // a running capture ends now rather than at its deadline
   if (worker_) worker_->stop();
+  if (namer_) namer_->stop();
 }
 
 bool Agent::blacklisted(const std::string& trigger) const {
@@ -118,6 +120,7 @@ nlohmann::json Agent::counters() const {
           {"bpf_oom_ring_drops", bpf_ ? bpf_->dropped_oom() : 0},
           {"exit_events_suppressed", suppressed_exit_events_},
           {"exit_records_suppressed", suppressed_exit_records_},
+          {"oom_kill_records_suppressed", suppressed_oom_kill_records_},
           {"queue_overflows", queue_overflows_},
           {"events", events_seen_},
           {"pressure_events_suppressed", suppressed_pressure_},
@@ -408,12 +411,12 @@ void Agent::arm_rescan() {
   rescan_timer_.expires_after(options_.config.rescan_interval);
   rescan_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopping_) return;
-    flush_exit_records(false);
+    flush_limited_records(false);
     for (const auto& gone : cgroups_->rescan()) {
       policy_.forget(gone);
       last_offer_.erase(gone);
       last_collection_.erase(gone);
-      if (auto owed = exit_limiter_.forget(gone)) write_exit_record(owed->exit, owed->suppressed, true);
+      forget_limited_records(gone);
     }
     arm_rescan();
   });
@@ -458,9 +461,11 @@ void Agent::stop() {
   sandbox_->cancel();
   size_t dropped = worker_->stop();
   if (dropped) log_->warn("{} queued collections dropped at shutdown", dropped);
+  namer_->stop();  // the records whose names it had not looked up are written below
   asio::post(io_, [this] {
-    flush_exit_records(true);  // logs what the exit-record bound still owes
+    flush_limited_records(true);  // logs what the per-container record bounds still owe
     for (uint64_t id : book_.close_all(monotonic_now_ns(), "the agent stopped before this collection ran")) finalize(id);
+    write_unnamed_at_shutdown();
     cgroups_.reset();
     bpf_desc_.reset();
     if (sink_writer_) {

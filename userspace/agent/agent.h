@@ -8,7 +8,9 @@
 //           in a sandboxed capture process killed at its hard deadline)
 //        -> incident waits up to OomKillWindow for an OOM kill in its container
 //        -> record (with oom_kill.lead_ms) to stdout / rotating file
-//   BPF oom_kill -> always recorded (with the pending snapshot if any)
+//   BPF oom_kill -> recorded with the pending snapshot if any; without one,
+//        at most MaxOomKillRecordsPerMinute per container (the first always),
+//        the rest counted into the next
 //   BPF process_exit by signal -> recorded (at most MaxExitRecordsPerMinute
 //        per container, the rest counted into the next), or folded into its incident
 #pragma once
@@ -29,7 +31,7 @@
 #include "agent/events/bpf_events.h"
 #include "agent/events/cgroup_triggers.h"
 #include "agent/config.h"
-#include "agent/events/exit_limit.h"
+#include "agent/events/container_record_limit.h"
 #include "agent/ops/health.h"
 #include "agent/ops/systemd_notify.h"
 #include "agent/ops/http_server.h"
@@ -96,6 +98,9 @@ class Agent {
 
  private:
   using Timer = boost::asio::steady_timer;
+  // Records waiting for their pod names: past this, a record goes without
+  // them rather than wait (each lookup is bounded: this fills only in a burst).
+  static constexpr size_t kNamingQueue = 64;
 
   void apply_config();
   bool check_privileges(std::string& error);
@@ -124,11 +129,18 @@ class Agent {
   void on_pressure(const oomsnap_event& e);
   void on_oom_kill(const oomsnap_event& e);
   void on_exit(const oomsnap_event& e);
-  // Exit records: bounded per container (exit_limiter_), written with the
-  // counts of the exits not recorded before them.
-  std::string exit_record_key(const std::string& memcg) const;
-  void write_exit_record(const HeldExit& x, const SuppressedExits& suppressed, bool held_back);
-  void flush_exit_records(bool stopping);
+  // Exit records and OOM-kill records without a snapshot: bounded per
+  // container (exit_limiter_, kill_limiter_), written with the counts of the
+  // events not recorded before them.
+  std::string record_limit_key(const std::string& memcg) const;
+  void write_exit_record(const HeldEvent& x, const SuppressedEvents& suppressed, bool held_back);
+  void open_kill_record(const HeldEvent& kill, const SuppressedEvents& suppressed, bool held_back);
+  static OomKillInfo oom_kill_info(const oomsnap_event& e, const std::string& memcg);
+  void flush_limited_records(bool stopping);
+  // At shutdown: what a container's bound still owes, in the log.
+  void log_owed(const ContainerRecordLimiter::Due& due, const char* events, const char* record, const char* key,
+                uint64_t limit, const std::string& detail) const;
+  void forget_limited_records(const std::string& gone);
   void offer(const std::string& memcg, Trigger trigger);
   void on_policy_deadline();
   void start_collection(Candidate c, MonoNs decided);
@@ -142,6 +154,12 @@ class Agent {
   void arm_book_timer();
   void finalize_due();
   void finalize(uint64_t id);
+  // The record's pod and container names come from a scan of the kubelet's
+  // directories, done on namer_ (never on the loop); then the record.
+  void name_then_write(Incident inc);
+  void on_named(uint64_t id, std::optional<PodIdentity> pod, const std::string& why);
+  void write_unnamed_at_shutdown();
+  void write_record(Incident& inc);
   std::optional<std::string> memcg_of_event(uint64_t cgroup_id, pid_t pid);
   bool blacklisted(const std::string& trigger) const;
   nlohmann::json counters() const;
@@ -176,7 +194,13 @@ class Agent {
   // Exits the BPF rate limit did not send; exit records the per-container
   // bound did not write.
   uint64_t suppressed_exit_events_ = 0, suppressed_exit_records_ = 0;
-  ExitRecordLimiter exit_limiter_;
+  ContainerRecordLimiter exit_limiter_;
+  // OOM-kill records without a snapshot the per-container bound did not write.
+  uint64_t suppressed_oom_kill_records_ = 0;
+  ContainerRecordLimiter kill_limiter_;
+  // Incidents whose pod names namer_ is looking up, by id: written when the
+  // names come back, or at shutdown (named then on the loop).
+  std::map<uint64_t, Incident> naming_;
   double last_event_unix_ = 0;  // the last kernel or cgroup event taken in (metrics)
   // Written by the loop, read by the HTTP server's thread (which they outlive).
   MetricsRegistry metrics_;
@@ -190,6 +214,10 @@ class Agent {
   // a sink could not take waits for retry (in order), none blocks the loop.
   std::unique_ptr<SinkWriter> sink_writer_;
   std::unique_ptr<CaptureSandbox> sandbox_;  // used by the worker's jobs; cancel() from the loop
+  // The pod-name scans (name_then_write): a thread of their own, so that a
+  // record waits for no capture and a flood of records cannot fill the
+  // collection queue.
+  std::unique_ptr<SerialWorker> namer_;
   std::unique_ptr<SerialWorker> worker_;  // last: joined first, before what its jobs post to
 };
 

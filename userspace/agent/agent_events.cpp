@@ -12,7 +12,6 @@
 #include "agent/incident/incident_book.h"
 #include "agent/incident/incident_metrics.h"
 #include "agent/incident/no_snapshot_reason.h"
-#include "agent/cgroup/pod_identity.h"
 #include "base/text.h"
 #include "base/log_escape.h"
 #include "core/proc_info.h"
@@ -32,17 +31,6 @@ double unix_now() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
-
-// The pod's and container's names for a record (pod_identity.h), looked up
-// once per record, never per event. This runs on the loop: a scan of the
-// kubelet's directories on the node's own disk, bounded at kPodLogMaxEntries
-// entries, that opens no FIFO and follows no symlink a target may plant.
-void name_pod(IncidentContainer& c, const std::string& log_root, uint64_t incident, spdlog::logger& log) {
-  if (log_root.empty() || !c.ref || c.ref->pod_uid.empty()) return;
-  PodLookupNotes notes;
-  c.pod = lookup_pod_identity(log_root, c.ref->pod_uid, c.ref->id, &notes);
-  if (!notes.why.empty()) log.debug("incident {}: pod names: {}", incident, printable(notes.why));
 }
 
 }  // namespace
@@ -201,16 +189,7 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   const pid_t pid = static_cast<pid_t>(e.tgid);
   auto memcg = memcg_of_event(e.cgroup_id, pid);
   if (!memcg) return;
-  OomKillInfo k;
-  k.pid = pid;
-  k.comm = std::string(e.comm, strnlen(e.comm, sizeof e.comm));
-  k.memcg = *memcg;
-  k.kernel_ns = e.ktime_ns;
-  k.rss_bytes = (e.rss_anon_pages + e.rss_file_pages + e.rss_shmem_pages) * static_cast<uint64_t>(getpagesize());
-  k.invoker = e.oom_invoker;
-  k.pid_source = pid_source_name(e.pid_source);
-  k.killed.push_back({k.pid, k.comm, k.rss_bytes, k.pid_source});
-
+  const OomKillInfo k = oom_kill_info(e, *memcg);
   const MonoNs now = monotonic_now_ns();
   const IncidentBook::KillMatch m = book_.oom_kill(k, now);
   if (m.kind == IncidentBook::KillMatch::kSameEvent) {
@@ -235,20 +214,15 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   }
 
   // No snapshot before this kill: the kill is recorded anyway, after the
-  // victim's exit or a second.
-  Incident& inc = open_kernel_incident(e, "oom_kill", "mark_victim", now + IncidentBook::kExitWaitNs);
-  const uint64_t id = inc.id;
-  inc.trigger.counters = {{"rss_anon_pages", e.rss_anon_pages},
-                          {"rss_file_pages", e.rss_file_pages},
-                          {"rss_shmem_pages", e.rss_shmem_pages}};
-  describe_container(inc.container, cgroups_->limited_container_of(*memcg).value_or(*memcg));
-  inc.oom_kill = k;
-  inc.oom_kill->memory_stat = read_memory_stat(cgroups_->fs(), inc.container.cgroup_path);
-  inc.timeline.oom_kill = e.ktime_ns;
-  inc.reason = why_no_snapshot(inc.container.cgroup_path, monotonic_now_ns());
-  log_->info("incident {}: OOM kill of {} ({}) in {} without a prior snapshot", id, pid, printable(k.comm),
-             printable(*memcg));
-  arm_book_timer();
+  // victim's exit or a second, within the container's bound.
+  HeldEvent held{e, *memcg};
+  auto v = kill_limiter_.admit(record_limit_key(*memcg), held, now, options_.config.max_oom_kill_records_per_minute);
+  if (!v.write) {
+    ++suppressed_oom_kill_records_;
+    log_->debug("OOM kill of {} in {}: counted into the container's next OOM-kill record", pid, printable(*memcg));
+    return;
+  }
+  open_kill_record(held, v.suppressed, false);
 }
 
 void Agent::on_exit(const oomsnap_event& e) {
@@ -262,7 +236,7 @@ void Agent::on_exit(const oomsnap_event& e) {
     // The exits the kernel suppressed before this one still belong to the
     // container's next exit record.
     if (e.suppressed)
-      exit_limiter_.add_suppressed(exit_record_key(book_.find(m.id)->container.cgroup_path), e.suppressed);
+      exit_limiter_.add_suppressed(record_limit_key(book_.find(m.id)->container.cgroup_path), e.suppressed);
     if (!m.collecting) finalize_due();
     return;
   }
@@ -272,51 +246,14 @@ void Agent::on_exit(const oomsnap_event& e) {
   if (!(e.exit_code & 0x7f) || blacklisted("process_exit")) return;
   auto memcg = memcg_of_event(e.cgroup_id, 0);
   if (!memcg) return;
-  HeldExit held{e, *memcg};
-  auto v = exit_limiter_.admit(exit_record_key(*memcg), held, monotonic_now_ns(),
+  HeldEvent held{e, *memcg};
+  auto v = exit_limiter_.admit(record_limit_key(*memcg), held, monotonic_now_ns(),
                                options_.config.max_exit_records_per_minute);
   if (!v.write) {
     ++suppressed_exit_records_;
     return;
   }
   write_exit_record(held, v.suppressed, false);
-}
-
-// The bound is per container: the nearest memcg with a limit, so a container
-// that can create child cgroups does not get a fresh budget in each.
-std::string Agent::exit_record_key(const std::string& memcg) const {
-  return cgroups_->limited_container_of(memcg).value_or(memcg);
-}
-
-void Agent::write_exit_record(const HeldExit& held, const SuppressedExits& suppressed, bool held_back) {
-  const oomsnap_event& e = held.event;
-  Incident& inc = open_kernel_incident(e, "process_exit", "sched_process_exit", monotonic_now_ns());
-  inc.trigger.counters = {{"comm", std::string(e.comm, strnlen(e.comm, sizeof e.comm))},
-                          {"exit_code", e.exit_code},
-                          {"suppressed_exits", suppressed.total},
-                          {"suppressed_exits_in_kernel", suppressed.in_kernel}};
-  // Written when the container's window ended, not when it exited.
-  if (held_back) inc.trigger.counters["held_until_window_end"] = true;
-  describe_container(inc.container, held.memcg);
-  inc.exit = ExitInfo{static_cast<pid_t>(e.tgid), e.ktime_ns, e.exit_code};
-  inc.timeline.exit = e.ktime_ns;
-  finalize(inc.id);
-}
-
-// Containers whose exit-record window ended with exits unreported get one
-// record now, carrying the count. At shutdown a record would break the
-// bound (the window has not ended), so what is owed is logged instead.
-void Agent::flush_exit_records(bool stopping) {
-  for (auto& due : exit_limiter_.take_due(monotonic_now_ns(), stopping)) {
-    if (!stopping) {
-      write_exit_record(due.exit, due.suppressed, true);
-      continue;
-    }
-    log_->warn("{}: {} exit(s) by a signal since its last exit record not recorded (MaxExitRecordsPerMinute = {}), "
-               "{} of them suppressed in the kernel",
-               printable(due.container), due.suppressed.total + 1, options_.config.max_exit_records_per_minute,
-               due.suppressed.in_kernel);
-  }
 }
 
 std::string Agent::why_no_snapshot(const std::string& container, MonoNs now) const {
@@ -370,34 +307,6 @@ void Agent::arm_book_timer() {
 void Agent::finalize_due() {
   for (uint64_t id : book_.due(monotonic_now_ns())) finalize(id);
   arm_book_timer();
-}
-
-void Agent::finalize(uint64_t id) {
-  std::optional<Incident> taken = book_.take(id);
-  if (!taken) return;
-  Incident& inc = *taken;
-  if (inc.victim && bpf_) bpf_->untrack_pid(inc.victim->pid);
-  // A group kill of one process (the others had exited, or were exempt) still
-  // shows in the memcg's oom_group_kill counter (v2), against the figure read
-  // when the collection was decided.
-  if (inc.oom_kill && !inc.oom_kill->group_kill && cgroups_ && inc.container.stats.events.count("oom_group_kill")) {
-    const MemcgStats now = read_memcg(cgroups_->fs(), inc.container.cgroup_path);
-    inc.oom_kill->group_kill = IncidentBook::group_kill_counter_rose(inc.container.stats.events, now.events);
-  }
-  name_pod(inc.container, options_.config.pod_log_root, id, *log_);
-  RecordContext ctx;
-  ctx.node = node_;
-  ctx.clocks = ClockPair::now();
-  ++records_written_;
-  ctx.agent = counters();
-  std::string why;
-  if (!sink_writer_ || !sink_writer_->post(record_line(to_json(inc, ctx)), &why))
-    log_->error("incident {}: record not written: {}", id, sink_writer_ ? why : std::string("no record writer"));
-  count_incident(metrics_, inc);
-  publish_metrics();
-  log_->info("incident {} recorded: trigger {}, container {}, victim {}, collection {}{}", id, inc.trigger.type,
-             printable(inc.container.cgroup_path), inc.victim ? std::to_string(inc.victim->pid) : "none",
-             to_string(inc.outcome), inc.oom_kill ? ", OOM kill of " + std::to_string(inc.oom_kill->pid) : "");
 }
 
 }  // namespace oomsnap

@@ -217,6 +217,8 @@ AgentConfig parse_config(const std::string& toml_text) {
       cfg.rescan_interval = get_seconds_ms(key, v);
     } else if (key == "MaxExitRecordsPerMinute") {
       cfg.max_exit_records_per_minute = static_cast<uint64_t>(get_int(key, v, 1, 100000));
+    } else if (key == "MaxOomKillRecordsPerMinute") {
+      cfg.max_oom_kill_records_per_minute = static_cast<uint64_t>(get_int(key, v, 1, 100000));
     } else if (key == "storage") {
       parse_storage(get_table(key, v), cfg);
     } else if (key == "triggers") {

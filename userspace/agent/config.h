@@ -37,6 +37,12 @@ struct AgentConfig {
   // Exit records (a process killed by a signal) per container per minute,
   // 1..100000; the exits past it are counted in the container's next one.
   uint64_t max_exit_records_per_minute = 30;                // MaxExitRecordsPerMinute
+  // Records of OOM kills with no snapshot of their own (a kill that joins a
+  // collection is in that record) per container per minute, 1..100000; a
+  // container's first kill always has its full record, the kills past the
+  // bound are counted in its next one. A few: a container forking allocators
+  // into a tiny limit is OOM-killed hundreds of times a minute.
+  uint64_t max_oom_kill_records_per_minute = 5;             // MaxOomKillRecordsPerMinute
   // The capture process (every capture runs in one): killed at
   // RunTracingToolTimeout + Grace, capped in memory, its result in size.
   std::chrono::milliseconds capture_grace{1000};            // [capture] Grace (s), 0.1..600

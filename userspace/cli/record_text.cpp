@@ -299,9 +299,21 @@ void render_trigger(Block& b, const json& rec, bool exit_record) {
     if (!parts.empty()) b.more("triggers seen: " + join(parts, ", "));
   }
 
-  if (!exit_record) return;
   const json* counters = object_at(*t, "counters");
   if (!counters) return;
+  if (!exit_record) {
+    // An OOM-kill record without a snapshot, bounded per container
+    // (MaxOomKillRecordsPerMinute): the kills before it that have none.
+    if (auto n = u64_at(*counters, "suppressed_oom_kills"); n && *n) {
+      std::string s = count_of(*n, "earlier OOM kill", "earlier OOM kills") + " in this container not recorded";
+      if (auto ms = u64_at(*counters, "suppressed_oom_kills_span_ms"))
+        s += ", over " + format("%.1f", static_cast<double>(*ms) / 1000.0) + " s";
+      b.more(s);
+    }
+    if (bool_at(*counters, "held_until_window_end").value_or(false))
+      b.more("written when the container's OOM-kill-record minute ended, not at the kill");
+    return;
+  }
   if (auto n = u64_at(*counters, "suppressed_exits"); n && *n) {
     std::string s = count_of(*n, "earlier exit", "earlier exits") + " in this container not recorded";
     if (auto k = u64_at(*counters, "suppressed_exits_in_kernel"); k && *k)
@@ -670,7 +682,7 @@ void render_agent(Block& b, const json& rec) {
   if (!a) return;
   static constexpr const char* kLosses[] = {"bpf_ring_drops",  "bpf_oom_ring_drops", "queue_overflows",
                                             "records_lost",    "sink_errors",        "exit_events_suppressed",
-                                            "exit_records_suppressed"};
+                                            "exit_records_suppressed", "oom_kill_records_suppressed"};
   std::vector<std::string> parts;
   for (const char* key : kLosses)
     if (auto v = u64_at(*a, key); v && *v) parts.push_back(std::string(key) + " " + grouped(*v));

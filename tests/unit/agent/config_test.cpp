@@ -37,6 +37,7 @@ TEST(Config, EmptyTextGivesDefaults) {
   EXPECT_EQ(c.oom_kill_window, std::chrono::milliseconds(60000));
   EXPECT_EQ(c.rescan_interval, std::chrono::milliseconds(2000));
   EXPECT_EQ(c.max_exit_records_per_minute, 30u);
+  EXPECT_EQ(c.max_oom_kill_records_per_minute, 5u);
 }
 
 TEST(Config, MaxExitRecordsPerMinuteIsBounded) {
@@ -47,6 +48,15 @@ TEST(Config, MaxExitRecordsPerMinuteIsBounded) {
   EXPECT_NE(error_of("MaxExitRecordsPerMinute = 100001\n").find("out of range"), std::string::npos);
   EXPECT_NE(error_of("MaxExitRecordsPerMinute = -5\n").find("'MaxExitRecordsPerMinute'"), std::string::npos);
   EXPECT_NE(error_of("MaxExitRecordsPerMinute = 2.5\n").find("expected integer"), std::string::npos);
+}
+
+TEST(Config, MaxOomKillRecordsPerMinuteIsBounded) {
+  EXPECT_EQ(parse_config("MaxOomKillRecordsPerMinute = 1\n").max_oom_kill_records_per_minute, 1u);
+  EXPECT_EQ(parse_config("MaxOomKillRecordsPerMinute = 100000\n").max_oom_kill_records_per_minute, 100000u);
+  // 0 would silence a container's first kill, which always has its record.
+  EXPECT_NE(error_of("MaxOomKillRecordsPerMinute = 0\n").find("'MaxOomKillRecordsPerMinute' (line 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of("MaxOomKillRecordsPerMinute = 100001\n").find("out of range"), std::string::npos);
 }
 
 TEST(Config, AgentTimingAndScopeKeys) {
