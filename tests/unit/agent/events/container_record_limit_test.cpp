@@ -153,7 +153,9 @@ TEST(OomKillRecordLimit, TenThousandKillsInAMinuteGiveAtMostTheLimitWithTheCount
     if (v.write) {
       ++written;
       carried += v.suppressed.total;
-      if (i == 0) EXPECT_EQ(v.suppressed.total, 0u) << "the first kill has nothing before it";
+      if (i == 0) {
+        EXPECT_EQ(v.suppressed.total, 0u) << "the first kill has nothing before it";
+      }
     }
     if (at % (2 * kSec) == 0)
       for (auto& due : lim.take_due(at)) {
