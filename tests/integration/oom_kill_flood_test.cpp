@@ -38,9 +38,12 @@ namespace {
 
 // A child of this test joins `cg` and, for `seconds`, forks allocators one
 // after another: each touches anonymous memory past the limit until the
-// kernel's OOM killer takes it. The forking child is exempt (oom_score_adj
-// -1000), each allocator asks to be chosen (1000). kills() is how many
-// allocators died by SIGKILL.
+// kernel's OOM killer takes it. Each allocator asks to be chosen
+// (oom_score_adj 1000; raising needs no capability). The forking child keeps
+// the score it inherited: lowering it to -1000 needs CAP_SYS_RESOURCE, which
+// root lacks on some CI boxes, and it is not needed, since an allocator, a
+// fork of the forker, counts all the forker's resident pages plus its own
+// and the bonus. kills() is how many allocators died by SIGKILL.
 class AllocatorFlood {
  public:
   AllocatorFlood(const TestMemcg& cg, double seconds) : child_(cg, [seconds] { return run(seconds); }) {}
@@ -65,7 +68,6 @@ class AllocatorFlood {
     _exit(0);  // not killed: the limit did not hold
   }
   static int run(double seconds) {
-    if (!write_file("/proc/self/oom_score_adj", "-1000")) return -2;
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     int kills = 0;
     while (std::chrono::steady_clock::now() < end) {
@@ -82,10 +84,7 @@ class AllocatorFlood {
 
 }  // namespace
 
-// DISABLED until it passes: its first run (2026-12-04 16:15) failed at "the
-// flood did not end" (no count from AllocatorFlood within 40 s), not yet
-// diagnosed; see the sec-killlimit report.
-TEST(OomKillFloodAgent, DISABLED_KillRecordsAreBoundedPerContainerWithTheCountCarriedAndHealthStaysGreen) {
+TEST(OomKillFloodAgent, KillRecordsAreBoundedPerContainerWithTheCountCarriedAndHealthStaysGreen) {
   require_fixture();
   constexpr int kPerMinute = 2;
   TestMemcg scope("scope");

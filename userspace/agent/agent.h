@@ -147,7 +147,8 @@ class Agent {
   void on_collected(Incident inc);
   // A pending incident for a kernel event that is its own trigger (an OOM
   // kill without a prior snapshot, an exit by signal).
-  void describe_container(IncidentContainer& c, const std::string& memcg) const;
+  // `last_seen` stands in when the cgroup is gone (a record owed at its removal).
+  void describe_container(IncidentContainer& c, const std::string& memcg, const MemcgStats* last_seen = nullptr) const;
   Incident& open_kernel_incident(const oomsnap_event& e, const char* type, const char* tracepoint, MonoNs due);
   // The one timer of the open incidents: armed for the book's next due
   // record; finalize_due writes every record due now and re-arms it.

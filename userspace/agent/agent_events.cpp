@@ -215,8 +215,9 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
 
   // No snapshot before this kill: the kill is recorded anyway, after the
   // victim's exit or a second, within the container's bound.
-  HeldEvent held{e, *memcg};
-  auto v = kill_limiter_.admit(record_limit_key(*memcg), held, now, options_.config.max_oom_kill_records_per_minute);
+  const std::string container = record_limit_key(*memcg);
+  HeldEvent held{e, *memcg, cgroups_->last_stats(container)};
+  auto v = kill_limiter_.admit(container, held, now, options_.config.max_oom_kill_records_per_minute);
   if (!v.write) {
     ++suppressed_oom_kill_records_;
     log_->debug("OOM kill of {} in {}: counted into the container's next OOM-kill record", pid, printable(*memcg));
@@ -246,7 +247,7 @@ void Agent::on_exit(const oomsnap_event& e) {
   if (!(e.exit_code & 0x7f) || blacklisted("process_exit")) return;
   auto memcg = memcg_of_event(e.cgroup_id, 0);
   if (!memcg) return;
-  HeldEvent held{e, *memcg};
+  HeldEvent held{e, *memcg, cgroups_->last_stats(*memcg)};
   auto v = exit_limiter_.admit(record_limit_key(*memcg), held, monotonic_now_ns(),
                                options_.config.max_exit_records_per_minute);
   if (!v.write) {
@@ -273,9 +274,10 @@ std::string Agent::why_no_snapshot(const std::string& container, MonoNs now) con
   return no_snapshot_reason(f);
 }
 
-void Agent::describe_container(IncidentContainer& c, const std::string& memcg) const {
+void Agent::describe_container(IncidentContainer& c, const std::string& memcg, const MemcgStats* last_seen) const {
   c.cgroup_path = memcg;
   c.stats = read_memcg(cgroups_->fs(), memcg);
+  if (!c.stats.inode && last_seen) c.stats = *last_seen;
   c.inode = c.stats.inode;
   c.ref = container_of(memcg);
 }

@@ -102,6 +102,14 @@ void CgroupTriggers::set_options(CgroupTriggerOptions options) {
 
 bool CgroupTriggers::in_scope(const std::string& memcg) const { return memcg_within(memcg, options_.scope); }
 
+MemcgStats CgroupTriggers::last_stats(const std::string& memcg) const {
+  auto it = nodes_.find(memcg);
+  if (it == nodes_.end()) return {};
+  MemcgStats s = it->second->stats;
+  if (!s.inode) s.inode = it->second->inode;
+  return s;
+}
+
 std::optional<std::string> CgroupTriggers::path_of_inode(uint64_t inode) const {
   auto it = by_inode_.find(inode);
   if (it == by_inode_.end()) return std::nullopt;

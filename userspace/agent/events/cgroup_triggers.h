@@ -61,6 +61,9 @@ class CgroupTriggers {
   // The nearest cgroup at or above `memcg` (within the scope) with a finite
   // limit, from the last rescan: where a pressure event's container is.
   std::optional<std::string> limited_container_of(const std::string& memcg) const;
+  // The cgroup's usage, limit and inode as of the last rescan (empty if it
+  // was not seen): cheap enough for every event of a flood.
+  MemcgStats last_stats(const std::string& memcg) const;
   bool in_scope(const std::string& memcg) const;
   const CgroupFs& fs() const { return fs_; }
   size_t watched() const { return nodes_.size(); }

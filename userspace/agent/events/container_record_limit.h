@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/cgroup/cgroup.h"
 #include "agent/incident/policy.h"
 #include "oomsnap_events.h"
 
@@ -37,6 +38,9 @@ namespace oomsnap {
 struct HeldEvent {
   oomsnap_event event{};
   std::string memcg;  // the process's memcg (the record's container)
+  // The record's container as the agent's last rescan saw it: a record owed
+  // when the container goes is written after its files are gone.
+  MemcgStats last_seen;
 };
 
 // Events of a container not in any record since its previous record.
