@@ -112,6 +112,7 @@ class Agent {
   void arm_bpf();
   void arm_signals();
   void arm_rescan();
+  void rescan_cgroups();  // and forget what it found removed
   void arm_policy_timer();
   // Every second: the heartbeat /healthz checks, and the counters /metrics shows.
   void arm_heartbeat();

@@ -42,7 +42,7 @@ std::optional<std::string> Agent::memcg_of_event(uint64_t cgroup_id, pid_t pid) 
     MonoNs now = monotonic_now_ns();
     if (now - last_unknown_rescan_ > 200'000'000ull) {
       last_unknown_rescan_ = now;
-      cgroups_->rescan();
+      rescan_cgroups();
       path = cgroups_->path_of_inode(cgroup_id);
     }
   }

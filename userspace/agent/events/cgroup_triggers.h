@@ -52,8 +52,9 @@ class CgroupTriggers {
   // Re-lists the scope: new cgroups get notifications, removed ones lose
   // them, changed limits re-register thresholds. A cgroup already at or above
   // the threshold when its threshold is (re)registered is reported at once
-  // (the kernel only signals crossings). Returns the removed cgroups.
-  std::vector<std::string> rescan();
+  // (the kernel only signals crossings). Returns the removed cgroups, each
+  // once only: a caller that drops the list loses them.
+  [[nodiscard]] std::vector<std::string> rescan();
   // New options (SIGHUP): every registration is redone at the next rescan.
   void set_options(CgroupTriggerOptions options);
 

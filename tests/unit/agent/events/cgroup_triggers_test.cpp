@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -48,7 +50,7 @@ TEST(CgroupTriggersV2, UsagePollReportsEachUpwardCrossing) {
   o.psi = false;
   CgroupTriggers ct(io, CgroupFs{2, t.root}, o, [&](const std::string& m, Trigger tr) { seen.push_back({m, tr}); },
                     std::make_shared<spdlog::logger>("test"));
-  ct.rescan();
+  EXPECT_TRUE(ct.rescan().empty());  // nothing known yet, nothing removed
   run_until(io, seen, 1, 300ms);
   EXPECT_TRUE(seen.empty());  // 50 %: below
 
@@ -82,7 +84,29 @@ TEST(CgroupTriggersV2, BlacklistedThresholdDoesNotPoll) {
   o.psi = false;
   CgroupTriggers ct(io, CgroupFs{2, t.root}, o, [&](const std::string& m, Trigger tr) { seen.push_back({m, tr}); },
                     std::make_shared<spdlog::logger>("test"));
-  ct.rescan();
+  EXPECT_TRUE(ct.rescan().empty());  // nothing known yet, nothing removed
   run_until(io, seen, 1, 300ms);
   EXPECT_TRUE(seen.empty());
+}
+
+// A removed cgroup is returned by the one rescan that finds it gone, and by
+// no later one: the agent's every rescan must act on what it returns (one
+// that dropped it lost a container's owed records).
+TEST(CgroupTriggersV2, ARemovalIsReportedByOneRescanOnly) {
+  oomsnap_test::TempTree t;
+  t.write("box/memory.max", "max\n");
+  t.write("box/memory.current", "1000\n");
+  t.write("stays/memory.max", "max\n");
+  t.write("stays/memory.current", "1000\n");
+  boost::asio::io_context io;
+  CgroupTriggerOptions o;
+  o.threshold = o.memory_events = o.psi = false;
+  CgroupTriggers ct(io, CgroupFs{2, t.root}, o, [](const std::string&, Trigger) {},
+                    std::make_shared<spdlog::logger>("test"));
+  EXPECT_TRUE(ct.rescan().empty());
+  std::filesystem::remove_all(t.root + "/box");
+  const std::vector<std::string> gone = ct.rescan();
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_NE(gone[0].find("box"), std::string::npos) << gone[0];
+  EXPECT_TRUE(ct.rescan().empty());
 }
