@@ -33,15 +33,19 @@ void run_until(boost::asio::io_context& io, const std::vector<Seen>& seen, size_
   }
 }
 
+// A fake v2 memcg: its memory.max and memory.current.
+void memcg(const oomsnap_test::TempTree& t, const std::string& name, const char* max, const char* current) {
+  t.write(name + "/memory.max", std::string(max) + "\n");
+  t.write(name + "/memory.current", std::string(current) + "\n");
+}
+
 }  // namespace
 
 TEST(CgroupTriggersV2, UsagePollReportsEachUpwardCrossing) {
   oomsnap_test::TempTree t;
-  t.write("box/memory.max", "1000000\n");
+  memcg(t, "box", "1000000", "500000");
   t.write("box/memory.high", "max\n");
-  t.write("box/memory.current", "500000\n");
-  t.write("free/memory.max", "max\n");
-  t.write("free/memory.current", "999999999\n");  // unlimited: never polled against anything
+  memcg(t, "free", "max", "999999999");  // unlimited: never polled against anything
   boost::asio::io_context io;
   std::vector<Seen> seen;
   CgroupTriggerOptions o;
@@ -74,8 +78,7 @@ TEST(CgroupTriggersV2, UsagePollReportsEachUpwardCrossing) {
 
 TEST(CgroupTriggersV2, BlacklistedThresholdDoesNotPoll) {
   oomsnap_test::TempTree t;
-  t.write("box/memory.max", "1000\n");
-  t.write("box/memory.current", "999\n");
+  memcg(t, "box", "1000", "999");
   boost::asio::io_context io;
   std::vector<Seen> seen;
   CgroupTriggerOptions o;
@@ -94,10 +97,8 @@ TEST(CgroupTriggersV2, BlacklistedThresholdDoesNotPoll) {
 // that dropped it lost a container's owed records).
 TEST(CgroupTriggersV2, ARemovalIsReportedByOneRescanOnly) {
   oomsnap_test::TempTree t;
-  t.write("box/memory.max", "max\n");
-  t.write("box/memory.current", "1000\n");
-  t.write("stays/memory.max", "max\n");
-  t.write("stays/memory.current", "1000\n");
+  memcg(t, "box", "max", "1000");
+  memcg(t, "stays", "max", "1000");
   boost::asio::io_context io;
   CgroupTriggerOptions o;
   o.threshold = o.memory_events = o.psi = false;
