@@ -13,7 +13,10 @@
 //     in writable mappings, and the heap claim is at most the committed bytes.
 //  3  smaps text and claims (smaps_breakdown.h): a read that is neither
 //     refused nor cut gives kinds that sum to the mappings' Rss, whatever the
-//     claims say, and a mount table gives sorted devices.
+//     claims say, and a mount table gives sorted devices. With flag bit 1,
+//     the text read as maps (a kept Target::maps_text) with crafted
+//     PAGEMAP_SCAN regions: no mapping gets more resident bytes than its
+//     size, and the bytes outside every mapping never exceed the regions'.
 // The first byte picks the mode; the rest is the input.
 #include <algorithm>
 #include <cstddef>
@@ -26,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/pagemap_scan.h"
 #include "core/smaps_breakdown.h"
 #include "go/go_mem_accounting.h"
 #include "java/java_memory_claims.h"
@@ -154,6 +158,34 @@ void java_claims(Words w) {
   }
 }
 
+// The same text as a maps text (as Target::open keeps it), with up to 8
+// PAGEMAP_SCAN regions of the input's choosing: regions not the kernel's are
+// refused; accepted ones never give a mapping more resident bytes than its
+// size, and what lands in no mapping is counted apart, never more than the
+// regions hold.
+void page_regions(std::string_view text, const oomsnap::SmapsLimits& limits, const oomsnap::TmpfsDevices& tmpfs,
+                  Words& w) {
+  oomsnap::SmapsRead read = oomsnap::parse_maps(text, limits, tmpfs);
+  if (!read.error.empty()) return;
+  std::vector<oomsnap::PageRegion> regions(w.byte() % 9);
+  for (auto& g : regions) g = {w.next(), w.next(), w.next()};
+  const uint64_t from = w.next(), walk_end = w.next();
+  size_t cursor = 0;
+  std::string why;
+  if (!oomsnap::add_page_regions(read, cursor, regions.data(), regions.size(), from, walk_end, why)) return;
+  uint64_t present = 0;
+  for (const auto& g : regions)
+    if (g.start < walk_end && (g.categories & oomsnap::kPageIsPresent) && !(g.categories & oomsnap::kPageIsPfnZero))
+      present += std::min(g.end, walk_end) - g.start;
+  uint64_t rss = 0;
+  for (const auto& m : read.mappings) {
+    check(m.anonymous <= m.rss && m.rss <= m.end - m.start && (!m.not_rss || m.rss == 0));
+    rss += m.rss;
+  }
+  check(read.resident_outside_mappings <= present && rss + read.resident_outside_mappings <= present);
+  check(cursor <= read.mappings.size());
+}
+
 void breakdown(Words w) {
   const uint8_t flags = w.byte();
   // The text, then up to 4 claims of up to 4 ranges each after a NUL.
@@ -168,6 +200,7 @@ void breakdown(Words w) {
   limits.max_mappings = 64;
   limits.max_bytes = 1 << 16;
   const oomsnap::SmapsRead read = oomsnap::parse_smaps(text, limits, tmpfs);
+  if (flags & 2) page_regions(text, limits, tmpfs, w);
 
   std::vector<oomsnap::MemoryClaim> claims(w.byte() % 5);
   for (auto& c : claims) {
