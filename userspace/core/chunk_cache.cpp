@@ -10,7 +10,7 @@ ChunkCache::ChunkCache(RemoteMemory& mem, const std::vector<Mapping>& maps, size
                        size_t max_cached)
     : mem_(mem), chunk_(chunk_bytes), nslots_(std::max<size_t>(2, max_cached / chunk_bytes)) {
   set_maps(maps);
-  slots_.assign(nslots_, Slot{~uint64_t{0}, ~uint64_t{0}, 0, 0, false});
+  slots_.assign(nslots_, Slot{~uint64_t{0}, ~uint64_t{0}, 0, 0, false, 0});
   index_.reserve(nslots_ * 2);
   scratch_.resize(chunk_);
 }
@@ -24,24 +24,29 @@ void ChunkCache::set_maps(const std::vector<Mapping>& maps) {
   for (const auto& m : maps)
     if (!m.perms.empty() && m.perms[0] == 'r' && m.end > m.start) readable_.push_back(m);
   std::sort(readable_.begin(), readable_.end(), [](const Mapping& a, const Mapping& b) { return a.start < b.start; });
+  ++maps_generation_;
 }
 
 void ChunkCache::forget_contents() {
   index_.clear();
-  for (Slot& s : slots_) s = Slot{~uint64_t{0}, ~uint64_t{0}, 0, 0, false};
+  for (Slot& s : slots_) s = Slot{~uint64_t{0}, ~uint64_t{0}, 0, 0, false, 0};
   last_ = nullptr;
 }
 
 const Mapping* ChunkCache::find_or_refresh(uint64_t addr) {
   if (const Mapping* m = find_mapping(addr)) return m;
-  if (gone_ || !may_refresh()) return nullptr;
+  return refresh_maps() ? find_mapping(addr) : nullptr;
+}
+
+bool ChunkCache::refresh_maps() {
+  if (gone_ || !may_refresh()) return false;
   auto maps = read_maps(mem_.pid());
   if (maps.empty()) {
     gone_ = true;  // no /proc/PID/maps: the target has exited
-    return nullptr;
+    return false;
   }
   set_maps(maps);
-  return find_mapping(addr);
+  return true;
 }
 
 // The maps go stale while the target maps memory as we read, so an address
@@ -80,7 +85,18 @@ const ChunkCache::Slot* ChunkCache::chunk_for(uint64_t addr) {
   return last_;
 }
 
+// A chunk read that fails inside a known mapping may mean stale maps: part
+// of the mapping was unmapped since they were read (an allocator returning a
+// block that the kernel had merged with live memory), and the part holding
+// addr is still there. The maps are read again and the chunk clamped anew.
 ChunkCache::Slot* ChunkCache::lookup(uint64_t addr) {
+  bool read_failed = false;
+  Slot* s = lookup_in_maps(addr, read_failed);
+  if (!s && read_failed && refresh_maps()) s = lookup_in_maps(addr, read_failed);
+  return s;
+}
+
+ChunkCache::Slot* ChunkCache::lookup_in_maps(uint64_t addr, bool& read_failed) {
   const uint64_t base = addr & ~(uint64_t{chunk_} - 1);
   // Fast path: the chunk is keyed by its aligned base.
   if (auto it = index_.find(base); it != index_.end()) {
@@ -93,14 +109,13 @@ ChunkCache::Slot* ChunkCache::lookup(uint64_t addr) {
   // read cannot hide the other. When a mapping starts inside the chunk, that
   // part is its own slot, keyed by its (unaligned) start.
   const uint64_t lo = std::max(base, m->start), hi = std::min(base + chunk_, m->end);
-  if (lo != base) {
-    if (auto it = index_.find(lo); it != index_.end()) {
-      Slot& s = slots_[it->second];
-      return addr >= s.lo && addr < s.hi ? &s : nullptr;
-    }
-  } else if (index_.count(base)) {
-    // Keyed slot exists but does not cover addr (the maps changed): reload it.
-    index_.erase(base);
+  if (auto it = index_.find(lo); it != index_.end()) {
+    Slot& s = slots_[it->second];
+    if (addr >= s.lo && addr < s.hi) return &s;
+    // Unreadable under these maps already: no second syscall for it. Read
+    // under older maps: they changed, so read it again.
+    if (s.maps_generation == maps_generation_) return nullptr;
+    index_.erase(it);
   }
   if (!budget_ok(hi - lo)) return nullptr;
   if (!data_) data_ = static_cast<uint8_t*>(huge_page_alloc(nslots_ * chunk_, mapped_bytes_));
@@ -116,11 +131,12 @@ ChunkCache::Slot* ChunkCache::lookup(uint64_t addr) {
     auto it = index_.find(s.key);
     if (it != index_.end() && it->second == victim) index_.erase(it);
   }
-  s = Slot{lo, base, lo, hi, false};
+  s = Slot{lo, base, lo, hi, false, maps_generation_};
   if (!mem_.read(lo, slot_data(victim) + (lo - base), hi - lo)) {
     if (mem_.last_errno() == ESRCH) gone_ = true;
-    // Unreadable now (unmapped since the maps were read): remember as empty.
+    // Unreadable now: remembered as empty under these maps.
     s.lo = s.hi = 0;
+    read_failed = true;
   }
   index_[lo] = static_cast<uint32_t>(victim);
   return addr >= s.lo && addr < s.hi ? &s : nullptr;

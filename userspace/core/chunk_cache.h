@@ -4,7 +4,9 @@
 // N objects costs about (bytes touched / chunk size) syscalls instead of N.
 // Chunks are clamped to the target's readable mappings; an address outside
 // them (stale maps, hostile pointer) falls back to one exact read (at most
-// 256 that fail per cache: a hostile word costs no syscall after). Bounded:
+// 256 that fail per cache: a hostile word costs no syscall after); a chunk
+// that fails to read inside one re-reads the maps once (part of the mapping
+// may have gone since), and is not read again under the same maps. Bounded:
 // at most `max_cached` bytes are held; eviction is CLOCK (second chance), so
 // chunks still in use by a second stream of reads are kept.
 #pragma once
@@ -82,6 +84,7 @@ class ChunkCache {
     uint64_t base = 0;      // chunk-aligned address
     uint64_t lo = 0, hi = 0;  // readable part [lo, hi) within the chunk
     bool used = false;        // CLOCK bit: touched since the hand last passed
+    uint32_t maps_generation = 0;  // the maps it was clamped to (set_maps counts them)
   };
   // The bytes when [addr, addr+len) lies in the chunk of the previous access
   // (the common case of a sequential walk), else nullptr.
@@ -97,14 +100,17 @@ class ChunkCache {
   // (may_refresh: a few at once, then at most one per 10 ms): the target
   // maps new heap while we read.
   const Mapping* find_or_refresh(uint64_t addr);
+  bool refresh_maps();  // re-reads the maps when may_refresh allows; false if not
   void set_maps(const std::vector<Mapping>& maps);
   const Slot* chunk_for(uint64_t addr);  // last_ or lookup
   Slot* lookup(uint64_t addr);
+  Slot* lookup_in_maps(uint64_t addr, bool& read_failed);
   uint8_t* slot_data(size_t i) { return data_ + i * chunk_; }
   bool budget_ok(size_t len);
 
   RemoteMemory& mem_;
   std::vector<Mapping> readable_;  // sorted by start
+  uint32_t maps_generation_ = 0;
   size_t chunk_;
   size_t nslots_;
   uint8_t* data_ = nullptr;
