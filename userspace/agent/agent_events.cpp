@@ -98,7 +98,10 @@ void Agent::offer(const std::string& memcg, Trigger trigger) {
   }
   MemcgStats stats = read_memcg(cgroups_->fs(), memcg);
   OfferResult r = policy_.offer(memcg, trigger, stats, monotonic_now_ns());
-  log_->debug("trigger {} ({}) for {}: {}", trigger.type, trigger.source, printable(memcg), to_string(r));
+  const auto deferral = policy_.deferral(memcg);
+  log_->debug("trigger {} ({}) for {}: {}{}{}", trigger.type, trigger.source, printable(memcg), to_string(r),
+              r == OfferResult::kDeferred && deferral ? ": " : "",
+              r == OfferResult::kDeferred && deferral ? to_string(*deferral) : "");
   last_offer_[memcg] = r;
   if (r == OfferResult::kOpenedBatch || r == OfferResult::kDeferred) arm_policy_timer();
 }
@@ -260,8 +263,7 @@ void Agent::on_exit(const oomsnap_event& e) {
 std::string Agent::why_no_snapshot(const std::string& container, MonoNs now) const {
   NoSnapshotFacts f;
   f.now = now;
-  f.deferred = policy_.is_deferred(container);
-  f.deferred_by_budget = policy_.deferred_by_budget(container);
+  f.deferred = policy_.deferral(container);
   f.in_batch = policy_.in_batch(container);
   f.interval_until = policy_.interval_until(container, now);
   f.budget_free_at = policy_.budget_free_at(now);

@@ -11,11 +11,14 @@ std::string no_snapshot_reason(const NoSnapshotFacts& f) {
   const std::string lead = "no snapshot of this container before the kill: ";
   const bool within = f.interval_until && f.now < *f.interval_until;
   const std::string interval = "IntervalTracing " + std::to_string(f.interval_tracing_s) + " s, per container";
-  if (f.deferred && f.deferred_by_budget) {
+  if (f.deferred == Deferral::kBudget) {
     return lead + "it was a candidate, deferred by the node's capture budget (NodeMaxCapturesPerMinute " +
            std::to_string(f.max_per_minute) + "; " +
            (f.budget_free_at > f.now ? secs(f.budget_free_at - f.now) + " left" : "freeing") + ")";
   }
+  if (f.deferred == Deferral::kBelowThreshold)
+    return lead + "it was a candidate, but read below ThresholdPercent (" + std::to_string(f.threshold_percent) +
+           "%) of the limit when judged; it was being re-read until back above";
   if (f.deferred) {
     return lead + "it was a candidate, deferred within its own interval since its last snapshot (" + interval + "; " +
            (within ? secs(*f.interval_until - f.now) + " left" : "ending") + ")";

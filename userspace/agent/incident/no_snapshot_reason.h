@@ -21,8 +21,7 @@ struct LastCollection {
 
 struct NoSnapshotFacts {
   MonoNs now = 0;
-  bool deferred = false;                 // a candidate waiting (its interval, or the node budget)
-  bool deferred_by_budget = false;       // ... for the node budget
+  std::optional<Deferral> deferred;      // a candidate waiting, and why
   bool in_batch = false;                 // a candidate in the open batch window
   std::optional<MonoNs> interval_until;  // the end of the container's own interval, if within one
   MonoNs budget_free_at = 0;             // when the node budget admits a collection

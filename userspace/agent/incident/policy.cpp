@@ -29,9 +29,18 @@ const char* to_string(OfferResult r) {
   switch (r) {
     case OfferResult::kOpenedBatch: return "opened batch";
     case OfferResult::kJoinedBatch: return "joined batch";
-    case OfferResult::kDeferred: return "deferred (within the container's IntervalTracing)";
+    case OfferResult::kDeferred: return "deferred";
     case OfferResult::kUnlimited: return "not a candidate: no finite limit";
     case OfferResult::kBelowThreshold: return "not a candidate: below threshold";
+  }
+  return "?";
+}
+
+const char* to_string(Deferral d) {
+  switch (d) {
+    case Deferral::kInterval: return "within the container's IntervalTracing";
+    case Deferral::kBudget: return "the node's capture budget is used";
+    case Deferral::kBelowThreshold: return "re-read below the threshold, until back above";
   }
   return "?";
 }
@@ -159,7 +168,8 @@ Decision Policy::on_deadline(MonoNs now, const Reread& reread) {
   for (auto& [memcg, c] : pool) {
     if (auto until = interval_until(memcg, now)) {  // collected since it was pooled
       c.not_before = *until;
-      c.by_budget = false;
+      c.deferred_for = Deferral::kInterval;
+      c.watch_until = 0;
       deferred_.emplace(memcg, std::move(c));
       continue;
     }
@@ -171,12 +181,10 @@ Decision Policy::on_deadline(MonoNs now, const Reread& reread) {
       continue;
     }
     if (*r * 100.0 < options_.threshold_percent) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "usage %.1f%% of the limit at re-check, below the %d%% threshold",
-                    *r * 100.0, options_.threshold_percent);
-      d.dropped.emplace_back(memcg, buf);
+      below_at_recheck(std::move(c), *r, now, d);
       continue;
     }
+    c.watch_until = 0;
     c.ratio = *r;
     auto trend = trends_.find(memcg);
     c.growth = trend == trends_.end() ? Growth{}
@@ -211,7 +219,7 @@ Decision Policy::on_deadline(MonoNs now, const Reread& reread) {
                   used[c.tenant]);
     d.dropped.emplace_back(c.memcg, buf);
     c.not_before = free_at;
-    c.by_budget = true;
+    c.deferred_for = Deferral::kBudget;
     deferred_.emplace(c.memcg, std::move(c));
   }
   // Trends of containers nothing has offered for a while go (a trend is
@@ -219,6 +227,30 @@ Decision Policy::on_deadline(MonoNs now, const Reread& reread) {
   for (auto it = trends_.begin(); it != trends_.end();)
     it = it->second.stale(now) && !batch_.count(it->first) && !deferred_.count(it->first) ? trends_.erase(it) : ++it;
   return d;
+}
+
+void Policy::below_at_recheck(Candidate c, double ratio, MonoNs now, Decision& d) {
+  char buf[160];
+  const bool first = c.watch_until == 0;
+  if (first) c.watch_until = now + kBelowWatch;
+  if (now < c.watch_until) {
+    // Said once, when the watch begins; its re-reads are silent.
+    if (first) {
+      std::snprintf(buf, sizeof buf,
+                    "usage %.1f%% of the limit at re-check, below the %d%% threshold; re-read every %llu ms for %llu s",
+                    ratio * 100.0, options_.threshold_percent,
+                    static_cast<unsigned long long>(kBelowRecheckEvery / 1'000'000),
+                    static_cast<unsigned long long>(kBelowWatch / 1'000'000'000));
+      d.dropped.emplace_back(c.memcg, buf);
+    }
+    c.not_before = now + kBelowRecheckEvery;
+    c.deferred_for = Deferral::kBelowThreshold;
+    deferred_.emplace(c.memcg, std::move(c));
+    return;
+  }
+  std::snprintf(buf, sizeof buf, "usage %.1f%% of the limit, still below the %d%% threshold after %llu s of re-reads",
+                ratio * 100.0, options_.threshold_percent, static_cast<unsigned long long>(kBelowWatch / 1'000'000'000));
+  d.dropped.emplace_back(c.memcg, buf);
 }
 
 void Policy::forget(const std::string& memcg) {

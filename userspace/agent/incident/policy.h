@@ -12,6 +12,11 @@
 //   per container): its triggers in that time are deferred and re-checked
 //   when the interval ends. Unlike a node-wide cooldown (HUATUO's), one
 //   container's incident leaves the others' visible;
+// - a candidate whose usage reads below the threshold at the re-check (a
+//   runtime returning pages just then) is re-read every 100 ms for 10 s,
+//   and judged again as soon as it is back above: the trigger that found
+//   it above may not come again (the usage poll and the kernel's thresholds
+//   signal crossings only, and it may never read below in between);
 // - a node-wide budget bounds the overhead: at most max_per_minute
 //   collections in any 60 s, shared round-robin between tenants (pods);
 //   candidates beyond it are deferred, in rank order, until the oldest
@@ -71,6 +76,19 @@ constexpr size_t kMaxSeenTriggerTypesPastCap = 8;
 // Adds `s` to an incident's or candidate's list of seen triggers, within the caps.
 void note_seen_trigger(std::vector<SeenTrigger>& seen, SeenTrigger s);
 
+// Why a candidate waits.
+enum class Deferral {
+  kInterval,        // its container was collected within IntervalTracing
+  kBudget,          // the node's capture budget is used
+  kBelowThreshold,  // it read below the threshold at its re-check: re-read until back above
+};
+
+const char* to_string(Deferral d);
+
+// Below the threshold at a re-check: re-read this often, for this long.
+constexpr MonoNs kBelowRecheckEvery = 100'000'000ull;
+constexpr MonoNs kBelowWatch = 10'000'000'000ull;
+
 struct Candidate {
   std::string memcg;   // relative cgroup path of the limited container
   Trigger trigger;     // the first trigger that made it a candidate
@@ -82,13 +100,14 @@ struct Candidate {
   bool collected_recently = false; // collected within kRecentCollection before this decision
   std::string tenant;             // whose share of the budget it uses (policy_rank.h tenant_of)
   MonoNs not_before = 0;  // deferred: re-checked from then on
-  bool by_budget = false; // deferred by the node budget (else by its own interval)
+  Deferral deferred_for = Deferral::kInterval;
+  MonoNs watch_until = 0; // read below the threshold at a re-check: re-read until then
 };
 
 enum class OfferResult {
   kOpenedBatch,     // first candidate: a batch window started
   kJoinedBatch,     // added to (or merged into) the open batch
-  kDeferred,        // the container is within its interval: re-checked when it ends
+  kDeferred,        // it waits (Policy::deferral says why) and is re-checked when that ends
   kUnlimited,       // no finite limit: never a candidate
   kBelowThreshold,  // usage/limit under the threshold
 };
@@ -123,12 +142,13 @@ class Policy {
   Decision on_deadline(MonoNs now, const Reread& reread);
 
   size_t deferred_count() const { return deferred_.size(); }
-  bool is_deferred(const std::string& memcg) const { return deferred_.count(memcg) != 0; }
-  // Deferred by the node budget (not by its own interval).
-  bool deferred_by_budget(const std::string& memcg) const {
+  // Why the container's candidate waits; nullopt when none does.
+  std::optional<Deferral> deferral(const std::string& memcg) const {
     auto it = deferred_.find(memcg);
-    return it != deferred_.end() && it->second.by_budget;
+    return it == deferred_.end() ? std::nullopt : std::optional<Deferral>(it->second.deferred_for);
   }
+  bool is_deferred(const std::string& memcg) const { return deferral(memcg).has_value(); }
+  bool deferred_by_budget(const std::string& memcg) const { return deferral(memcg) == Deferral::kBudget; }
   bool in_batch(const std::string& memcg) const { return batch_.count(memcg) != 0; }
   // The end of the container's interval, when it is within one.
   std::optional<MonoNs> interval_until(const std::string& memcg, MonoNs now) const;
@@ -139,6 +159,9 @@ class Policy {
  private:
   void add(std::map<std::string, Candidate>& into, const std::string& memcg, const Trigger& t);
   void expire_budget(MonoNs now);
+  // A candidate read below the threshold: watched (deferred for a re-read
+  // soon) while its watch lasts, else dropped with the reason.
+  void below_at_recheck(Candidate c, double ratio, MonoNs now, Decision& d);
   void sample(const std::string& memcg, const MemcgStats& stats, MonoNs now);
   bool collected_recently(const std::string& memcg, MonoNs now) const;
 

@@ -25,7 +25,7 @@ bool has(const std::string& s, const std::string& what) { return s.find(what) !=
 
 TEST(NoSnapshotReason, DeferredWithinItsIntervalSaysHowLongIsLeft) {
   auto f = base();
-  f.deferred = true;
+  f.deferred = Deferral::kInterval;
   f.interval_until = f.now + 42 * kSec;
   auto r = no_snapshot_reason(f);
   EXPECT_TRUE(has(r, "deferred within its own interval since its last snapshot (IntervalTracing 300 s, per "
@@ -35,12 +35,18 @@ TEST(NoSnapshotReason, DeferredWithinItsIntervalSaysHowLongIsLeft) {
 
 TEST(NoSnapshotReason, DeferredByTheNodeBudget) {
   auto f = base();
-  f.deferred = true;
-  f.deferred_by_budget = true;
+  f.deferred = Deferral::kBudget;
   f.max_per_minute = 6;
   f.budget_free_at = f.now + 17 * kSec;
   auto r = no_snapshot_reason(f);
   EXPECT_TRUE(has(r, "deferred by the node's capture budget (NodeMaxCapturesPerMinute 6; 17 s left)")) << r;
+}
+
+TEST(NoSnapshotReason, ReadBelowTheThresholdWhenJudged) {
+  auto f = base();
+  f.deferred = Deferral::kBelowThreshold;
+  auto r = no_snapshot_reason(f);
+  EXPECT_TRUE(has(r, "read below ThresholdPercent (90%) of the limit when judged; it was being re-read")) << r;
 }
 
 TEST(NoSnapshotReason, KillWithinTheBatchWindow) {
