@@ -18,7 +18,8 @@ std::string bytes_of(const std::string& path) {
 
 // Each variable read by cli/test_hooks.cpp's hook variant.
 const char* const kHookNames[] = {"OOMSNAP_TEST_STALL_LOOP_ON_SIGUSR2", "OOMSNAP_CAPTURE_HELPER",
-                                  "OOMSNAP_TEST_CAPTURE_IN_PROCESS", "OOMSNAP_TEST_CONFINEMENT_PROBE_PID"};
+                                  "OOMSNAP_TEST_CAPTURE_IN_PROCESS", "OOMSNAP_TEST_CONFINEMENT_PROBE_PID",
+                                  "OOMSNAP_TEST_KMSG_PATH"};
 
 }  // namespace
 

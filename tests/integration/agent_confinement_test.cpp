@@ -56,7 +56,9 @@ TEST(AgentConfinement, PtraceAndBpfLoadsFromInsideTheAgentGetEperm) {
   ASSERT_TRUE(agent.wait_log("confinement probe on the capture worker", 30s)) << agent.log();
   const std::string log = agent.log();
   EXPECT_NE(log.find("confined: seccomp deny-list loaded on all"), std::string::npos) << log;
-  const std::string refused = "ptrace(PTRACE_ATTACH, " + pid + ") failed: EPERM; bpf(BPF_PROG_LOAD) failed: EPERM";
+  const std::string refused = "ptrace(PTRACE_ATTACH, " + pid +
+                              ") failed: EPERM; bpf(BPF_PROG_LOAD) failed: EPERM; syslog(SIZE_UNREAD) failed: EPERM; "
+                              "syslog(SIZE_BUFFER) succeeded";
   for (const char* thread : {"loop thread", "capture worker"})
     EXPECT_NE(log.find(std::string("confinement probe on the ") + thread + ": " + refused), std::string::npos)
         << thread << ":\n" << log;

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent_process.h"
+#include "record_schema.h"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -431,6 +432,69 @@ TEST(AgentEndToEnd, VictimGoneBeforeCollectionGivesRecordWithReason) {
   EXPECT_EQ(agent.stop(), 0) << agent.log();
   std::filesystem::remove_all(dir);
 }
+
+// A kill with no snapshot before it (every trigger but the kill itself
+// blacklisted): the record carries the kernel's own OOM report and explains
+// the container's charge from it, as the kernel saw it before the victim
+// died. A python3 fills 64 MiB beside an idle sleep. The report is read from
+// /dev/kmsg, or, where the agent has no such device (a pod; systemd's
+// PrivateDevices), with syslog(2).
+class KillWithoutSnapshot : public ::testing::TestWithParam<bool> {};
+
+TEST_P(KillWithoutSnapshot, IsExplainedByTheKernelsOwnReport) {
+  const bool via_syslog = GetParam();
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 64 * kMiB);
+  const std::string dir = temp_dir();
+  const std::string config = config_for(
+      scope, dir, "[triggers]\nBlacklist = [\"memcg_pressure\", \"memory_events\", \"psi\", \"threshold\", \"process_exit\"]");
+  std::unique_ptr<AgentProcess> agent =
+      via_syslog ? std::make_unique<AgentProcess>(dir, config, std::vector<std::string>{},
+                                                  std::vector<std::string>{"OOMSNAP_TEST_KMSG_PATH=/nonexistent/kmsg"},
+                                                  std::vector<std::string>{}, kTestHooksBinary)
+                 : std::make_unique<AgentProcess>(dir, config);
+  ASSERT_TRUE(agent->wait_log("ready:", 30s)) << agent->log();
+  ASSERT_NE(agent->log().find(via_syslog ? "kernel OOM reports: read from syslog(2) (cannot open /nonexistent/kmsg"
+                                         : "kernel OOM reports: read from /dev/kmsg"),
+            std::string::npos)
+      << agent->log();
+  Process sleeper({"/bin/sleep", "60"}, {}, box.dir());
+  Process filler({"/usr/bin/python3", "-c", "import time; x = bytearray(96 << 20); time.sleep(30)"}, {}, box.dir());
+  json rec = agent->next_record(30s);
+  ASSERT_FALSE(rec.is_null()) << agent->log();
+  EXPECT_EQ(rec["trigger"]["type"], "oom_kill") << rec.dump(2);
+  ASSERT_TRUE(rec.contains("oom_kill")) << rec.dump(2);
+  EXPECT_EQ(rec["oom_kill"]["pid"], filler.pid());
+  ASSERT_TRUE(rec["oom_kill"].contains("kernel_report")) << rec["oom_kill"].dump(2) << "\n" << agent->log();
+  const json& k = rec["oom_kill"]["kernel_report"];
+  EXPECT_EQ(k["constraint"], "CONSTRAINT_MEMCG");
+  EXPECT_EQ(k["task_memcg"], box.rel_path());
+  EXPECT_EQ(k["limit_bytes"], 64 * kMiB);
+  EXPECT_GE(k["usage_bytes"].get<uint64_t>(), 60 * kMiB);
+  ASSERT_EQ(k["tasks_total"], 2) << k.dump(2);
+  EXPECT_EQ(k["tasks"][0]["pid"], filler.pid());  // the largest first
+  EXPECT_EQ(k["tasks"][1]["pid"], sleeper.pid());
+  EXPECT_GE(k["tasks"][0]["rss_anon_bytes"].get<uint64_t>(), 50 * kMiB);
+  EXPECT_GE(k["memory_stat"]["anon"].get<uint64_t>(), 50 * kMiB) << k["memory_stat"].dump(2);
+  // The charge, from that report: mostly the filler's anonymous pages.
+  const json& x = rec["container"]["explained"];
+  EXPECT_EQ(x["source"], "kernel_oom_report") << rec["container"].dump(2);
+  EXPECT_EQ(x["usage_bytes"], k["usage_bytes"]);
+  EXPECT_EQ(x["processes_by_rss"], 2);
+  EXPECT_GE(x["kinds"]["anon"].get<uint64_t>(), 50 * kMiB) << x.dump(2);
+  EXPECT_LE(x["unexplained_bytes"].get<uint64_t>(), x["usage_bytes"].get<uint64_t>() / 10) << x.dump(2);
+  EXPECT_EQ(oomsnap_test::record_schema_errors(rec.dump()), "");
+  std::printf("[ info ] kill without snapshot, from the kernel's report (%s): usage %.1f MiB, anon %.1f MiB, "
+              "kernel %.1f MiB, unexplained %.2f MiB\n",
+              via_syslog ? "syslog(2)" : "/dev/kmsg", x["usage_bytes"].get<double>() / kMiB,
+              x["kinds"]["anon"].get<double>() / kMiB, x["kinds"].value("kernel", 0.0) / kMiB,
+              x["unexplained_bytes"].get<double>() / kMiB);
+  EXPECT_EQ(agent->stop(), 0) << agent->log();
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(AgentEndToEnd, KillWithoutSnapshot, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "syslog" : "kmsg"; });
 
 namespace {
 // `oomsnap watch --config path`: the first line it writes (stdout and stderr),

@@ -328,6 +328,20 @@ void check_phase3(const std::string& dir, const std::string& bpf_mode, const std
   for (const auto& kp : k["killed"]) killed.insert(kp["pid"].get<int64_t>());
   EXPECT_EQ(killed, (std::multiset<int64_t>{leaker, holder, sleeper, python})) << k.dump(2);
   EXPECT_EQ(k["killed"][0]["pid"].get<int64_t>(), leaker);  // the kernel's chosen victim first
+  // The kernel's own report of the kill, from the guest's /dev/kmsg: cgroup
+  // v2's memory.stat and this kernel's task columns, the box's four tasks.
+  EXPECT_TRUE(k.contains("kernel_report")) << k.dump(2);
+  if (k.contains("kernel_report")) {
+    const json& kr = k["kernel_report"];
+    EXPECT_EQ(kr["limit_bytes"], 96 * 1024 * 1024) << kr.dump(2);
+    // memory.stat: lines of their own since 6.3, one record of lines before.
+    ASSERT_TRUE(kr.contains("memory_stat") && kr["memory_stat"].contains("anon")) << kr.dump(2);
+    EXPECT_GT(kr["memory_stat"]["anon"].get<uint64_t>(), 20u << 20) << kr.dump(2);
+    EXPECT_EQ(kr["tasks_total"], 4) << kr.dump(2);
+    std::multiset<int64_t> listed;
+    for (const auto& t : kr["tasks"]) listed.insert(t["pid"].get<int64_t>());
+    EXPECT_EQ(listed, (std::multiset<int64_t>{leaker, holder, sleeper, python})) << kr.dump(2);
+  }
   // How the process ids were obtained: from the task (raw_tp), else from the
   // current task or /proc (tracepoint): never a thread id as it came.
   std::cout << "[ v2vm     ] phase 3 (" << bpf_mode << "): " << facts["bpf_attached"] << "; oom_kill pid_source "

@@ -244,6 +244,21 @@ bool Agent::start(std::string& error) {
   if (!bpf_) return false;
   log_->info("BPF attached: {}", bpf_->description());
   health_.set_bpf_attached(true);
+  // Before the deny-list: /dev/kmsg checks CAP_SYSLOG at open only, and the
+  // filter lets syslog(2) read only.
+  std::string kmsg_why;
+  KernelLog::Paths kmsg_paths;
+  if (!options_.test.kmsg_path.empty()) kmsg_paths.kmsg = options_.test.kmsg_path;
+  kernel_log_ = KernelLog::open(io_, kmsg_why, kmsg_paths);
+  if (kernel_log_) {
+    kernel_log_->start();
+    log_->info("kernel OOM reports: read from {}{}", kernel_log_->source(),
+               kmsg_why.empty() ? "" : " (" + kmsg_why + ")");
+  } else {
+    log_->warn("kernel OOM reports: not read ({}; it needs CAP_SYSLOG where kernel.dmesg_restrict is set): OOM-kill "
+               "records carry no kernel report, and those without a snapshot explain no charge",
+               kmsg_why);
+  }
   // Nothing below loads BPF, mounts or attaches again (SIGHUP neither): the
   // deny-list goes on now, before the first capture process is started, so
   // that every capture process inherits it.
@@ -466,6 +481,7 @@ void Agent::stop() {
   book_timer_.cancel();
   signals_.cancel();
   if (bpf_desc_) bpf_desc_->cancel();
+  if (kernel_log_) kernel_log_->cancel();
   // A running capture is killed now (its incident says so); its result is
   // posted before the final step below, which then sees it.
   sandbox_->cancel();
@@ -478,6 +494,7 @@ void Agent::stop() {
     write_unnamed_at_shutdown();
     cgroups_.reset();
     bpf_desc_.reset();
+    kernel_log_.reset();
     if (sink_writer_) {
       // Bounded: every sink call gives up at the deadline; what is left is counted lost.
       const size_t lost = sink_writer_->stop(SinkWriter::Clock::now() + kSinkStopWait);

@@ -29,6 +29,7 @@
 #include <spdlog/logger.h>
 
 #include "agent/events/bpf_events.h"
+#include "agent/events/kernel_log.h"
 #include "agent/events/cgroup_triggers.h"
 #include "agent/config.h"
 #include "agent/events/container_record_limit.h"
@@ -64,6 +65,9 @@ struct AgentTestHooks {
   // agent's own worker thread, without the capture process, to measure what
   // the sandbox costs: a stuck read would hang the agent.
   bool capture_in_process = false;
+  // ($OOMSNAP_TEST_KMSG_PATH=PATH) the kernel log device read instead of
+  // /dev/kmsg: a path that does not exist makes the agent take syslog(2).
+  std::string kmsg_path;
   // ($OOMSNAP_TEST_CONFINEMENT_PROBE_PID=PID) once the agent has confined
   // itself: run on the loop thread and on the capture worker (a thread that
   // was started before the filter), and what it returns (system calls the
@@ -155,6 +159,7 @@ class Agent {
   // record; finalize_due writes every record due now and re-arms it.
   void arm_book_timer();
   void finalize_due();
+  void attach_kernel_report(OomKillInfo& k);  // from kernel_log_, when it holds the kill's report
   void finalize(uint64_t id);
   // The record's pod and container names come from a scan of the kubelet's
   // directories, done on namer_ (never on the loop); then the record.
@@ -178,6 +183,7 @@ class Agent {
   Policy policy_;
   std::unique_ptr<CgroupTriggers> cgroups_;
   std::unique_ptr<BpfEventSource> bpf_;
+  std::unique_ptr<KernelLog> kernel_log_;  // null when neither /dev/kmsg nor syslog(2) can be read
   std::unique_ptr<boost::asio::posix::stream_descriptor> bpf_desc_;
   boost::asio::signal_set signals_;
   Timer rescan_timer_, policy_timer_, heartbeat_timer_, watchdog_timer_, book_timer_;

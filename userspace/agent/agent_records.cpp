@@ -137,7 +137,22 @@ void Agent::finalize(uint64_t id) {
     const MemcgStats now = read_memcg(cgroups_->fs(), inc.container.cgroup_path);
     inc.oom_kill->group_kill = IncidentBook::group_kill_counter_rose(inc.container.stats.events, now.events);
   }
+  if (inc.oom_kill && kernel_log_) attach_kernel_report(*inc.oom_kill);
   name_then_write(std::move(inc));
+}
+
+// The kernel printed its report before it marked the victim, so by the
+// record (a second later, or at the victim's exit) it is in the log: read
+// what is waiting, then look it up by the victim and the time. The kmsg
+// clock (local_clock) and the BPF one (CLOCK_MONOTONIC) differ by little
+// on a running host; the window only keeps a reused pid from matching.
+void Agent::attach_kernel_report(OomKillInfo& k) {
+  constexpr uint64_t kReportWindowUs = 30'000'000;
+  kernel_log_->drain();
+  if (const KernelOomReport* r = kernel_log_->reports().find(k.pid, k.kernel_ns / 1000, kReportWindowUs))
+    k.kernel_report = *r;
+  else
+    log_->debug("OOM kill of {}: no kernel report of it in the kernel's log ({})", k.pid, kernel_log_->source());
 }
 
 // The pod's and container's names (pod_identity.h), looked up once per

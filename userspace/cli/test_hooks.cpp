@@ -37,7 +37,8 @@ std::string outcome(const std::string& call, long rc, int err) {
 }
 
 // What a compromised agent would try first: trace another process, load a
-// BPF program. Both must fail with EPERM once the agent confined itself.
+// BPF program, clear the kernel's log. Each must fail with EPERM once the
+// agent confined itself; reading the log's size still works.
 std::string probe_confinement(pid_t pid) {
   const std::string attach = "ptrace(PTRACE_ATTACH, " + std::to_string(pid) + ")";
   long rc = ptrace(PTRACE_ATTACH, pid, nullptr, nullptr);
@@ -54,7 +55,14 @@ std::string probe_confinement(pid_t pid) {
   bpf_attr attr{};
   rc = syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof attr);
   if (rc >= 0) ::close(static_cast<int>(rc));
-  return out + "; " + outcome("bpf(BPF_PROG_LOAD)", rc, errno);
+  out += "; " + outcome("bpf(BPF_PROG_LOAD)", rc, errno);
+  // syslog(2) reads the log and its size only (kernel_log.h); every other
+  // action is refused. Probed with one that changes nothing (the unread
+  // count), the same rule as clearing the log.
+  rc = syscall(SYS_syslog, 9 /* SYSLOG_ACTION_SIZE_UNREAD */, nullptr, 0);
+  out += "; " + outcome("syslog(SIZE_UNREAD)", rc, errno);
+  rc = syscall(SYS_syslog, 10 /* SYSLOG_ACTION_SIZE_BUFFER */, nullptr, 0);
+  return out + "; " + outcome("syslog(SIZE_BUFFER)", rc, errno);
 }
 
 }  // namespace
@@ -66,6 +74,7 @@ TestHooks read_test_hooks() {
     hooks.agent.stall_on_sigusr2 = std::chrono::seconds(std::clamp(std::atoi(stall.c_str()), 0, 60));
   hooks.agent.capture_helper = env("OOMSNAP_CAPTURE_HELPER");
   hooks.agent.capture_in_process = env("OOMSNAP_TEST_CAPTURE_IN_PROCESS") == "1";
+  hooks.agent.kmsg_path = env("OOMSNAP_TEST_KMSG_PATH");
   if (const std::string pid = env("OOMSNAP_TEST_CONFINEMENT_PROBE_PID"); !pid.empty())
     hooks.agent.confinement_probe = [target = static_cast<pid_t>(std::atoi(pid.c_str()))] {
       return probe_confinement(target);

@@ -1,5 +1,7 @@
 #include "agent/incident/explained_memory.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
@@ -183,8 +185,38 @@ ExplainedMemory explain_memory(std::optional<uint64_t> usage, const std::optiona
   return e;
 }
 
+ExplainedMemory explain_kernel_report(const KernelOomReport& r, uint64_t page_size) {
+  const MemoryStat stat = report_memory_stat(r);
+  std::vector<ProcessCharge> procs;
+  auto charge = [page_size](const KernelOomTask& t, uint32_t count) {
+    ProcessCharge p;
+    p.pid = count == 1 ? t.pid : 0;
+    p.count = count;
+    auto bytes = [page_size](std::optional<uint64_t> pages) {
+      return pages ? std::optional<uint64_t>(*pages * page_size) : std::nullopt;
+    };
+    p.memory.rss_bytes = t.rss_pages * page_size;
+    p.memory.rss_anon_bytes = bytes(t.rss_anon_pages);
+    p.memory.rss_file_bytes = bytes(t.rss_file_pages);
+    p.memory.rss_shmem_bytes = bytes(t.rss_shmem_pages);
+    p.memory.swap_bytes = t.swap_entries * page_size;
+    p.memory.page_table_bytes = t.pgtables_bytes;
+    p.memory.status = "ok";
+    return p;
+  };
+  for (const KernelOomTask& t : r.tasks) procs.push_back(charge(t, 1));
+  if (r.tasks_total > r.tasks.size())
+    procs.push_back(charge(r.tasks_rest, static_cast<uint32_t>(r.tasks_total - r.tasks.size())));
+  ExplainedMemory e = explain_memory(r.usage_bytes, stat, procs);
+  e.source = "kernel_oom_report";
+  if (r.stat_cut) e.notes.push_back("the kernel's report held more memory.stat lines than were kept");
+  return e;
+}
+
 std::optional<ExplainedMemory> explain_incident(const Incident& inc) {
   const IncidentContainer& c = inc.container;
+  if (!inc.capture && inc.oom_kill && inc.oom_kill->kernel_report)
+    return explain_kernel_report(*inc.oom_kill->kernel_report, static_cast<uint64_t>(getpagesize()));
   if (!c.memory_stat && c.tasks_total == 0) return std::nullopt;
   std::vector<ProcessCharge> procs;
   auto counted = [&procs](pid_t pid) {
@@ -238,6 +270,7 @@ std::optional<ExplainedMemory> explain_incident(const Incident& inc) {
 nlohmann::json to_json(const ExplainedMemory& e) {
   nlohmann::json j;
   if (e.usage_bytes) j["usage_bytes"] = *e.usage_bytes;
+  j["source"] = e.source;
   j["explained_bytes"] = e.explained_bytes;
   if (e.usage_bytes) j["unexplained_bytes"] = e.unexplained_bytes;
   nlohmann::json kinds = nlohmann::json::object();

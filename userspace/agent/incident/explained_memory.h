@@ -42,6 +42,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "agent/cgroup/kernel_oom_report.h"
 #include "agent/cgroup/memory_stat.h"
 #include "core/proc_info.h"
 
@@ -85,6 +86,9 @@ struct ExplainedMemory {
   // The files on the tmpfs mounts a captured process sees (the victim's
   // first), largest first: which files the `tmpfs` kind is.
   std::optional<TmpfsFiles> tmpfs_files;
+  // Where the figures come from: "collection" (what the agent and the
+  // capture read) or "kernel_oom_report" (the kernel's report of the kill).
+  std::string source = "collection";
 
   uint64_t at(ChargeKind k) const { return bytes[static_cast<size_t>(k)].value_or(0); }
   uint64_t parts() const;
@@ -97,11 +101,18 @@ struct ExplainedMemory {
 ExplainedMemory explain_memory(std::optional<uint64_t> usage, const std::optional<MemoryStat>& stat,
                                const std::vector<ProcessCharge>& processes);
 
+// The kernel's report of a kill, for explain_memory: its usage, its
+// memory.stat (v1 or v2, told by its keys; v1's kernel memory from its
+// "kmem:" line) and its tasks by their anon/file/shmem RSS (rss as anon on
+// kernels that print no split), the tasks past the kept ones as one sum.
+ExplainedMemory explain_kernel_report(const KernelOomReport& r, uint64_t page_size);
+
 // The incident's pieces for explain_memory: the victim and the other
 // captured processes by their breakdown (or /proc memory when the capture
 // gave none), the container's other listed tasks and the unlisted rest by
-// their RSS. nullopt when the collection never looked at the container (no
-// memory.stat and no task found).
+// their RSS. A kill with no capture before it is explained by the kernel's
+// report of it when there is one (the exact pre-kill view). nullopt when
+// neither the collection nor the kernel said anything of the container.
 std::optional<ExplainedMemory> explain_incident(const Incident& inc);
 
 // {"usage_bytes", "explained_bytes", "unexplained_bytes", "kinds": {...},

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/incident/explained_memory.h"
 #include "agent/records/time_format.h"
@@ -207,6 +208,8 @@ nlohmann::json to_json(const Incident& inc, const RecordContext& ctx) {
     k["rss_bytes"] = inc.oom_kill->rss_bytes;
     if (!inc.oom_kill->pid_source.empty()) k["pid_source"] = inc.oom_kill->pid_source;
     if (inc.oom_kill->memory_stat) k["memory_stat"] = to_json(*inc.oom_kill->memory_stat);
+    if (inc.oom_kill->kernel_report)
+      k["kernel_report"] = to_json(*inc.oom_kill->kernel_report, static_cast<uint64_t>(getpagesize()));
     auto lead = lead_ms(inc);
     k["lead_ms"] = lead ? nlohmann::json(*lead) : nlohmann::json(nullptr);
     k["group_kill"] = inc.oom_kill->group_kill;

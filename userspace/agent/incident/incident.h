@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/cgroup/cgroup.h"
+#include "agent/cgroup/kernel_oom_report.h"
 #include "agent/cgroup/memory_stat.h"
 #include "agent/cgroup/pod_identity.h"
 #include "agent/incident/policy.h"
@@ -68,6 +69,10 @@ struct OomKillInfo {
   // The container's memory.stat as the agent took the kill in: read after
   // the kill, so the victim's pages may already be on their way out.
   std::optional<MemoryStat> memory_stat;
+  // The kernel's own report of this kill (/dev/kmsg), printed while the OOM
+  // killer held the memcg: its usage, memory.stat and task list before the
+  // victim died. Absent when the agent cannot read the kernel log.
+  std::optional<KernelOomReport> kernel_report;
 
   // Adds a process killed in this event; false when it was already in it.
   bool add_killed(KilledProcess k);

@@ -55,6 +55,10 @@ std::vector<MissingPrivilege> missing_privileges(const PrivilegeFacts& f) {
     out.push_back({"CAP_DAC_OVERRIDE",
                    "memory cgroups delegated to other users get no usage-threshold or PSI trigger (BPF events "
                    "still arrive)", false});
+  if (!has(f, CAP_SYSLOG))
+    out.push_back({"CAP_SYSLOG",
+                   "where kernel.dmesg_restrict is set, the kernel's own OOM reports are not read: a kill without a "
+                   "snapshot is recorded without the container's charge as the kernel saw it", false});
   if (kernel_before(f, 5, 11) && !f.memlock_unlimited && !has(f, CAP_SYS_RESOURCE))
     out.push_back({"CAP_SYS_RESOURCE (kernels before 5.11, unless RLIMIT_MEMLOCK is unlimited)",
                    "the BPF maps are charged to RLIMIT_MEMLOCK, which cannot be raised: loading them may fail", false});
@@ -63,7 +67,7 @@ std::vector<MissingPrivilege> missing_privileges(const PrivilegeFacts& f) {
 
 std::string needed_capabilities(const PrivilegeFacts& f) {
   std::string s = kernel_knows(f, kCapBpf) ? "CAP_BPF CAP_PERFMON" : "CAP_SYS_ADMIN";
-  s += " CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_DAC_OVERRIDE";
+  s += " CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_DAC_OVERRIDE CAP_SYSLOG";
   if (kernel_knows(f, kCapCheckpointRestore)) s += " CAP_CHECKPOINT_RESTORE";
   if (kernel_before(f, 5, 11) && !f.memlock_unlimited) s += " CAP_SYS_RESOURCE";
   return s;

@@ -68,7 +68,7 @@ const std::vector<DeniedSyscall>& agent_denied_syscalls() {
       {"reboot", kKernel},                  {"swapon", kKernel},
       {"swapoff", kKernel},                 {"acct", kKernel},
       {"iopl", kKernel},                    {"ioperm", kKernel},
-      {"syslog", kKernel},                  {"quotactl", kKernel},
+      {"quotactl", kKernel},
       {"quotactl_fd", kKernel},             {"lookup_dcookie", kKernel},
       {"uselib", kKernel},                  {"vhangup", kKernel},
       {"settimeofday", kKernel},            {"clock_settime", kKernel},
@@ -108,6 +108,12 @@ bool confine_agent(Confinement& out, std::string& why) {
   // command with high bits set (which the kernel would truncate) is refused too.
   filter.add(eperm, SCMP_SYS(bpf), {SCMP_A0(SCMP_CMP_LT, kFirstAllowedBpfCommand)});
   filter.add(eperm, SCMP_SYS(bpf), {SCMP_A0(SCMP_CMP_GT, kLastAllowedBpfCommand)});
+  // syslog(2): reading the kernel's log (its OOM reports, where /dev/kmsg is
+  // out of reach) and its size; never clearing it or touching the console.
+  filter.add(eperm, SCMP_SYS(syslog), {SCMP_A0(SCMP_CMP_LT, kSyslogReadAll)});
+  for (scmp_datum_t action = kSyslogReadAll + 1; action < kSyslogSizeBuffer; ++action)
+    filter.add(eperm, SCMP_SYS(syslog), {SCMP_A0(SCMP_CMP_EQ, action)});
+  filter.add(eperm, SCMP_SYS(syslog), {SCMP_A0(SCMP_CMP_GT, kSyslogSizeBuffer)});
   // New processes and threads, never in new namespaces (one rule per flag:
   // any one of them refuses the call).
   for (scmp_datum_t ns : {CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
@@ -124,8 +130,8 @@ bool confine_agent(Confinement& out, std::string& why) {
   out.summary = "seccomp deny-list loaded on all " + status_field(status, "Threads") + " threads (" +
                 status_field(status, "Seccomp_filters") + " filter(s) in place; the capture process inherits it): " +
                 std::to_string(denied) + " system calls answer EPERM (" + join(groups, ", ") +
-                "); bpf(2) keeps map lookups, updates and deletes only; clone(2) makes no namespace; clone3 "
-                "answers ENOSYS (glibc falls back to clone)";
+                "); bpf(2) keeps map lookups, updates and deletes only; syslog(2) reads the log and its size only; "
+                "clone(2) makes no namespace; clone3 answers ENOSYS (glibc falls back to clone)";
   if (!out.unknown.empty()) out.summary += "; unknown to this libseccomp, left out: " + join(out.unknown, ", ");
   return true;
 }

@@ -29,6 +29,12 @@ const std::vector<DeniedSyscall>& agent_denied_syscalls();
 inline constexpr unsigned kFirstAllowedBpfCommand = 1;  // BPF_MAP_LOOKUP_ELEM
 inline constexpr unsigned kLastAllowedBpfCommand = 4;   // BPF_MAP_GET_NEXT_KEY
 
+// syslog(2) actions the agent makes (agent/events/kernel_log.h): read the
+// whole log (SYSLOG_ACTION_READ_ALL) and its size (SYSLOG_ACTION_SIZE_BUFFER).
+// Every other action (clearing the log, the console's level) answers EPERM.
+inline constexpr unsigned kSyslogReadAll = 3;
+inline constexpr unsigned kSyslogSizeBuffer = 10;
+
 struct Confinement {
   bool supported = true;  // false: this kernel has no seccomp filters (nothing loaded)
   std::string summary;    // what was loaded, or why nothing was, for the log

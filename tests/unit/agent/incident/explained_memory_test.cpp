@@ -3,6 +3,7 @@
 // memory.stat charges for it, from v1's and v2's memory.stat alike.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <tuple>
 
 #include "agent/incident/explained_memory.h"
@@ -322,4 +323,53 @@ TEST(ExplainedMemory, AStatLaggingTheUsageDoesNotScaleAwayWhatItHasNotCounted) {
   EXPECT_EQ(s.shared_bytes, 26 * kMiB);
   EXPECT_EQ(s.explained_bytes, 130 * kMiB);
   EXPECT_EQ(s.over_bytes, 0u);
+}
+
+// A kill with no snapshot before it is explained by the kernel's own report
+// of it (a real one: 6.18, cgroup v1, a python3 filling 32 MiB), printed
+// before the victim died: its usage, memory.stat, kmem and task list.
+TEST(ExplainedMemory, AKillWithoutSnapshotIsExplainedByTheKernelsReport) {
+  KernelOomReports reports;
+  std::ifstream f(std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/kmsg/memcg_v1_oom_6.18.txt");
+  for (std::string l; std::getline(f, l);) reports.feed(l);
+  const KernelOomReport* r = reports.find(21308, 72560933808, 1'000'000);
+  ASSERT_NE(r, nullptr);
+
+  Incident inc;
+  inc.id = 9;
+  inc.trigger.type = "oom_kill";
+  inc.container.cgroup_path = "/process_api/4ecdfe954059a6c42db93e58336f925d/kmsgprobe";
+  inc.container.stats.limit_bytes = 32 * kMiB;
+  inc.oom_kill = OomKillInfo{};
+  inc.oom_kill->pid = 21308;
+  inc.oom_kill->comm = "python3";
+  inc.oom_kill->memcg = inc.container.cgroup_path;
+  inc.oom_kill->kernel_report = *r;
+  const auto e = explain_incident(inc);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->source, "kernel_oom_report");
+  EXPECT_EQ(e->usage_bytes, 32 * kMiB);
+  EXPECT_EQ(e->processes_by_rss, 2u);
+  EXPECT_EQ(e->at(ChargeKind::kAnon), (64 + 8064) * 4096u);  // bash and python3, within total_rss
+  EXPECT_EQ(e->at(ChargeKind::kKernel), 204 * 1024u);        // the report's kmem line
+  EXPECT_EQ(e->at(ChargeKind::kFile), 0u);                   // memory.stat: no page cache charged here
+  EXPECT_EQ(e->shared_bytes, (685 + 1718) * 4096u);
+  EXPECT_EQ(e->explained_bytes, (64 + 8064) * 4096u + 204 * 1024u);
+  EXPECT_LT(e->unexplained_bytes, 64 * 1024u);
+
+  RecordContext ctx;
+  ctx.node = "n";
+  const nlohmann::json j = to_json(inc, ctx);
+  EXPECT_EQ(j["container"]["explained"]["source"], "kernel_oom_report");
+  const auto& k = j["oom_kill"]["kernel_report"];
+  EXPECT_EQ(k["usage_bytes"], 32 * kMiB);
+  EXPECT_EQ(k["tasks"][0]["name"], "python3");
+  EXPECT_EQ(k["tasks"][0]["rss_anon_bytes"], 8064 * 4096u);
+  EXPECT_EQ(k["memory_stat"]["anon"], 33345536u);
+  EXPECT_EQ(oomsnap_test::record_schema_errors(j.dump()), "") << j["oom_kill"].dump();
+
+  // With a capture, the collection's own figures explain it, as before.
+  inc.capture = CaptureRecord{};
+  const auto c = explain_incident(inc);
+  EXPECT_TRUE(!c || c->source == "collection");
 }

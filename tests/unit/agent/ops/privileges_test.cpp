@@ -20,7 +20,7 @@ uint64_t caps(std::initializer_list<int> list) {
 
 // What the systemd unit and the DaemonSet grant (deploy/): nothing missing.
 const uint64_t kDeployed = caps({kCapBpf, kCapPerfmon, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_DAC_OVERRIDE,
-                                 kCapCheckpointRestore});
+                                 kCapCheckpointRestore, CAP_SYSLOG});
 
 PrivilegeFacts facts(uint64_t effective, int last = 40, int major = 6, int minor = 18) {
   PrivilegeFacts f;
@@ -63,12 +63,15 @@ TEST(Privileges, EachReadingCapabilityIsNamedWithItsCost) {
   EXPECT_EQ(names(missing_privileges(facts(kDeployed & ~caps({CAP_DAC_OVERRIDE})))), "CAP_DAC_OVERRIDE;");
   EXPECT_EQ(names(missing_privileges(facts(0))),
             "CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)!;CAP_SYS_PTRACE;CAP_DAC_READ_SEARCH;"
-            "CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN);CAP_DAC_OVERRIDE;");
+            "CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN);CAP_DAC_OVERRIDE;CAP_SYSLOG;");
+  m = missing_privileges(facts(kDeployed & ~caps({CAP_SYSLOG})));
+  ASSERT_EQ(names(m), "CAP_SYSLOG;");  // not fatal: the kernel's OOM reports only
+  EXPECT_NE(m[0].consequence.find("kernel's own OOM reports"), std::string::npos);
 }
 
 TEST(Privileges, OlderKernelsNeedSysAdminAndMemlock) {
   // 5.4: no CAP_BPF (cap_last_cap 37), maps charged to RLIMIT_MEMLOCK.
-  const uint64_t old_set = caps({CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_DAC_OVERRIDE});
+  const uint64_t old_set = caps({CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_DAC_OVERRIDE, CAP_SYSLOG});
   EXPECT_EQ(names(missing_privileges(facts(old_set, 37, 5, 4))),
             "CAP_SYS_ADMIN (this kernel has no CAP_BPF)!;CAP_SYS_ADMIN (this kernel has no CAP_CHECKPOINT_RESTORE);"
             "CAP_SYS_RESOURCE (kernels before 5.11, unless RLIMIT_MEMLOCK is unlimited);");
@@ -80,7 +83,7 @@ TEST(Privileges, OlderKernelsNeedSysAdminAndMemlock) {
   EXPECT_EQ(names(missing_privileges(facts(kDeployed, 40, 5, 10))),
             "CAP_SYS_RESOURCE (kernels before 5.11, unless RLIMIT_MEMLOCK is unlimited);");
   EXPECT_EQ(needed_capabilities(facts(0, 37, 5, 4)),
-            "CAP_SYS_ADMIN CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_DAC_OVERRIDE CAP_SYS_RESOURCE");
+            "CAP_SYS_ADMIN CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_DAC_OVERRIDE CAP_SYSLOG CAP_SYS_RESOURCE");
 }
 
 TEST(Privileges, ThisProcessFactsAreRead) {
