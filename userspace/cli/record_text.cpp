@@ -196,6 +196,7 @@ void render_memory_bar(Block& b, const json& rec, bool unicode) {
   else t += human_bytes(explained.value_or(0)) + " explained, usage not known";
   if (auto over = u64_at(*e, "over_bytes"); over && *over)
     t += ", the parts exceed it by " + human_bytes(*over);
+  if (text_at(*e, "source") == std::optional<std::string>("kernel_oom_report")) t += ", from the kernel's OOM report";
   b.line("memory", t);
   // Which files the tmpfs is, when it is a part worth naming.
   const json* files = object_at(*e, "tmpfs_files");
@@ -619,6 +620,22 @@ void render_oom_kill(Block& b, const json& rec) {
   auto path = text_at(*k, "cgroup_path", kMaxTextBytes);
   const json* c = object_at(rec, "container");
   if (path && (!c || text_at(*c, "cgroup_path", kMaxTextBytes) != path)) b.more("in " + *path);
+  // The kernel's own report: its task list's largest, as it printed them.
+  if (const json* kr = object_at(*k, "kernel_report")) {
+    std::vector<std::string> tasks;
+    if (const json* list = array_at(*kr, "tasks"))
+      for (const json& task : *list) {
+        if (tasks.size() == 3) break;
+        if (!task.is_object()) continue;
+        tasks.push_back(terminal_safe(text_at(task, "name").value_or("?"), kMaxTextBytes) + " (" +
+                        std::to_string(u64_at(task, "pid").value_or(0)) + ") " +
+                        human_bytes(u64_at(task, "rss_bytes").value_or(0)));
+      }
+    const uint64_t total = u64_at(*kr, "tasks_total").value_or(tasks.size());
+    std::string r = "kernel's report: " + std::to_string(total) + (total == 1 ? " task" : " tasks");
+    if (!tasks.empty()) r += ", largest " + join(tasks, ", ");
+    b.more(r);
+  }
 
   const json* victim = field(rec, "victim_pid");
   const bool had_victim = victim && !victim->is_null();
