@@ -104,15 +104,19 @@ TEST(OomKillFloodAgent, KillRecordsAreBoundedPerContainerWithTheCountCarriedAndH
   ASSERT_NE(port, 0) << agent.log();
 
   const auto start = std::chrono::steady_clock::now();
-  std::optional<TestMemcg> a;
+  // The allocators run in a child of A with no limit of its own, as a
+  // container's processes may sit in cgroups below it: A's records are of A,
+  // the owed one too, after A and its child are gone and forgotten.
+  std::optional<TestMemcg> a, a_child;
   a.emplace(scope, "killflood", 16 * kMiB);
+  a_child.emplace(*a, "worker");
   const std::string a_path = a->rel_path();
   int kills = -1;
   std::vector<json> a_kill_records;  // records of A with an oom_kill
   json b_record;
   int health_checks = 0, health_failures = 0;
   {
-    AllocatorFlood flood(*a, 8.0);
+    AllocatorFlood flood(*a_child, 8.0);
     auto fixture = leaker(b, 25);  // 256 MiB at 25 MB/s: OOM-killed after ~10 s
     const pid_t victim = fixture->pid();
     while ((b_record.is_null() || kills < 0) && std::chrono::steady_clock::now() - start < 40s) {
@@ -159,6 +163,7 @@ TEST(OomKillFloodAgent, KillRecordsAreBoundedPerContainerWithTheCountCarriedAndH
   // back carrying the others and their span. That rescan is the one a kill
   // in C (a cgroup the agent does not know yet) starts.
   const std::string a_dir = a->dir();
+  a_child.reset();
   a.reset();
   ASSERT_FALSE(std::filesystem::exists(a_dir)) << "A was not removed: " << a_dir;
   TestMemcg c(scope, "afterflood", 16 * kMiB);

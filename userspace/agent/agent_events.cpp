@@ -219,7 +219,7 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   // No snapshot before this kill: the kill is recorded anyway, after the
   // victim's exit or a second, within the container's bound.
   const std::string container = record_limit_key(*memcg);
-  HeldEvent held{e, *memcg, cgroups_->last_stats(container)};
+  HeldEvent held{e, *memcg, container, cgroups_->last_stats(container)};
   auto v = kill_limiter_.admit(container, held, now, options_.config.max_oom_kill_records_per_minute);
   if (!v.write) {
     ++suppressed_oom_kill_records_;
@@ -250,7 +250,7 @@ void Agent::on_exit(const oomsnap_event& e) {
   if (!(e.exit_code & 0x7f) || blacklisted("process_exit")) return;
   auto memcg = memcg_of_event(e.cgroup_id, 0);
   if (!memcg) return;
-  HeldEvent held{e, *memcg, cgroups_->last_stats(*memcg)};
+  HeldEvent held{e, *memcg, *memcg, cgroups_->last_stats(*memcg)};
   auto v = exit_limiter_.admit(record_limit_key(*memcg), held, monotonic_now_ns(),
                                options_.config.max_exit_records_per_minute);
   if (!v.write) {

@@ -41,7 +41,7 @@ void Agent::write_exit_record(const HeldEvent& held, const SuppressedEvents& sup
                           {"suppressed_exits_in_kernel", suppressed.in_kernel}};
   // Written when the container's window ended, not when it exited.
   if (held_back) inc.trigger.counters["held_until_window_end"] = true;
-  describe_container(inc.container, held.memcg, &held.last_seen);
+  describe_container(inc.container, held.container, &held.last_seen);
   inc.exit = ExitInfo{static_cast<pid_t>(e.tgid), e.ktime_ns, e.exit_code};
   inc.timeline.exit = e.ktime_ns;
   finalize(inc.id);
@@ -75,7 +75,7 @@ void Agent::open_kill_record(const HeldEvent& held, const SuppressedEvents& supp
     inc.trigger.counters["suppressed_oom_kills_span_ms"] = span_ms(suppressed, e.ktime_ns);
   }
   if (held_back) inc.trigger.counters["held_until_window_end"] = true;
-  describe_container(inc.container, cgroups_->limited_container_of(held.memcg).value_or(held.memcg), &held.last_seen);
+  describe_container(inc.container, held.container, &held.last_seen);
   inc.oom_kill = oom_kill_info(e, held.memcg);
   inc.oom_kill->memory_stat = read_memory_stat(cgroups_->fs(), inc.container.cgroup_path);
   inc.timeline.oom_kill = e.ktime_ns;

@@ -37,7 +37,11 @@ namespace oomsnap {
 // An event the limiter held back, to be written later.
 struct HeldEvent {
   oomsnap_event event{};
-  std::string memcg;  // the process's memcg (the record's container)
+  std::string memcg;  // the process's memcg
+  // The container the record is of (its limited ancestor, or memcg itself),
+  // found when the event came: a record owed when the container goes is
+  // written after the agent has forgotten it.
+  std::string container;
   // The record's container as the agent's last rescan saw it: a record owed
   // when the container goes is written after its files are gone.
   MemcgStats last_seen;
