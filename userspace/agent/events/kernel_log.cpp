@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/syslog_actions.h"
+
 namespace oomsnap {
 namespace {
 // One read returns one record, formatted by the kernel into at most 8 KiB
@@ -17,8 +19,6 @@ namespace {
 constexpr size_t kRecordBuffer = 8192;
 // Records read per drain(): the loop gets the rest on its next turn.
 constexpr int kMaxRecordsPerDrain = 4096;
-// syslog(2) actions (sys/klog.h gives only the call).
-constexpr int kSyslogReadAll = 3, kSyslogSizeBuffer = 10;
 // The kernel's log buffer is 4 KiB .. 32 MiB (log_buf_len); read at most this much.
 constexpr size_t kMaxSyslogBuffer = size_t{32} << 20;
 
@@ -85,7 +85,7 @@ std::unique_ptr<KernelLog> KernelLog::open(boost::asio::io_context& io, std::str
     why = "cannot open " + paths.kmsg + ": " + std::strerror(errno);
   }
   if (!paths.syslog) return nullptr;
-  const int size = ::klogctl(kSyslogSizeBuffer, nullptr, 0);
+  const int size = ::klogctl(static_cast<int>(kSyslogSizeBuffer), nullptr, 0);
   if (size <= 0) {
     why += std::string("; syslog(2): ") + (size < 0 ? std::strerror(errno) : "no buffer");
     return nullptr;
@@ -94,7 +94,7 @@ std::unique_ptr<KernelLog> KernelLog::open(boost::asio::io_context& io, std::str
   // What is in the buffer now is from before the start: only its position is taken.
   KernelOomReports ignored;
   std::vector<char> buf(log->syslog_size_);
-  const int n = ::klogctl(kSyslogReadAll, buf.data(), static_cast<int>(buf.size()));
+  const int n = ::klogctl(static_cast<int>(kSyslogReadAll), buf.data(), static_cast<int>(buf.size()));
   if (n < 0) {
     why += std::string("; syslog(2) read: ") + std::strerror(errno);
     return nullptr;
@@ -151,7 +151,7 @@ void KernelLog::drain() {
 
 void KernelLog::drain_syslog() {
   std::vector<char> buf(syslog_size_);
-  const int n = ::klogctl(kSyslogReadAll, buf.data(), static_cast<int>(buf.size()));
+  const int n = ::klogctl(static_cast<int>(kSyslogReadAll), buf.data(), static_cast<int>(buf.size()));
   if (n > 0)
     feed_syslog_lines(std::string_view(buf.data(), static_cast<size_t>(n)), reports_, syslog_after_us_,
                       syslog_after_count_);

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/syslog_actions.h"
+
 namespace oomsnap {
 
 struct DeniedSyscall {
@@ -29,11 +31,8 @@ const std::vector<DeniedSyscall>& agent_denied_syscalls();
 inline constexpr unsigned kFirstAllowedBpfCommand = 1;  // BPF_MAP_LOOKUP_ELEM
 inline constexpr unsigned kLastAllowedBpfCommand = 4;   // BPF_MAP_GET_NEXT_KEY
 
-// syslog(2) actions the agent makes (agent/events/kernel_log.h): read the
-// whole log (SYSLOG_ACTION_READ_ALL) and its size (SYSLOG_ACTION_SIZE_BUFFER).
-// Every other action (clearing the log, the console's level) answers EPERM.
-inline constexpr unsigned kSyslogReadAll = 3;
-inline constexpr unsigned kSyslogSizeBuffer = 10;
+// syslog(2): the actions of base/syslog_actions.h only; every other action
+// (clearing the log, the console's level) answers EPERM.
 
 struct Confinement {
   bool supported = true;  // false: this kernel has no seccomp filters (nothing loaded)
