@@ -81,10 +81,13 @@ void KernelOomReports::feed(std::string_view record) {
   const auto seq = number<uint64_t>(part[1]);
   const auto usec = number<uint64_t>(part[2]);
   if (!prio || !seq || !usec) return;
-  if ((*prio >> 3) != 0) return;  // not the kernel's own: a user may write to /dev/kmsg
   std::string_view text = record.substr(semi + 1);
-  text = text.substr(0, text.find('\n'));
-  line(*seq, *usec, text.substr(0, kMaxLine), text.size() > kMaxLine);
+  feed_text(*prio, *seq, *usec, text.substr(0, text.find('\n')));
+}
+
+void KernelOomReports::feed_text(uint32_t prio, uint64_t seq, uint64_t usec, std::string_view text) {
+  if ((prio >> 3) != 0) return;  // not the kernel's own: a user may write to /dev/kmsg
+  line(seq, usec, text.substr(0, kMaxLine), text.size() > kMaxLine);
 }
 
 void KernelOomReports::line(uint64_t seq, uint64_t usec, std::string_view text, bool cut) {
@@ -225,6 +228,7 @@ void KernelOomReports::finish(std::string_view s) {
     const std::string_view c = s.substr(20);
     r.constraint = std::string(c.substr(0, std::min<size_t>(c.find(','), 64)));
   }
+  r.memory_stat = report_memory_stat(r);
   std::sort(r.tasks.begin(), r.tasks.end(),
             [](const KernelOomTask& a, const KernelOomTask& b) { return a.rss_pages > b.rss_pages; });
   done_.push_back(std::move(r));
@@ -261,7 +265,7 @@ nlohmann::json to_json(const KernelOomReport& r, uint64_t page_size) {
   put("memsw_usage_bytes", r.memsw_usage_bytes);
   put("swap_usage_bytes", r.swap_usage_bytes);
   put("kmem_usage_bytes", r.kmem_usage_bytes);
-  if (!r.stat_text.empty()) j["memory_stat"] = to_json(report_memory_stat(r));
+  if (!r.stat_text.empty()) j["memory_stat"] = to_json(r.memory_stat);
   nlohmann::json tasks = nlohmann::json::array();
   auto pages = [page_size](uint64_t n) { return n * page_size; };
   for (const KernelOomTask& t : r.tasks) {

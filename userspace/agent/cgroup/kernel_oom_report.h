@@ -68,6 +68,7 @@ struct KernelOomReport {
   std::string stat_memcg;        // "Memory cgroup stats for <path>:"
   std::string stat_text;         // the memory.stat lines, '\n'-separated, as memory.stat reads
   bool stat_cut = false;         // more than kMaxStatLines
+  MemoryStat memory_stat;        // stat_text parsed once, when the report ends (report_memory_stat)
   std::vector<KernelOomTask> tasks;  // the largest kMaxTasks by rss, largest first
   size_t tasks_total = 0;            // task lines in the report
   KernelOomTask tasks_rest;          // the tasks past `tasks`, summed (pid 0)
@@ -94,6 +95,9 @@ class KernelOomReports {
   // One /dev/kmsg record, "prio,seq,usec,flags;text" (the dictionary lines
   // after the first '\n' are ignored).
   void feed(std::string_view record);
+  // One record's parts, as syslog(2) gives them too (seq 0 there): lines of
+  // another facility than the kernel's are dropped, text is cut at kMaxLine.
+  void feed_text(uint32_t prio, uint64_t seq, uint64_t usec, std::string_view text);
 
   // The finished report whose victim is `pid`, printed within `window_us`
   // of `kernel_us` (pids are reused); newest first.

@@ -19,8 +19,11 @@ namespace {
 constexpr size_t kRecordBuffer = 8192;
 // Records read per drain(): the loop gets the rest on its next turn.
 constexpr int kMaxRecordsPerDrain = 4096;
-// The kernel's log buffer is 4 KiB .. 32 MiB (log_buf_len); read at most this much.
-constexpr size_t kMaxSyslogBuffer = size_t{32} << 20;
+// The kernel's log buffer is 4 KiB .. 32 MiB (log_buf_len); READ_ALL gives
+// its most recent bytes that fit, whole records. A report is printed within
+// a second of the record and is ~10 KiB: the last 1 MiB holds it, and the
+// agent keeps no bigger buffer for its lifetime.
+constexpr size_t kMaxSyslogBuffer = size_t{1} << 20;
 
 // "[ 1234.567890] " at the start of `s`: the time in µs, and the text after it.
 bool printk_time(std::string_view s, uint64_t& us, std::string_view& text) {
@@ -53,7 +56,9 @@ bool feed_syslog_lines(std::string_view text, KernelOomReports& reports, uint64_
     if (line.size() < 3 || line[0] != '<') continue;
     const size_t gt = line.find('>');
     if (gt == std::string_view::npos || gt > 6) continue;
-    const std::string_view prio = line.substr(1, gt - 1);
+    uint32_t prio = 0;
+    const std::string_view p = line.substr(1, gt - 1);
+    if (p.empty() || std::from_chars(p.data(), p.data() + p.size(), prio).ptr != p.data() + p.size()) continue;
     uint64_t us = 0;
     std::string_view body;
     if (!printk_time(line.substr(gt + 1), us, body)) continue;
@@ -66,10 +71,7 @@ bool feed_syslog_lines(std::string_view text, KernelOomReports& reports, uint64_
     }
     if (++seen_at_after <= after_count) continue;  // fed in an earlier pass
     ++after_count;
-    std::string rec;
-    rec.reserve(prio.size() + body.size() + 32);
-    rec.append(prio).append(",0,").append(std::to_string(us)).append(",-;").append(body);
-    reports.feed(rec);
+    reports.feed_text(prio, 0, us, body);
   }
   return any_time;
 }
@@ -93,7 +95,7 @@ std::unique_ptr<KernelLog> KernelLog::open(boost::asio::io_context& io, std::str
   auto log = std::unique_ptr<KernelLog>(new KernelLog(std::min(static_cast<size_t>(size), kMaxSyslogBuffer)));
   // What is in the buffer now is from before the start: only its position is taken.
   KernelOomReports ignored;
-  std::vector<char> buf(log->syslog_size_);
+  std::vector<char>& buf = log->syslog_buf_;
   const int n = ::klogctl(static_cast<int>(kSyslogReadAll), buf.data(), static_cast<int>(buf.size()));
   if (n < 0) {
     why += std::string("; syslog(2) read: ") + std::strerror(errno);
@@ -110,7 +112,7 @@ std::unique_ptr<KernelLog> KernelLog::open(boost::asio::io_context& io, std::str
 KernelLog::KernelLog(boost::asio::io_context& io, int fd)
     : desc_(std::make_unique<boost::asio::posix::stream_descriptor>(io, fd)), fd_(fd) {}
 
-KernelLog::KernelLog(size_t syslog_size) : syslog_size_(syslog_size) {}
+KernelLog::KernelLog(size_t syslog_size) : syslog_buf_(syslog_size) {}
 
 KernelLog::~KernelLog() = default;  // desc_ closes fd_
 
@@ -150,10 +152,9 @@ void KernelLog::drain() {
 }
 
 void KernelLog::drain_syslog() {
-  std::vector<char> buf(syslog_size_);
-  const int n = ::klogctl(static_cast<int>(kSyslogReadAll), buf.data(), static_cast<int>(buf.size()));
+  const int n = ::klogctl(static_cast<int>(kSyslogReadAll), syslog_buf_.data(), static_cast<int>(syslog_buf_.size()));
   if (n > 0)
-    feed_syslog_lines(std::string_view(buf.data(), static_cast<size_t>(n)), reports_, syslog_after_us_,
+    feed_syslog_lines(std::string_view(syslog_buf_.data(), static_cast<size_t>(n)), reports_, syslog_after_us_,
                       syslog_after_count_);
 }
 

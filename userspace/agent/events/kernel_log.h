@@ -6,7 +6,7 @@
 //               unless the ring buffer wraps between two reads;
 //   syslog(2)   SYSLOG_ACTION_READ_ALL with CAP_SYSLOG, where no /dev/kmsg is
 //               in reach (a pod has no such device, systemd's PrivateDevices
-//               hides it): the whole buffer read at each record, its lines
+//               hides it): its last MiB read at each record, its lines
 //               past the last one taken fed on (they carry no sequence
 //               number, so the printk timestamps say which are new).
 // Either way the log is read once more just before a kill's record is
@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -27,7 +28,7 @@ namespace oomsnap {
 
 // syslog(2)'s "<prio>[ secs.usecs] text" lines past `after_us` (and, at
 // that same timestamp, past the first `after_count` of them), fed to
-// `reports` as kmsg records; `after_us`/`after_count` then name the last
+// `reports` (KernelOomReports::feed_text); `after_us`/`after_count` then name the last
 // line fed. False when the lines carry no timestamp (printk.time off).
 bool feed_syslog_lines(std::string_view text, KernelOomReports& reports, uint64_t& after_us, uint64_t& after_count);
 
@@ -62,7 +63,7 @@ class KernelLog {
 
   std::unique_ptr<boost::asio::posix::stream_descriptor> desc_;  // /dev/kmsg; null: syslog(2)
   int fd_ = -1;
-  size_t syslog_size_ = 0;
+  std::vector<char> syslog_buf_;  // the kernel log's size, taken once at open
   uint64_t syslog_after_us_ = 0, syslog_after_count_ = 0;
   KernelOomReports reports_;
 };

@@ -186,7 +186,6 @@ ExplainedMemory explain_memory(std::optional<uint64_t> usage, const std::optiona
 }
 
 ExplainedMemory explain_kernel_report(const KernelOomReport& r, uint64_t page_size) {
-  const MemoryStat stat = report_memory_stat(r);
   std::vector<ProcessCharge> procs;
   auto charge = [page_size](const KernelOomTask& t, uint32_t count) {
     ProcessCharge p;
@@ -207,7 +206,7 @@ ExplainedMemory explain_kernel_report(const KernelOomReport& r, uint64_t page_si
   for (const KernelOomTask& t : r.tasks) procs.push_back(charge(t, 1));
   if (r.tasks_total > r.tasks.size())
     procs.push_back(charge(r.tasks_rest, static_cast<uint32_t>(r.tasks_total - r.tasks.size())));
-  ExplainedMemory e = explain_memory(r.usage_bytes, stat, procs);
+  ExplainedMemory e = explain_memory(r.usage_bytes, r.memory_stat, procs);
   e.source = "kernel_oom_report";
   if (r.stat_cut) e.notes.push_back("the kernel's report held more memory.stat lines than were kept");
   return e;
