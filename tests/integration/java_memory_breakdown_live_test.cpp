@@ -3,8 +3,11 @@
 // one holding 150 MiB of live byte[] is mostly `heap`, each within 15 % of the
 // JVM's own count (its BufferPoolMXBean "direct" and MemoryMXBean heap used,
 // printed by the target itself: tests/fixtures/java_memory/MemoryHolder.java);
-// the kinds sum to VmRSS. G1, Serial and Parallel on JDK 17 (the host's), G1
-// and Serial on JDK 21 (trixie root file system, chroot'ed as a container).
+// the kinds sum to VmRSS. The direct buffers are named as the JVM counts
+// them (java.nio.Bits's totals, the numbers BufferPoolMXBean reports; JDK 8's
+// Bits found through its system dictionary). G1, Serial and Parallel
+// on JDK 17 (the host's), G1 and Serial on JDK 21 (trixie root file system,
+// chroot'ed as a container), G1 on JDK 8, 11, 25 and 26.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -49,6 +52,10 @@ const Case kCases[] = {
     {"jdk17_parallel", "", kJdk17Home, "-XX:+UseParallelGC", "Parallel"},
     {"jdk21_g1", "trixie-jdk", "/usr/lib/jvm/java-21-openjdk-amd64", "-XX:+UseG1GC", "G1"},
     {"jdk21_serial", "trixie-jdk", "/usr/lib/jvm/java-21-openjdk-amd64", "-XX:+UseSerialGC", "Serial"},
+    {"jdk8_g1", "sid-jdk", "/usr/lib/jvm/java-8-openjdk-amd64", "-XX:+UseG1GC", "G1"},
+    {"jdk11_g1", "sid-jdk", "/usr/lib/jvm/java-11-openjdk-amd64", "-XX:+UseG1GC", "G1"},
+    {"jdk25_g1", "trixie-jdk", "/usr/lib/jvm/java-25-openjdk-amd64", "-XX:+UseG1GC", "G1"},
+    {"jdk26_g1", "sid-jdk", "/usr/lib/jvm/java-26-openjdk-amd64", "-XX:+UseG1GC", "G1"},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -172,6 +179,12 @@ TEST_P(JavaMemoryBreakdownLive, DirectBuffersAreNative) {
   // detail's twelve largest).
   EXPECT_GT(m.s.kind("heap"), 0) << b.dump(1);
   EXPECT_GT(m.s.kind("runtime"), 0) << b.dump(1);
+  // Named as the JVM counts them: every byte it reserved, every buffer.
+  uint64_t named = 0;
+  const uint64_t count = m.h.said.at("direct_count").get<uint64_t>();
+  EXPECT_TRUE(names(b, "native", "java.nio direct buffers (" + std::to_string(count) + " buffers)", &named))
+      << b.dump(1) << "\n" << m.h.said.dump();
+  EXPECT_EQ(named, m.theirs) << b.dump(1) << "\n" << m.h.said.dump();
   EXPECT_EQ(b.value("reason", ""), "") << b.dump(1);
   std::printf("[ info ] %s: native %.1f MiB, direct buffers %.1f MiB (%+.1f %%); heap %.1f MiB, heap_free %.1f MiB, "
               "runtime %.1f MiB, rss %.1f MiB\n",

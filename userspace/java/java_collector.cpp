@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/chunk_cache.h"
+#include "java/direct_buffers.h"
 #include "java/java_heap.h"
 #include "java/generational_heap.h"
 #include "java/hotspot_vmstructs.h"
@@ -50,10 +51,11 @@ const char* collector_name(HeapKind kind) {
   return "G1";
 }
 
-// Where the heap and the code cache lie, read before the walk (they do not
-// move, and the walk may use up the read budget); what cannot be read is
-// said in `why`.
-JavaMemoryAccount read_memory_account(ChunkCache& mem, const HotSpotVm& vm, HeapKind kind, uint64_t heap,
+// Where the heap and the code cache lie and what the direct buffers hold,
+// read before the walk (the ranges do not move, and the walk may use up the
+// read budget); what cannot be read is said in `why`.
+JavaMemoryAccount read_memory_account(ChunkCache& mem, const HotSpotVm& vm, const JavaHeapLayout& L,
+                                      bool compressed_oops, HeapKind kind, uint64_t heap, const Deadline& deadline,
                                       std::string& why) {
   JavaMemoryAccount a;
   a.collector = collector_name(kind);
@@ -62,6 +64,10 @@ JavaMemoryAccount read_memory_account(ChunkCache& mem, const HotSpotVm& vm, Heap
   if (!a.heap) why = "the Java heap is not claimed: " + err;
   a.code_cache = read_code_cache_bounds(mem, vm, err);
   if (!a.code_cache) why += (why.empty() ? "" : "; ") + std::string("the code cache is not claimed: ") + err;
+  auto classes = HotSpotClasses::resolve(mem, vm, L, compressed_oops, err);
+  if (classes) a.direct_buffers = read_direct_buffers(mem, *classes, deadline, err);
+  if (!a.direct_buffers)
+    why += (why.empty() ? "" : "; ") + std::string("java.nio direct buffers are not named: ") + err;
   return a;
 }
 
@@ -139,7 +145,7 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   auto found_flags = read_jvm_flags(mem, *vm,
                                     {"UseG1GC", "UseParallelGC", "UseParallelOldGC", "UseSerialGC", "UseZGC",
                                      "UseShenandoahGC", "UseEpsilonGC", "UseConcMarkSweepGC",
-                                     "UseCompressedClassPointers", "UseCompactObjectHeaders",
+                                     "UseCompressedClassPointers", "UseCompressedOops", "UseCompactObjectHeaders",
                                      "ObjectAlignmentInBytes"},
                                     deadline, err);
   if (!found_flags) {
@@ -169,7 +175,8 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
     return finish();
   }
   std::string account_why;
-  JavaMemoryAccount account = read_memory_account(mem, *vm, *kind, heap, account_why);
+  JavaMemoryAccount account = read_memory_account(mem, *vm, L, flag_set(mem, flags, "UseCompressedOops"), *kind,
+                                                  heap, deadline, account_why);
   // A stop-the-world pause moves objects: wait it out briefly, and notice one
   // that starts during the walk by the collection counter.
   std::optional<uint64_t> active, collections;

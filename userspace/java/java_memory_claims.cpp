@@ -72,6 +72,12 @@ JavaMemoryClaims java_memory_claims(const JavaMemoryAccount& a, const std::vecto
     else
       out.claims.push_back({MemoryKind::kRuntime, "Code cache", std::move(parts), std::nullopt});
   }
+  if (a.direct_buffers && a.direct_buffers->reserved)
+    out.claims.push_back({MemoryKind::kNative,
+                          "java.nio direct buffers (" + std::to_string(a.direct_buffers->count) +
+                              (a.direct_buffers->count == 1 ? " buffer)" : " buffers)"),
+                          {},
+                          a.direct_buffers->reserved});
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include "base/mapping.h"
 #include "core/chunk_cache.h"
 #include "core/memory_breakdown.h"
+#include "java/direct_buffers.h"
 #include "java/hotspot_vmstructs.h"
 
 namespace oomsnap {
@@ -29,10 +30,14 @@ struct JavaMemoryAccount {
   std::optional<AddressRange> heap;        // CollectedHeap::_reserved
   uint64_t heap_used = 0;                  // top - bottom over the regions (spaces) in use, as the walk counted
   std::optional<AddressRange> code_cache;  // CodeCache::_low_bound .. _high_bound
+  // java.nio.Bits's totals (read_direct_buffers); unset when not read.
+  std::optional<DirectBufferTotals> direct_buffers;
 };
 
 struct JavaMemoryClaims {
-  std::vector<MemoryClaim> claims;  // in the order they apply: heap, heap_free, runtime
+  // In the order they apply: heap, heap_free, runtime (code cache), then
+  // native (direct buffers: malloc'd, so by count, after the ranges).
+  std::vector<MemoryClaim> claims;
   std::string reason;               // what was not claimed and why; empty when all was
 };
 
