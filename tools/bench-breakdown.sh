@@ -7,10 +7,11 @@
 # range of breakdown.duration_ms (the capture process's time to read
 # /proc/PID/smaps and mountinfo and build the breakdown), the mappings read,
 # and, for scale, the time the kernel alone takes to write that smaps
-# (`cat /proc/PID/smaps`), and the kinds' sum against VmRSS. Then the two
-# ways the breakdown can count resident bytes, smaps and maps + PAGEMAP_SCAN,
-# in turn on the same target (build/tests/breakdown_bench), medians side by
-# side.
+# (`cat /proc/PID/smaps`), and the kinds' sum against VmRSS. Then the
+# ways the breakdown can count resident bytes (smaps, maps + PAGEMAP_SCAN,
+# the maps read before + the scan, and the same asking every page whether it
+# is a file page) in turn on the same target (build/tests/breakdown_bench),
+# medians side by side.
 #
 # Usage: tools/bench-breakdown.sh [OOMSNAP_BINARY]   (default: build/oomsnap)
 # Env:   BENCH_MAPPINGS  mappings in the target (default 10000)

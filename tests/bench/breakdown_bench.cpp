@@ -4,8 +4,8 @@
 // capture process does it. Prints the medians side by side, the ranges, and
 // how far each way's kinds sum from VmRSS. tools/bench-breakdown.sh runs it.
 //
-// Usage: breakdown_bench PID [RUNS [WAY]]   WAY: smaps, scan or known, only
-// that one (for a profiler)
+// Usage: breakdown_bench PID [RUNS [WAY]]   WAY: smaps, scan, known or
+// known-file, only that one (for a profiler)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +27,7 @@ struct Way {
   std::string used, reason;
   double off_pct = 0;
   uint64_t mappings = 0;
+  PagemapScanLimits scan{};
 };
 
 double median(std::vector<double> v) {
@@ -38,7 +39,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s PID [RUNS [smaps|scan|known]]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s PID [RUNS [smaps|scan|known|known-file]]\n", argv[0]);
     return 2;
   }
   const pid_t pid = static_cast<pid_t>(std::atoi(argv[1]));
@@ -51,6 +52,12 @@ int main(int argc, char** argv) {
   // As the capture does it: the maps text read before (at Target::open),
   // untimed, so only its parse, the scan and its staleness check count.
   if (wanted("known")) ways.push_back({"maps read before + PAGEMAP_SCAN", BreakdownSource::kAuto, {}, {}, {}, 0, 0});
+  // The same, asking PAGE_IS_FILE of every page (before it was left out in
+  // long runs of private anonymous mappings).
+  if (wanted("known-file")) {
+    ways.push_back({"maps read before + PAGEMAP_SCAN, file asked everywhere", BreakdownSource::kAuto, {}, {}, {}, 0, 0});
+    ways.back().scan.file_everywhere = true;
+  }
   for (int i = 0; i < runs + 1; ++i) {  // the first round warms up
     for (Way& w : ways) {
       const ProcessMemory status = read_process_memory(pid);
@@ -61,7 +68,7 @@ int main(int argc, char** argv) {
       SmapsLimits limits;
       limits.deadline = start + std::chrono::milliseconds(250);
       const SmapsRead read = read_resident_by_mapping(pid, limits, status, read_tmpfs_devices(pid, limits.deadline),
-                                                      w.source, {}, known_maps);
+                                                      w.source, w.scan, known_maps);
       const MemoryBreakdown b = build_breakdown(read, {}, status);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (i == 0) continue;

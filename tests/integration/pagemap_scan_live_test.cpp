@@ -117,6 +117,35 @@ TEST(PagemapScanLive, AgreesWithSmapsOnTenThousandMappings) {
   expect_scan_agrees_with_smaps(p->pid(), "10,000 mappings");
 }
 
+// The scan asks the kernel which pages are file pages only outside long
+// runs of private anonymous mappings (pagemap_scan.cpp, kMinAnonRun): a
+// private file mapping between two such runs, half its pages read (file
+// pages) and half written (copied: anonymous), is still split as smaps
+// splits it.
+TEST(PagemapScanLive, AgreesWithSmapsOnAFileMappingBetweenRunsOfAnonymousOnes) {
+  const std::string file = "/var/tmp/oomsnap-test-scan-file-" + std::to_string(getpid());
+  RemoveAtExit remove_after{file};
+  auto p = python_running(
+      "import mmap, os\n"
+      "def anon(n):\n"
+      "  out = []\n"
+      "  for i in range(n):\n"
+      "    m = mmap.mmap(-1, 8192, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,\n"
+      "                  prot=mmap.PROT_READ | mmap.PROT_WRITE | (mmap.PROT_EXEC if i % 2 else 0))\n"
+      "    m[0] = 1\n"
+      "    out.append(m)\n"
+      "  return out\n"
+      "before = anon(64)\n"
+      "with open('" + file + "', 'wb') as f: f.write(b'x' * (16 << 20))\n"
+      "fd = os.open('" + file + "', os.O_RDWR)\n"
+      "f = mmap.mmap(fd, 16 << 20, flags=mmap.MAP_PRIVATE)\n"
+      "total = 0\n"
+      "for i in range(0, 8 << 20, 4096): total += f[i]\n"
+      "for i in range(8 << 20, 16 << 20, 4096): f[i] = 2\n"
+      "after = anon(64)\n");
+  expect_scan_agrees_with_smaps(p->pid(), "file mapping between anonymous runs");
+}
+
 // The maps text read at the capture's start (Target::open) is what the
 // breakdown uses while it holds: the same mappings and kinds as a fresh
 // read. When the process mapped more since (here 16 MiB, touched), the scan

@@ -27,6 +27,36 @@ static_assert(kPagemapScanIoctl == ((3ul << 30) | (sizeof(PmScanArg) << 16) | ('
 
 std::string kib(uint64_t bytes) { return std::to_string(bytes / 1024) + " kB"; }
 
+// Where the scan may leave out PAGE_IS_FILE: the kernel answers it by
+// looking at each present page's struct page (a cache miss each; about 30 %
+// of a scan of 10,000 small anonymous mappings), and in a private mapping of
+// no file every page is anonymous. Each part of the walk is one call or
+// more, so only runs of at least kMinAnonRun such mappings get calls of
+// their own: a process whose mappings alternate costs no more calls than
+// before.
+constexpr size_t kMinAnonRun = 16;
+
+struct ScanPart {
+  uint64_t start;  // the part ends where the next one starts
+  bool anon_only;
+};
+
+std::vector<ScanPart> scan_parts(const SmapsRead& read, uint64_t begin) {
+  std::vector<ScanPart> parts{{begin, false}};
+  const auto& maps = read.mappings;
+  for (size_t i = 0; i < maps.size();) {
+    size_t j = i;
+    while (j < maps.size() && maps[j].anon_only) ++j;
+    if (j - i >= kMinAnonRun) {
+      if (maps[i].start <= parts.back().start) parts.back().anon_only = true;
+      else parts.push_back({maps[i].start, true});
+      if (j < maps.size()) parts.push_back({maps[j].start, false});
+    }
+    i = j == i ? i + 1 : j;
+  }
+  return parts;
+}
+
 }  // namespace
 
 bool add_page_regions(SmapsRead& read, size_t& cursor, const PageRegion* regions, size_t n, uint64_t from,
@@ -101,6 +131,9 @@ bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
     return false;
   }
   std::vector<PageRegion> regions(std::max<size_t>(limits.regions_per_call, 1));
+  const std::vector<ScanPart> parts =
+      limits.file_everywhere ? std::vector<ScanPart>{{begin, false}} : scan_parts(read, begin);
+  size_t part = 0;
   size_t cursor = 0, calls = 0;
   uint64_t pages = 0;
   std::string cut_why;
@@ -118,15 +151,17 @@ bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
       read.reason = read.reason.empty() ? reason : read.reason + "; " + reason;
       return true;
     }
+    while (part + 1 < parts.size() && parts[part + 1].start <= at) ++part;
+    const uint64_t part_end = part + 1 < parts.size() ? std::min(end, parts[part + 1].start) : end;
     PmScanArg arg{};
     arg.size = sizeof arg;
     arg.start = at;
-    arg.end = end;
+    arg.end = part_end;
     arg.vec = reinterpret_cast<uintptr_t>(regions.data());
     arg.vec_len = regions.size();
     arg.max_pages = std::min(limits.pages_per_call, limits.max_pages - pages);
     arg.category_mask = kPageIsPresent;  // only present pages
-    arg.return_mask = kPageIsPresent | kPageIsFile | kPageIsPfnZero;
+    arg.return_mask = kPageIsPresent | kPageIsPfnZero | (parts[part].anon_only ? 0 : kPageIsFile);
     const int n = ::ioctl(fd.get(), kPagemapScanIoctl, &arg);
     if (n < 0 && errno == EINTR) continue;
     ++calls;
@@ -135,9 +170,9 @@ bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
       return false;
     }
     // walk_end must move on (or end the walk), within what was asked.
-    if (static_cast<size_t>(n) > regions.size() || arg.walk_end <= at || arg.walk_end > end) {
+    if (static_cast<size_t>(n) > regions.size() || arg.walk_end <= at || arg.walk_end > part_end) {
       why = "PAGEMAP_SCAN returned " + std::to_string(n) + " regions, walk end " + hex(arg.walk_end) +
-            " for " + hex(at) + "-" + hex(end);
+            " for " + hex(at) + "-" + hex(part_end);
       return false;
     }
     if (!add_page_regions(read, cursor, regions.data(), static_cast<size_t>(n), at, arg.walk_end, why)) return false;

@@ -5,7 +5,9 @@
 // the scan does the same page walk without the text.
 //
 // A present page is anonymous unless the scan says PAGE_IS_FILE (page cache
-// and shmem pages), as smaps's `Anonymous` counts it; the zero page
+// and shmem pages), as smaps's `Anonymous` counts it; the category is not
+// asked in long runs of private mappings of no file, where every page is
+// anonymous (it costs the kernel a look at each page's struct page); the zero page
 // (PAGE_IS_PFNZERO) and the vDSO data pages are in no RSS and left out. What
 // is left out of smaps's and status's count besides (hugetlb pages, a
 // driver's pfn mappings) the scan would count: a scan that counts more than
@@ -56,6 +58,10 @@ struct PagemapScanLimits {
   uint64_t pages_per_call = 1u << 18;      // 1 GiB: the deadline is checked between calls
   uint64_t max_pages = uint64_t{1} << 24;  // 64 GiB resident in all
   size_t max_calls = 65536;
+  // Ask PAGE_IS_FILE of every page, long runs of private anonymous
+  // mappings too (as before it was left out there): the benchmark's
+  // baseline (tests/bench/breakdown_bench.cpp), never the capture's.
+  bool file_everywhere = false;
 };
 
 enum class BreakdownSource { kAuto, kSmaps };

@@ -257,6 +257,11 @@ bool SmapsParser::header(string_view line) {
   // the page tables but no process's RSS.
   m.not_rss = h.name == "[vvar]" || h.name == "[vvar_vclock]";
   m.vsyscall = h.name == "[vsyscall]";
+  // The kernel's special mappings ([vdso], [vvar], [uprobes]) hold pages
+  // that are not anonymous: only unnamed, heap, stack and named anonymous
+  // memory is taken as such.
+  m.anon_only = h.inode == 0 && h.perms.size() == 4 && h.perms[3] == 'p' &&
+                (h.name.empty() || h.name == "[heap]" || h.name == "[stack]" || h.name.rfind("[anon", 0) == 0);
   const bool guard_below = prev_anon_none_ && prev_end_ == h.start && prev_end_ - prev_start_ <= kMaxGuardBytes;
   if (h.name == "[stack]") {
     m.anon_kind = MemoryKind::kStacks;

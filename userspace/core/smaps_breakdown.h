@@ -74,6 +74,9 @@ struct SmapsMapping {
   // in no RSS), and [vsyscall] (above the user address space): the pagemap
   // scan leaves them out, as smaps and /proc/PID/status do.
   bool not_rss = false, vsyscall = false;
+  // Private and backed by no file (inode 0): every present page is
+  // anonymous or the zero page, so the pagemap scan need not ask which.
+  bool anon_only = false;
 };
 
 struct SmapsRead {

@@ -70,6 +70,11 @@ TEST(MapsRead, HeadersAsSmapsWithNoResidentBytes) {
   EXPECT_FALSE(r.mappings[7].not_rss);
   EXPECT_TRUE(r.mappings[8].vsyscall);
   EXPECT_EQ(r.names[r.mappings[4].name], "/dev/shm/cache.bin");
+  // Private memory of no file: the scan need not ask which pages are file
+  // pages. Not a file, shared memory or the kernel's special mappings.
+  std::vector<bool> anon_only;
+  for (const SmapsMapping& m : r.mappings) anon_only.push_back(m.anon_only);
+  EXPECT_EQ(anon_only, (std::vector<bool>{false, true, true, true, false, true, false, false, false}));
 }
 
 TEST(MapsRead, AFieldLineIsNotMaps) {
