@@ -13,6 +13,9 @@
 # Usage: tools/bench-agent.sh   (env: OOMSNAP_BUILD, OOMSNAP_CACHE, IDLE_S, STORM_N, LAT_S)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=tools/lib/bench-record.sh
+. tools/lib/bench-record.sh
+bench_record_init agent
 BUILD=${OOMSNAP_BUILD:-build}
 CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 BIN=$BUILD/oomsnap
@@ -129,9 +132,12 @@ sleep 10
 for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; PIDS=()
 stop_agent
 
-python3 - "$WORK" "$STORM_N" <<'EOF'
+python3 - "$WORK" "$STORM_N" "${BENCH_FIGURES:-/dev/null}" <<'EOF'
 import json, re, sys, statistics
 work, storm_n = sys.argv[1], int(sys.argv[2])
+figures = open(sys.argv[3], "a")
+def figure(name, value, unit, better="lower"):
+    figures.write(f"{name}\t{value:.3f}\t{unit}\t{better}\n")
 def pct(v, p):
     v = sorted(v); k = (len(v) - 1) * p / 100; f = int(k); c = min(f + 1, len(v) - 1)
     return v[f] + (v[c] - v[f]) * (k - f)
@@ -169,7 +175,17 @@ if capture and capture_ip:
     print(f"| capture (collection start -> snapshot complete), median: capture process / in-process (n={len(capture)} / {len(capture_ip)}) | {c:.2f} / {ci:.2f} ms | |")
     print(f"| added cost per capture of the capture process, median | {c - ci:.2f} ms | < 5 ms |")
 print(f"| idle agent CPU over {float(s1)-float(s0):.0f} s | {cpu:.3f} % of a core | < 0.1 % |")
+if lat:
+    figure("event -> collection start p50", pct(lat, 50), "ms")
+    figure("event -> collection start p99", pct(lat, 99), "ms")
+if capture and capture_ip:
+    figure("capture, capture process", statistics.median(capture), "ms")
+    figure("capture, in-process", statistics.median(capture_ip), "ms")
+figure("idle agent CPU", cpu, "% of a core")
+figure("idle agent RSS", int(rss) / 1024, "MiB")
+figure("ring-buffer drops", counters["bpf_ring_drops"], "events")
 print(f"| idle agent RSS (peak) | {int(rss)/1024:.1f} MiB ({int(hwm)/1024:.1f} MiB) | < 30 MiB |")
 print(f"| ring-buffer drops, {storm_n} memcgs reclaiming | {counters['bpf_ring_drops']} "
       f"(events {counters['events']}, suppressed in BPF {counters['pressure_events_suppressed']}) | 0 |")
 EOF
+bench_record_write

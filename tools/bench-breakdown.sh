@@ -31,6 +31,8 @@ cleanup() {
   rm -rf "$SCRATCH"
 }
 trap cleanup EXIT
+. "$ROOT/tools/lib/bench-record.sh"
+bench_record_init breakdown
 
 cat >"$SCRATCH/many.c" <<'EOF'
 #include <stdio.h>
@@ -64,7 +66,7 @@ for _ in $(seq "$RUNS"); do
   echo $(( (e - s) / 1000 )) >>"$SCRATCH/cat_us"
 done
 
-python3 - "$SCRATCH/snaps.jsonl" "$SCRATCH/cat_us" <<'EOF'
+python3 - "$SCRATCH/snaps.jsonl" "$SCRATCH/cat_us" "${BENCH_FIGURES:-/dev/null}" <<'EOF'
 import json, statistics, sys
 snaps = [json.loads(l) for l in open(sys.argv[1])]
 cat_ms = [int(l) / 1000 for l in open(sys.argv[2])]
@@ -80,8 +82,18 @@ print(f"| breakdown.duration_ms (n={len(d)}, {bd[0]['mappings']} mappings, {bd[0
 print(f"| cat /proc/PID/smaps (the kernel writing it) | {statistics.median(cat_ms):.2f} ms "
       f"| {min(cat_ms):.2f} .. {max(cat_ms):.2f} ms |")
 print(f"| kinds sum - VmRSS | {statistics.median(off):+.3f} % | {min(off):+.3f} .. {max(off):+.3f} % |")
+with open(sys.argv[3], "a") as f:
+    f.write(f"capture breakdown.duration_ms ({bd[0]['mappings']} mappings)\t{statistics.median(d):.3f}\tms\tlower\n")
+    f.write(f"cat /proc/PID/smaps\t{statistics.median(cat_ms):.3f}\tms\tlower\n")
 EOF
 
 echo
 echo "smaps and maps + PAGEMAP_SCAN in turn ($BENCH):"
-"$BENCH" "$TARGET_PID" "$RUNS"
+"$BENCH" "$TARGET_PID" "$RUNS" | tee "$SCRATCH/ways.md"
+# Each way's median: "| way (source) | mappings | median | ...".
+while IFS='|' read -r _ way _ med _; do
+  way=$(echo "$way" | sed 's/ *(.*) *$//; s/^ *//'); med=$(echo "$med" | sed 's/ ms//; s/ //g')
+  case "$med" in ''|median|---*) continue ;; esac
+  bench_figure "breakdown_bench: $way" "$med" ms
+done < <(grep '^| ' "$SCRATCH/ways.md")
+bench_record_write

@@ -33,6 +33,9 @@ command -v python3 >/dev/null || die "python3 is required"
 # shellcheck source=tools/lib/bench-common.sh
 source "$ROOT/tools/lib/bench-common.sh"
 bench_init bench-go-goroutines
+# shellcheck source=tools/lib/bench-record.sh
+source "$ROOT/tools/lib/bench-record.sh"
+bench_record_init go-goroutines
 
 rows=()
 for n in $COUNTS; do
@@ -60,6 +63,8 @@ PY
   read -r syscalls total _ < "$TMP/sys.$n"
   awk '{ print $3 }' "$TMP/sys.$n" > "$TMP/cap.$n"
   rows+=("| $total | $(median "$TMP/ms.$n") | $(median "$TMP/cap.$n") | $syscalls |")
+  bench_figure "$n goroutines: command wall" "$(median "$TMP/ms.$n")" ms
+  bench_figure "$n goroutines: capture duration_ms" "$(median "$TMP/cap.$n")" ms
   stop_fixture
 done
 
@@ -68,3 +73,4 @@ echo
 echo "| goroutines | command wall median ms | capture median ms | read syscalls |"
 echo "|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
+bench_record_write

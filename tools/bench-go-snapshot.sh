@@ -34,6 +34,9 @@ command -v python3 >/dev/null || die "python3 is required"
 # shellcheck source=tools/lib/bench-common.sh
 source "$ROOT/tools/lib/bench-common.sh"
 bench_init bench-go-snapshot
+# shellcheck source=tools/lib/bench-record.sh
+source "$ROOT/tools/lib/bench-record.sh"
+bench_record_init go-snapshot
 
 # time_runs OUT_FILE CMD...: run CMD $RUNS times, append each wall time in ms.
 time_runs() {
@@ -115,6 +118,9 @@ print(s.get("status"), s.get("read_syscalls"))' "$json")"
   pprof_ms=$(median "$TMP/pprof.$n.ms")
   ratio=$(awk -v a="$pprof_ms" -v b="$whp_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
   rows+=("| $n | $json_ms | $pprof_ms | $whp_ms | $ratio | $syscalls | $buckets |")
+  bench_figure "$n stacks: json wall" "$json_ms" ms
+  bench_figure "$n stacks: pprof wall" "$pprof_ms" ms
+  bench_figure "$n stacks: pprof/WriteHeapProfile" "$ratio" x
   uratio=$(awk -v a="$pprof_ms" -v b="$whpu_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
   notes+=("- $n stacks: WriteHeapProfile with its own allocations unprofiled (MemProfileRate 0 while it runs): $whpu_ms ms, pprof/that = $uratio")
 
@@ -129,3 +135,4 @@ printf '%s\n' "${rows[@]}"
 echo
 echo "At -rate 1 the in-process writer also records every one of its own allocations (a stack unwind each, new buckets), which slows it down; without that:"
 printf '%s\n' "${notes[@]}"
+bench_record_write

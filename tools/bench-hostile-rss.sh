@@ -59,6 +59,9 @@ log() { echo "bench-hostile-rss: $*" >&2; }
 # shellcheck source=tools/lib/bench-common.sh
 source "$ROOT/tools/lib/bench-common.sh"
 bench_init bench-hostile-rss
+# shellcheck source=tools/lib/bench-record.sh
+source "$ROOT/tools/lib/bench-record.sh"
+bench_record_init hostile-rss
 AGENT= SCOPE=
 cleanup_all() {
   set +e
@@ -152,6 +155,8 @@ print(s.get("status"), (s.get("reason") or "").replace("\n", " "))' "$out" "$TMP
   local med par ch sum wmed
   med=$(median "$TMP/$name.maxrss"); par=$(median "$TMP/$name.parent"); ch=$(median "$TMP/$name.child")
   sum=$(median "$TMP/$name.sum"); wmed=$(median "$TMP/$name.wall")
+  bench_figure "$name: CLI + capture VmHWM" "$(awk -v s="$sum" 'BEGIN { printf "%.1f", s / 1024 }')" MiB
+  bench_figure "$name: wall" "$wmed" s
   rows+=("$(awk -v n="$name" -v c="$claim" -v s="$status${reason:+: $reason}" -v m="$med" -v p="$par" -v ch="$ch" -v su="$sum" -v w="$wmed" \
     -v lo="$(sort -n "$TMP/$name.maxrss" | head -n1)" -v hi="$(sort -n "$TMP/$name.maxrss" | tail -n1)" \
     'BEGIN { printf "| %s | %s | %s | %.1f (%.1f-%.1f) | %.1f | %.1f | %.1f | %.2f |", n, c, s, m/1024, lo/1024, hi/1024, p/1024, ch/1024, su/1024, w }')")
@@ -280,3 +285,4 @@ for r in "${rows[@]}"; do
   s=$(median "$TMP/$n.sum")
   awk -v n="$n" -v s="$s" -v i="$idle_sum" 'BEGIN { d=(s-i)/1024; printf "  - %s: %+.1f MiB%s\n", n, d, (d >= 64 ? " — OVER the 64 MiB target" : "") }'
 done
+bench_record_write

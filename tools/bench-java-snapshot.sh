@@ -127,6 +127,9 @@ done
 # shellcheck source=tools/lib/bench-common.sh
 source "$ROOT/tools/lib/bench-common.sh"
 bench_init bench-java-snapshot
+# shellcheck source=tools/lib/bench-record.sh
+source "$ROOT/tools/lib/bench-record.sh"
+bench_record_init java-snapshot
 
 # med FILE: median() from bench-common.sh, with $PY's python3 first on PATH.
 med() { PATH="$(dirname "$PY"):$PATH" median "$1"; }
@@ -282,6 +285,10 @@ print(s.get("status"), s.get("duration_ms"), s.get("read_syscalls"), s.get("byte
   read -r sp_n sp_ms _ sp_names <<<"$(sp_summary "$TMP/snap_sp.$k")"
   read -r jsp_n _ _ jsp_names <<<"$(sp_summary "$TMP/jcmd_sp.$k")"
   ratio=$(awk -v a="$snap_ms" -v b="$jcmd_pause" 'BEGIN { if (b ~ /^[0-9.]+$/ && b > 0) printf "%.2f", a / b; else print "n/a" }')
+  bench_figure "JDK $v $gc: snapshot duration_ms" "$snap_ms" ms
+  bench_figure "JDK $v $gc: CLI wall" "$wall_ms" ms
+  bench_figure "JDK $v $gc: walk speed" "$(awk -v m="$used_mib" -v t="$snap_ms" 'BEGIN { if (t > 0) printf "%.3f", m / 1024 / (t / 1000); else print "n/a" }')" GiB/s higher
+  bench_figure "JDK $v $gc: snapshot/jcmd pause" "$ratio" x
   sp_col="$sp_n, $sp_ms"
   [ "$v" -ge 17 ] || sp_col=n/a
   rows+=("| $version | $gc | $(printf '%.0f' "$used_mib") | ${objects%.000} | $snap_ms | $wall_ms | ${syscalls%.000} | $(printf '%.1f' "$mib") | $sp_col | $jcmd_ms | $jcmd_pause | $ratio |")
@@ -312,3 +319,4 @@ echo "Target (no safepoint added, full walk of 1 GiB under 2 s):"
 printf -- '- %s\n' "${targets[@]}"
 echo
 echo "Machine: $(nproc) CPUs, Linux $(uname -r) ($(uname -m)); $(date -u '+%Y-%m-%d %H:%M UTC')."
+bench_record_write

@@ -28,6 +28,9 @@ READY_TIMEOUT=${BENCH_READY_TIMEOUT:-300}
 
 die() { echo "bench-python-snapshot: error: $*" >&2; exit 1; }
 log() { echo "bench-python-snapshot: $*" >&2; }
+# shellcheck source=tools/lib/bench-record.sh
+. "$ROOT/tools/lib/bench-record.sh"
+bench_record_init python-snapshot
 
 # rootfs_of VERSION: the chroot holding python$VERSION ("" = host).
 rootfs_of() {
@@ -125,6 +128,10 @@ print(s.get("status"), s.get("duration_ms"), s.get("read_syscalls"), s.get("byte
   visited=$(median "$TMP/visited.$v")
   per_syscall=$(awk -v a="$visited" -v b="$syscalls" 'BEGIN { if (b > 0) printf "%.0f", a / b; else print "n/a" }')
   ratio=$(awk -v a="$census_ms" -v b="$snap_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
+  bench_figure "python $v: snapshot duration_ms" "$snap_ms" ms
+  bench_figure "python $v: CLI wall" "$wall_ms" ms
+  bench_figure "python $v: MiB read" "$mib" MiB
+  bench_figure "python $v: census/snapshot ratio" "$ratio" x higher
   rows+=("| $version | $tracked | ${visited%.000} | $snap_ms | $wall_ms | ${syscalls%.000} | $(printf '%.1f' "$mib") | $census_ms | $per_syscall | $ratio |")
   notes+=("- $version: snapshot ms min-max $(spread "$TMP/snap_ms.$v"), CLI wall ms min-max $(spread "$TMP/wall_ms.$v"), objects visited $(sort -u "$TMP/visited.$v" | wc -l | tr -d ' ') distinct value(s) over the runs")
 
@@ -143,3 +150,4 @@ echo "Objects visited = gc_tracked_objects + referenced_untracked_objects from t
 printf '%s\n' "${notes[@]}"
 echo
 echo "Machine: $(nproc) CPUs, Linux $(uname -r) ($(uname -m)); $(date -u '+%Y-%m-%d %H:%M UTC')."
+bench_record_write
