@@ -3,6 +3,8 @@
 #include <initializer_list>
 #include <vector>
 
+#include "base/text.h"
+
 namespace oomsnap {
 
 std::optional<DirectBufferTotals> read_direct_buffers(ChunkCache& mem, const HotSpotClasses& classes,
@@ -30,9 +32,15 @@ std::optional<DirectBufferTotals> read_direct_buffers(ChunkCache& mem, const Hot
   // A static AtomicLong of Bits (JDK 9+ name first, then JDK 8's), read.
   auto total = [&](std::initializer_list<const char*> names, uint64_t& out) {
     std::optional<JavaFieldEntry> f;
-    for (const char* n : names)
+    std::string tried;
+    for (const char* n : names) {
       if ((f = classes.field(mem, bits, n, error))) break;
-    if (!f) return false;
+      append_reason(tried, error);
+    }
+    if (!f) {
+      error = tried;
+      return false;
+    }
     const uint64_t obj = (f->access_flags & kJavaAccStatic) ? classes.reference_at(mem, mirror + f->offset) : 0;
     int64_t v = 0;
     if (!obj || !mem.get(obj + value->offset, v) || v < 0 || static_cast<uint64_t>(v) > kMaxDirectBufferBytes) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/text.h"
 #include "core/chunk_cache.h"
 #include "java/direct_buffers.h"
 #include "java/java_heap.h"
@@ -63,11 +64,11 @@ JavaMemoryAccount read_memory_account(ChunkCache& mem, const HotSpotVm& vm, cons
   a.heap = read_heap_reserved(mem, vm, heap, err);
   if (!a.heap) why = "the Java heap is not claimed: " + err;
   a.code_cache = read_code_cache_bounds(mem, vm, err);
-  if (!a.code_cache) why += (why.empty() ? "" : "; ") + std::string("the code cache is not claimed: ") + err;
+  if (!a.code_cache) append_reason(why, "the code cache is not claimed: " + err);
   auto classes = HotSpotClasses::resolve(mem, vm, L, compressed_oops, err);
   if (classes) a.direct_buffers = read_direct_buffers(mem, *classes, deadline, err);
   if (!a.direct_buffers)
-    why += (why.empty() ? "" : "; ") + std::string("java.nio direct buffers are not named: ") + err;
+    append_reason(why, "java.nio direct buffers are not named: " + err);
   return a;
 }
 
@@ -77,12 +78,12 @@ void claim_memory(JavaMemoryAccount a, std::string why, const JavaHeapWalk& walk
                   CaptureResult& out) {
   if (walk.status == SnapshotStatus::kFailed && a.heap) {
     a.heap.reset();
-    why += (why.empty() ? "" : "; ") + std::string("the Java heap is not claimed: the walk failed");
+    append_reason(why, "the Java heap is not claimed: the walk failed");
   }
   a.heap_used = walk.used_bytes;
   JavaMemoryClaims c = java_memory_claims(a, target.maps());
   out.memory_claims = std::move(c.claims);
-  if (!c.reason.empty()) why += (why.empty() ? "" : "; ") + c.reason;
+  if (!c.reason.empty()) append_reason(why, c.reason);
   out.memory_claims_reason = std::move(why);
 }
 

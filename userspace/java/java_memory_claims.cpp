@@ -15,8 +15,6 @@ bool plausible(const AddressRange& r, uint64_t max_bytes) {
   return r.start && r.end > r.start && r.end - r.start <= max_bytes && !((r.start | r.end) & (kPage - 1));
 }
 
-void add_reason(std::string& reason, const std::string& more) { reason += (reason.empty() ? "" : "; ") + more; }
-
 }  // namespace
 
 std::vector<AddressRange> committed_parts(const AddressRange& r, const std::vector<Mapping>& maps, uint64_t& bytes) {
@@ -43,7 +41,7 @@ JavaMemoryClaims java_memory_claims(const JavaMemoryAccount& a, const std::vecto
   std::optional<AddressRange> heap = a.heap, code = a.code_cache;
   // Two reservations never share an address: which one would be believed?
   if (heap && code && heap->start < code->end && code->start < heap->end) {
-    add_reason(out.reason, "the Java heap (" + range_text(*heap) + ") and the code cache (" + range_text(*code) +
+    append_reason(out.reason, "the Java heap (" + range_text(*heap) + ") and the code cache (" + range_text(*code) +
                                ") overlap: neither is claimed");
     heap.reset(), code.reset();
   }
@@ -51,11 +49,11 @@ JavaMemoryClaims java_memory_claims(const JavaMemoryAccount& a, const std::vecto
     uint64_t committed = 0;
     std::vector<AddressRange> parts = committed_parts(*heap, maps, committed);
     if (parts.empty()) {
-      add_reason(out.reason, "the Java heap's reserved range " + range_text(*heap) + " lies in no writable mapping");
+      append_reason(out.reason, "the Java heap's reserved range " + range_text(*heap) + " lies in no writable mapping");
     } else if (a.heap_used > committed) {
       // A crafted count, or a heap that grew after the mappings were read:
       // either way the split between used and free is not known.
-      add_reason(out.reason, "the Java heap's used bytes (" + std::to_string(a.heap_used) +
+      append_reason(out.reason, "the Java heap's used bytes (" + std::to_string(a.heap_used) +
                                  ") exceed its committed bytes (" + std::to_string(committed) + "): not claimed");
     } else {
       MemoryClaim used{MemoryKind::kHeap, "Java heap (" + a.collector + ", used)", parts, a.heap_used};
@@ -68,7 +66,7 @@ JavaMemoryClaims java_memory_claims(const JavaMemoryAccount& a, const std::vecto
     uint64_t committed = 0;
     std::vector<AddressRange> parts = committed_parts(*code, maps, committed);
     if (parts.empty())
-      add_reason(out.reason, "the code cache's reserved range " + range_text(*code) + " lies in no writable mapping");
+      append_reason(out.reason, "the code cache's reserved range " + range_text(*code) + " lies in no writable mapping");
     else
       out.claims.push_back({MemoryKind::kRuntime, "Code cache", std::move(parts), std::nullopt});
   }
