@@ -65,6 +65,19 @@ void expect_scan_agrees_with_smaps(pid_t pid, const char* what) {
   }
 }
 
+// Python defining anon(n): n private anonymous mappings of two pages, one
+// touched (alternate protections, so that none merge), kept alive.
+const std::string kAnonMappings =
+    "import mmap\n"
+    "def anon(n):\n"
+    "  out = []\n"
+    "  for i in range(n):\n"
+    "    m = mmap.mmap(-1, 8192, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,\n"
+    "                  prot=mmap.PROT_READ | mmap.PROT_WRITE | (mmap.PROT_EXEC if i % 2 else 0))\n"
+    "    m[0] = 1\n"
+    "    out.append(m)\n"
+    "  return out\n";
+
 // A python3 that runs `code`, then says it is ready and sleeps.
 std::unique_ptr<Process> python_running(const std::string& code) {
   auto p = std::make_unique<Process>(std::vector<std::string>{
@@ -104,14 +117,7 @@ TEST(PagemapScanLive, AgreesWithSmapsOnGoWithGrownGoroutineStacks) {
 // 10,000 anonymous mappings of two pages, one touched (alternate
 // protections, so that none merge).
 TEST(PagemapScanLive, AgreesWithSmapsOnTenThousandMappings) {
-  auto p = python_running(
-      "import mmap\n"
-      "ms = []\n"
-      "for i in range(10000):\n"
-      "  m = mmap.mmap(-1, 8192, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,\n"
-      "                prot=mmap.PROT_READ | mmap.PROT_WRITE | (mmap.PROT_EXEC if i % 2 else 0))\n"
-      "  m[0] = 1\n"
-      "  ms.append(m)\n");
+  auto p = python_running(kAnonMappings + "ms = anon(10000)\n");
   std::string used;
   EXPECT_GT(breakdown_by(p->pid(), BreakdownSource::kAuto, used).mappings, 10000u);
   expect_scan_agrees_with_smaps(p->pid(), "10,000 mappings");
@@ -126,15 +132,8 @@ TEST(PagemapScanLive, AgreesWithSmapsOnAFileMappingBetweenRunsOfAnonymousOnes) {
   const std::string file = "/var/tmp/oomsnap-test-scan-file-" + std::to_string(getpid());
   RemoveAtExit remove_after{file};
   auto p = python_running(
-      "import mmap, os\n"
-      "def anon(n):\n"
-      "  out = []\n"
-      "  for i in range(n):\n"
-      "    m = mmap.mmap(-1, 8192, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,\n"
-      "                  prot=mmap.PROT_READ | mmap.PROT_WRITE | (mmap.PROT_EXEC if i % 2 else 0))\n"
-      "    m[0] = 1\n"
-      "    out.append(m)\n"
-      "  return out\n"
+      kAnonMappings +
+      "import os\n"
       "before = anon(64)\n"
       "with open('" + file + "', 'wb') as f: f.write(b'x' * (16 << 20))\n"
       "fd = os.open('" + file + "', os.O_RDWR)\n"

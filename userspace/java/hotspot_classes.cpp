@@ -5,6 +5,23 @@
 #include "base/text.h"
 
 namespace oomsnap {
+namespace {
+
+// The bounds of every walk over a list the target keeps: a cap on the
+// entries (which also ends a cycle) and the deadline, checked every 256.
+bool within_bounds(size_t seen, const char* list, const Deadline& deadline, std::string& error) {
+  if (seen >= HotSpotClasses::kMaxKlasses) {
+    error = "more than " + std::to_string(HotSpotClasses::kMaxKlasses) + " entries in " + list + " (a cycle?)";
+    return false;
+  }
+  if ((seen & 255) == 255 && deadline.expired()) {
+    error = "the deadline passed while looking for classes by name in " + std::string(list);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 std::optional<HotSpotClasses> HotSpotClasses::resolve(ChunkCache& mem, const HotSpotVm& vm, const JavaHeapLayout& L,
                                                       bool compressed_oops, std::string& error) {
@@ -153,14 +170,7 @@ bool HotSpotClasses::visit_boot_list(ChunkCache& mem, const Deadline& deadline, 
     return false;
   }
   for (size_t seen = 0; k; ++seen) {
-    if (seen >= kMaxKlasses) {
-      error = "more than " + std::to_string(kMaxKlasses) + " classes in the boot loader's list (a cycle?)";
-      return false;
-    }
-    if ((seen & 255) == 255 && deadline.expired()) {
-      error = "the deadline passed while looking for classes by name";
-      return false;
-    }
+    if (!within_bounds(seen, "the boot loader's class list", deadline, error)) return false;
     if (visit(k)) return true;
     if (!mem.get(k + klass_next_link_, k)) {
       error = "cannot read the next klass of the boot loader's list";
@@ -192,14 +202,7 @@ bool HotSpotClasses::visit_dictionary(ChunkCache& mem, const Deadline& deadline,
   for (uint64_t e : heads) {
     // The low bit of an entry pointer marks an entry shared from an archive.
     for (e &= ~uint64_t{1}; e; ++seen) {
-      if (seen >= kMaxKlasses) {
-        error = "more than " + std::to_string(kMaxKlasses) + " entries in the dictionary (a cycle?)";
-        return false;
-      }
-      if ((seen & 255) == 255 && deadline.expired()) {
-        error = "the deadline passed while looking for classes by name";
-        return false;
-      }
+      if (!within_bounds(seen, "the system dictionary", deadline, error)) return false;
       uint64_t k = 0, next = 0;
       if (!mem.get(e + entry_literal_, k) || !mem.get(e + entry_next_, next)) {
         error = "cannot read the dictionary entry at " + hex(e);
