@@ -14,12 +14,6 @@ std::string hex(uint64_t v);
 // The parts with `sep` between them: join({"a", "b"}, "; ") == "a; b".
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 
-// Adds `more` to a reason made of parts joined by "; ".
-inline void append_reason(std::string& reason, std::string_view more) {
-  if (!reason.empty()) reason += "; ";
-  reason += more;
-}
-
 // strerror(err), thread-safe: "No such file or directory".
 std::string errno_text(int err);
 

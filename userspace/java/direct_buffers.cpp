@@ -3,7 +3,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "base/text.h"
+#include "base/reason.h"
 
 namespace oomsnap {
 

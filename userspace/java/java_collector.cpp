@@ -7,7 +7,7 @@
 #include <optional>
 #include <thread>
 
-#include "base/text.h"
+#include "base/reason.h"
 #include "core/chunk_cache.h"
 #include "java/direct_buffers.h"
 #include "java/java_heap.h"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/reason.h"
 #include "base/text.h"
 
 namespace oomsnap {
