@@ -52,11 +52,10 @@ const char* collector_name(HeapKind kind) {
   return "G1";
 }
 
-// Where the heap and the code cache lie and what the direct buffers hold,
-// read before the walk (the ranges do not move, and the walk may use up the
-// read budget); what cannot be read is said in `why`.
-JavaMemoryAccount read_memory_account(ChunkCache& mem, const HotSpotVm& vm, const JavaHeapLayout& L,
-                                      bool compressed_oops, HeapKind kind, uint64_t heap, const Deadline& deadline,
+// Where the heap and the code cache lie, read before the walk (they do not
+// move, and the walk may use up the read budget); what cannot be read is
+// said in `why`.
+JavaMemoryAccount read_memory_account(ChunkCache& mem, const HotSpotVm& vm, HeapKind kind, uint64_t heap,
                                       std::string& why) {
   JavaMemoryAccount a;
   a.collector = collector_name(kind);
@@ -65,11 +64,20 @@ JavaMemoryAccount read_memory_account(ChunkCache& mem, const HotSpotVm& vm, cons
   if (!a.heap) why = "the Java heap is not claimed: " + err;
   a.code_cache = read_code_cache_bounds(mem, vm, err);
   if (!a.code_cache) append_reason(why, "the code cache is not claimed: " + err);
+  return a;
+}
+
+// What the direct buffers hold (java.nio.Bits's totals), into `a`. Read
+// after the walk, with the read allowance the naming of its classes has
+// above the walk's budget: finding Bits reads a few MiB of class metadata,
+// which must not come out of the budget that decides whether the heap is
+// walked whole or sampled.
+void read_direct_buffer_account(ChunkCache& mem, const HotSpotVm& vm, const JavaHeapLayout& L, bool compressed_oops,
+                                const Deadline& deadline, JavaMemoryAccount& a, std::string& why) {
+  std::string err;
   auto classes = HotSpotClasses::resolve(mem, vm, L, compressed_oops, err);
   if (classes) a.direct_buffers = read_direct_buffers(mem, *classes, deadline, err);
-  if (!a.direct_buffers)
-    append_reason(why, "java.nio direct buffers are not named: " + err);
-  return a;
+  if (!a.direct_buffers) append_reason(why, "java.nio direct buffers are not named: " + err);
 }
 
 // The claims on the process's memory, with the heap's used bytes as the walk
@@ -176,8 +184,7 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
     return finish();
   }
   std::string account_why;
-  JavaMemoryAccount account = read_memory_account(mem, *vm, L, flag_set(mem, flags, "UseCompressedOops"), *kind,
-                                                  heap, deadline, account_why);
+  JavaMemoryAccount account = read_memory_account(mem, *vm, *kind, heap, account_why);
   // A stop-the-world pause moves objects: wait it out briefly, and notice one
   // that starts during the walk by the collection counter.
   std::optional<uint64_t> active, collections;
@@ -212,6 +219,8 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   // that used up the budget.
   lim.name_read_limit = read_limit + (16u << 20);
   JavaHeapWalk r = walk_java_heap(mem, L, lim, deadline);
+  mem.set_read_limit(lim.name_read_limit);
+  read_direct_buffer_account(mem, *vm, L, flag_set(mem, flags, "UseCompressedOops"), deadline, account, account_why);
   snap.set_status(r.status, r.reason);
   if (collections && target.memory().read(heap + *collections, &gc_after, 4) && gc_after != gc_before &&
       r.status == SnapshotStatus::kComplete)
