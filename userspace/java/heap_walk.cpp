@@ -604,6 +604,7 @@ std::vector<Walker::Region> Walker::read_spaces(uint64_t& walkable_used) {
     }
     ++r.regions;
     r.used_bytes += s.top - s.bottom;
+    r.spaces.push_back({s.ref->name, s.bottom, s.top});
     walkable_used += s.top - s.bottom;
     if (s.top > s.bottom) regions.push_back(Region{s.bottom, s.top, Region::kWalkable});
   }

@@ -89,6 +89,7 @@ void claim_memory(JavaMemoryAccount a, std::string why, const JavaHeapWalk& walk
     append_reason(why, "the Java heap is not claimed: the walk failed");
   }
   a.heap_used = walk.used_bytes;
+  for (const auto& s : walk.spaces) a.spaces.push_back({s.name, AddressRange{s.bottom, s.top}});
   JavaMemoryClaims c = java_memory_claims(a, target.maps());
   out.memory_claims = std::move(c.claims);
   if (!c.reason.empty()) append_reason(why, c.reason);

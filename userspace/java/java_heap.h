@@ -132,6 +132,13 @@ struct JavaHeapWalk {
   // included) and the non-empty ones walked.
   uint64_t regions = 0, regions_walked = 0;
   uint64_t used_bytes = 0;      // sum of top - bottom over the regions (spaces) in use
+  // Serial / Parallel: each space's name ("eden", "from", "to", "old") and
+  // the range its objects use, [bottom, top) as read when the walk started.
+  struct SpaceUse {
+    std::string name;
+    uint64_t bottom = 0, top = 0;
+  };
+  std::vector<SpaceUse> spaces;
   uint64_t parsed_bytes = 0;    // bytes covered by objects read (incl. fillers) and skipped TLAB tails
   uint64_t unparsed_bytes = 0;  // bytes skipped by resynchronisation
   uint64_t objects = 0, filler_bytes = 0;

@@ -57,10 +57,24 @@ JavaMemoryClaims java_memory_claims(const JavaMemoryAccount& a, const std::vecto
       append_reason(out.reason, "the Java heap's used bytes (" + std::to_string(a.heap_used) +
                                  ") exceed its committed bytes (" + std::to_string(committed) + "): not claimed");
     } else {
-      MemoryClaim used{MemoryKind::kHeap, "Java heap (" + a.collector + ", used)", parts, a.heap_used};
-      MemoryClaim free_part{MemoryKind::kHeapFree, "Java heap (committed, free)", std::move(parts), std::nullopt};
-      out.claims.push_back(std::move(used));
-      out.claims.push_back(std::move(free_part));
+      // Each space by what its objects use, when every one lies in the
+      // heap's reservation (a crafted range must not claim other memory).
+      const bool by_space =
+          !a.spaces.empty() && std::all_of(a.spaces.begin(), a.spaces.end(), [&](const JavaMemoryAccount::SpaceUse& s) {
+            return s.used.start >= heap->start && s.used.end <= heap->end && s.used.start <= s.used.end;
+          });
+      if (!a.spaces.empty() && !by_space)
+        append_reason(out.reason, "a heap space's used range lies outside the heap's reservation " +
+                                      range_text(*heap) + ": the spaces are not named");
+      if (by_space) {
+        for (const auto& s : a.spaces)
+          if (s.used.end > s.used.start)
+            out.claims.push_back({MemoryKind::kHeap, "Java heap (" + a.collector + " " + s.name + ", used)",
+                                  {s.used}, std::nullopt});
+      } else {
+        out.claims.push_back({MemoryKind::kHeap, "Java heap (" + a.collector + ", used)", parts, a.heap_used});
+      }
+      out.claims.push_back({MemoryKind::kHeapFree, "Java heap (committed, free)", std::move(parts), std::nullopt});
     }
   }
   if (code) {

@@ -29,6 +29,14 @@ struct JavaMemoryAccount {
   std::string collector;                   // "G1", "Serial", "Parallel": named in the detail
   std::optional<AddressRange> heap;        // CollectedHeap::_reserved
   uint64_t heap_used = 0;                  // top - bottom over the regions (spaces) in use, as the walk counted
+  // Serial / Parallel: the range each space's objects use (the walk's
+  // JavaHeapWalk::spaces), claimed by name; empty for G1 (its used bytes
+  // are claimed as one count over the committed heap).
+  struct SpaceUse {
+    std::string name;
+    AddressRange used;
+  };
+  std::vector<SpaceUse> spaces;
   std::optional<AddressRange> code_cache;  // CodeCache::_low_bound .. _high_bound
   // java.nio.Bits's totals (read_direct_buffers); unset when not read.
   std::optional<DirectBufferTotals> direct_buffers;

@@ -90,6 +90,40 @@ TEST(JavaMemoryClaims, AppliedTheKindsStillSumToTheResidentBytes) {
   EXPECT_EQ(b.total(), 50 * kMiB);
 }
 
+// A Serial or Parallel heap: each space's used range claimed by its name
+// (an empty space claims nothing), then the committed rest as free.
+TEST(JavaMemoryClaims, SerialAndParallelSpacesAreNamedByWhatTheirObjectsUse) {
+  JavaMemoryAccount a = account(6 * kMiB);
+  a.collector = "Serial";
+  a.spaces = {{"eden", {kHeap, kHeap + 2 * kMiB}}, {"from", {kHeap + 4 * kMiB, kHeap + 4 * kMiB}},
+              {"old", {kHeap + 8 * kMiB, kHeap + 12 * kMiB}}};
+  JavaMemoryClaims c = java_memory_claims(a, jvm_maps());
+  EXPECT_EQ(c.reason, "");
+  ASSERT_EQ(c.claims.size(), 4u);
+  EXPECT_EQ(c.claims[0].what, "Java heap (Serial eden, used)");
+  EXPECT_EQ(c.claims[0].kind, MemoryKind::kHeap);
+  ASSERT_EQ(c.claims[0].ranges.size(), 1u);
+  EXPECT_EQ(c.claims[0].ranges[0].end, kHeap + 2 * kMiB);
+  EXPECT_FALSE(c.claims[0].max_bytes);
+  EXPECT_EQ(c.claims[1].what, "Java heap (Serial old, used)");
+  EXPECT_EQ(c.claims[2].kind, MemoryKind::kHeapFree);
+  EXPECT_EQ(c.claims[3].what, "Code cache");
+}
+
+// A space whose used range lies outside the heap's reservation (crafted)
+// would claim other memory as heap: the spaces are not named, the used
+// bytes are claimed as one count, and the reason says why.
+TEST(JavaMemoryClaims, ASpaceOutsideTheHeapsReservationIsNotNamed) {
+  JavaMemoryAccount a = account(6 * kMiB);
+  a.collector = "Parallel";
+  a.spaces = {{"eden", {kHeap, kHeap + 2 * kMiB}}, {"old", {kCode, kCode + 4 * kMiB}}};
+  JavaMemoryClaims c = java_memory_claims(a, jvm_maps());
+  EXPECT_NE(c.reason.find("outside the heap's reservation"), std::string::npos) << c.reason;
+  ASSERT_EQ(c.claims.size(), 3u);
+  EXPECT_EQ(c.claims[0].what, "Java heap (Parallel, used)");
+  EXPECT_EQ(c.claims[0].max_bytes, 6 * kMiB);
+}
+
 // A used count beyond the committed bytes (crafted, or a heap that grew
 // after the mappings were read) splits nothing: the heap is not claimed, the
 // reason says why, the code cache still is. Committed is the writable part,
