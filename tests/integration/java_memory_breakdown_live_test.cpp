@@ -7,7 +7,9 @@
 // them (java.nio.Bits's totals, the numbers BufferPoolMXBean reports; JDK 8's
 // Bits found through its system dictionary). G1, Serial and Parallel
 // on JDK 17 (the host's), G1 and Serial on JDK 21 (trixie root file system,
-// chroot'ed as a container), G1 on JDK 8, 11, 25 and 26.
+// chroot'ed as a container), G1 on JDK 8, 11, 25 and 26. The heap is named
+// by part: a Serial or Parallel heap's spaces, G1's region types (eden,
+// survivor, old, humongous; JDK 9+).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -115,7 +117,9 @@ Holder start_holder(const Case& c, const std::string& mode, int mib) {
     ADD_FAILURE() << "MemoryHolder.java did not compile";
     return h;
   }
-  const std::vector<std::string> args = {c.gc_flag, "-Xmx256m", "-XX:MaxDirectMemorySize=512m", "-XX:-UsePerfData",
+  // The performance counters (metaspace's) kept in the process's memory, not
+  // in a file under the root file system's /tmp.
+  const std::vector<std::string> args = {c.gc_flag, "-Xmx256m", "-XX:MaxDirectMemorySize=512m", "-XX:+PerfDisableSharedMem",
                                          "-cp", rootfs.empty() ? classes : "/mnt", "MemoryHolder", mode,
                                          std::to_string(mib)};
   h.proc = std::make_unique<Process>(oomsnap_test::jdk_command(rootfs, c.home, "java", classes, args));
@@ -192,27 +196,38 @@ TEST_P(JavaMemoryBreakdownLive, DirectBuffersAreNative) {
               m.s.kind("heap_free") / kMiB, m.s.kind("runtime") / kMiB, m.s.rss() / kMiB);
 }
 
+// JDK 8's G1 names no region types: its used bytes are one count.
+bool regions_unnamed(const Case& c) { return std::string(c.name) == "jdk8_g1"; }
+
+// Most of the heap kind is the part named `part` ("old": "Java heap (G1
+// old, used)"), and every heap detail is of this collector's parts.
+void expect_heap_mostly(const Case& c, const json& b, const std::string& part) {
+  uint64_t named = 0;
+  const uint64_t heap = b.at("heap").get<uint64_t>();
+  EXPECT_TRUE(names(b, "heap", std::string("Java heap (") + c.collector + " " + part + ", used)", &named))
+      << b.dump(1);
+  EXPECT_GE(named, 0.9 * static_cast<double>(heap)) << b.dump(1);
+  for (const json& d : b.at("detail"))
+    if (d.at("kind") == "heap")
+      EXPECT_EQ(d.at("what").get<std::string>().rfind(std::string("Java heap (") + c.collector + " ", 0), 0u)
+          << d.dump();
+}
+
 // 150 MiB of live objects: the heap is the largest kind, as large as the
-// JVM's own MemoryMXBean says its heap's used bytes are. G1's used bytes
-// are named as one; a Serial or Parallel heap's by space, and after the
-// holder's System.gc() the live objects are in the old one.
+// JVM's own MemoryMXBean says its heap's used bytes are. The heap is named
+// by part (a Serial or Parallel heap's spaces, G1's region types), and
+// after the holder's System.gc() the live objects are in the old one.
 TEST_P(JavaMemoryBreakdownLive, ALiveHeapIsHeap) {
   const Case& c = GetParam();
   Measured m;
   ASSERT_TRUE(measure(c, "heap", 150, "heap", "heap_used", m));
   const json& b = *m.s.b;
-  uint64_t named = 0;
-  const uint64_t heap = b.at("heap").get<uint64_t>();
-  if (std::string(c.collector) == "G1") {
+  if (regions_unnamed(c)) {
+    uint64_t named = 0;
     EXPECT_TRUE(names(b, "heap", "Java heap (G1, used)", &named)) << b.dump(1);
-    EXPECT_EQ(named, heap);
+    EXPECT_EQ(named, b.at("heap").get<uint64_t>());
   } else {
-    EXPECT_TRUE(names(b, "heap", std::string("Java heap (") + c.collector + " old, used)", &named)) << b.dump(1);
-    EXPECT_GE(named, 0.9 * static_cast<double>(heap)) << b.dump(1);
-    for (const json& d : b.at("detail"))
-      if (d.at("kind") == "heap")
-        EXPECT_EQ(d.at("what").get<std::string>().rfind(std::string("Java heap (") + c.collector + " ", 0), 0u)
-            << d.dump();
+    expect_heap_mostly(c, b, "old");
   }
   std::printf("[ info ] %s: heap %.1f MiB, MemoryMXBean used %.1f MiB (%+.1f %%), committed %.1f MiB; heap_free "
               "%.1f MiB, native %.1f MiB, runtime %.1f MiB, rss %.1f MiB\n",
@@ -221,7 +236,66 @@ TEST_P(JavaMemoryBreakdownLive, ALiveHeapIsHeap) {
               m.s.kind("native") / kMiB, m.s.kind("runtime") / kMiB, m.s.rss() / kMiB);
 }
 
+// Class metadata of 96 MiB and more (each copy of a class defined by a
+// loader of its own, as a leak of class loaders makes): metaspace is named
+// as the JVM counts it, its used bytes those of the "Metaspace" pool
+// (MemoryPoolMXBean; the JVM's counters are of its last collection, which
+// the holder ran after loading), its committed rest beside them; runtime is
+// the largest kind, within 15 % of the pool's committed bytes.
+TEST_P(JavaMemoryBreakdownLive, MetaspaceIsRuntime) {
+  const Case& c = GetParam();
+  Measured m;
+  ASSERT_TRUE(measure(c, "classes", 96, "runtime", "metaspace_committed", m));
+  const json& b = *m.s.b;
+  uint64_t used = 0, free_part = 0;
+  EXPECT_TRUE(names(b, "runtime", "Metaspace (used, at the last GC)", &used)) << b.dump(1);
+  names(b, "runtime", "Metaspace (committed, free, at the last GC)", &free_part);
+  const double said_used = m.h.said.at("metaspace_used").get<double>();
+  EXPECT_NEAR(static_cast<double>(used), said_used, 0.02 * said_used) << b.dump(1) << "\n" << m.h.said.dump();
+  EXPECT_NEAR(static_cast<double>(used + free_part), m.theirs, 0.02 * m.theirs) << b.dump(1) << "\n"
+                                                                                << m.h.said.dump();
+  // JDK 8 lists its classes only in one system dictionary, with an entry
+  // per class of every loader: looking for java.nio.Bits among 20,000
+  // loaders' copies runs out of the naming allowance, and says so.
+  if (std::string(c.name) == "jdk8_g1")
+    EXPECT_EQ(b.value("reason", "").rfind(
+                  "java.nio direct buffers are not named: the read allowance ran out in the system dictionary", 0),
+              0u)
+        << b.dump(1);
+  else
+    EXPECT_EQ(b.value("reason", ""), "") << b.dump(1);
+  std::printf("[ info ] %s: runtime %.1f MiB; metaspace used %.1f MiB (pool %.1f), committed %.1f MiB (pool %.1f); "
+              "native %.1f MiB, heap %.1f MiB, rss %.1f MiB\n",
+              c.name, m.ours / kMiB, static_cast<double>(used) / kMiB, said_used / kMiB,
+              static_cast<double>(used + free_part) / kMiB, m.theirs / kMiB,
+              m.s.kind("native") / kMiB, m.s.kind("heap") / kMiB, m.s.rss() / kMiB);
+}
+
 INSTANTIATE_TEST_SUITE_P(Jvms, JavaMemoryBreakdownLive, testing::ValuesIn(kCases),
+                         [](const testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+// 100 MiB of byte[] in 4 MiB arrays, each humongous in G1's 1 MiB regions
+// (-Xmx256m): the heap is as large as MemoryMXBean says, and most of it is
+// named as humongous regions (JDK 9+: JDK 8 names no types).
+class JavaG1RegionsLive : public testing::TestWithParam<Case> {};
+
+TEST_P(JavaG1RegionsLive, HumongousArraysAreInHumongousRegions) {
+  const Case& c = GetParam();
+  Measured m;
+  ASSERT_TRUE(measure(c, "humongous", 100, "heap", "heap_used", m));
+  expect_heap_mostly(c, *m.s.b, "humongous");
+  std::printf("[ info ] %s: heap %.1f MiB, MemoryMXBean used %.1f MiB (%+.1f %%)\n", c.name, m.ours / kMiB,
+              m.theirs / kMiB, (m.ours - m.theirs) / m.theirs * 100);
+}
+
+std::vector<Case> named_g1_cases() {
+  std::vector<Case> out;
+  for (const Case& c : kCases)
+    if (std::string(c.collector) == "G1" && !regions_unnamed(c)) out.push_back(c);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Jvms, JavaG1RegionsLive, testing::ValuesIn(named_g1_cases()),
                          [](const testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -221,8 +221,19 @@ std::optional<std::string> resolve_g1_layout(ChunkCache& mem, const HotSpotVm& v
     auto free_t = tag_const("FreeTag"), sh = tag_const("StartsHumongousTag"), ch = tag_const("ContinuesHumongousTag");
     if (!free_t || !sh || !ch) return "VMStructs has no heap region type tags";
     L.tag_free = *free_t, L.tag_starts_humongous = *sh, L.tag_continues_humongous = *ch;
+    auto eden = tag_const("EdenTag"), surv = tag_const("SurvTag"), old = tag_const("OldMask");
+    L.region_spaces = eden && surv && old && *old > 0;
+    if (L.region_spaces) L.tag_eden = *eden, L.tag_survivor = *surv, L.old_mask = *old;
   }
   return check_heap_layout(L);
+}
+
+const char* g1_region_space(const JavaHeapLayout& L, int64_t tag) {
+  if (tag == L.tag_starts_humongous || tag == L.tag_continues_humongous) return "humongous";
+  if (tag == L.tag_eden) return "eden";
+  if (tag == L.tag_survivor) return "survivor";
+  if (tag & L.old_mask) return "old";
+  return "other";
 }
 
 namespace {

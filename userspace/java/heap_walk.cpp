@@ -86,6 +86,7 @@ class Walker {
     enum Kind : uint8_t { kWalkable, kStartsHumongous, kContinuesHumongous };
     uint64_t bottom, top;
     Kind kind;
+    const char* space = nullptr;  // G1: g1_region_space's name, when the types are named
   };
   KlassEntry* klass_at(uint64_t klass);
   // The entry of a klass met once the table is full: decoded again unless
@@ -549,6 +550,7 @@ std::vector<Walker::Region> Walker::read_regions(uint64_t& walkable_used) {
     if (!region_plausible(g, tag, end)) continue;
     if (L_.region_types && tag == L_.tag_starts_humongous) g.kind = Region::kStartsHumongous;
     if (L_.region_types && tag == L_.tag_continues_humongous) g.kind = Region::kContinuesHumongous;
+    if (L_.region_types && L_.region_spaces) g.space = g1_region_space(L_, tag);
     regions.push_back(g);
   }
   std::sort(regions.begin(), regions.end(), [](const Region& x, const Region& y) { return x.bottom < y.bottom; });
@@ -557,6 +559,12 @@ std::vector<Walker::Region> Walker::read_regions(uint64_t& walkable_used) {
     ++r.regions;
     r.used_bytes += g.top - g.bottom;
     if (g.kind == Region::kWalkable) walkable_used += g.top - g.bottom;
+    if (!g.space || g.top == g.bottom) continue;
+    // A region that follows a full one of the same type extends its run.
+    if (!r.spaces.empty() && r.spaces.back().name == g.space && r.spaces.back().used.end == g.bottom)
+      r.spaces.back().used.end = g.top;
+    else
+      r.spaces.push_back({g.space, AddressRange{g.bottom, g.top}});
   }
   return regions;
 }
@@ -604,7 +612,7 @@ std::vector<Walker::Region> Walker::read_spaces(uint64_t& walkable_used) {
     }
     ++r.regions;
     r.used_bytes += s.top - s.bottom;
-    r.spaces.push_back({s.ref->name, s.bottom, s.top});
+    r.spaces.push_back({s.ref->name, AddressRange{s.bottom, s.top}});
     walkable_used += s.top - s.bottom;
     if (s.top > s.bottom) regions.push_back(Region{s.bottom, s.top, Region::kWalkable});
   }

@@ -205,7 +205,11 @@ bool HotSpotClasses::visit_dictionary(ChunkCache& mem, const Deadline& deadline,
       if (!within_bounds(seen, "the system dictionary", deadline, error)) return false;
       uint64_t k = 0, next = 0;
       if (!mem.get(e + entry_literal_, k) || !mem.get(e + entry_next_, next)) {
-        error = "cannot read the dictionary entry at " + hex(e);
+        // A JVM of many class loaders has as many entries, each a read of
+        // its class: the naming allowance can run out before Bits is met.
+        error = mem.read_limit_hit() ? "the read allowance ran out in the system dictionary after " +
+                                           std::to_string(seen) + " entries"
+                                     : "cannot read the dictionary entry at " + hex(e);
         return false;
       }
       if (k && visit(k)) return true;

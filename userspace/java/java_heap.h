@@ -37,6 +37,15 @@ struct HeapSpaceRef {
   uint64_t addr = 0;
 };
 
+// A named part of the heap and the range its objects use, [bottom, top) as
+// read when the walk started: a Serial / Parallel space ("eden", "from",
+// "to", "old") or a run of G1 regions of one type ("eden", "survivor",
+// "old", "humongous", "other").
+struct HeapSpaceUse {
+  std::string name;
+  AddressRange used;
+};
+
 // Everything the walk needs, resolved from VMStructs and the JVM's flags.
 struct JavaHeapLayout {
   HeapKind kind = HeapKind::kG1;
@@ -50,6 +59,11 @@ struct JavaHeapLayout {
   uint64_t grain_bytes = 0;
   uint32_t region_bottom = 0, region_end = 8, region_top = 16, region_tag = 0;  // offsets in HeapRegion
   int64_t tag_free = 0, tag_starts_humongous = 0, tag_continues_humongous = 0;
+  // The tags that say a region's generation (HeapRegionType::EdenTag,
+  // SurvTag, OldMask), when VMStructs names them all (JDK 9+): the regions
+  // in use are then named by type (g1_region_space).
+  bool region_spaces = false;
+  int64_t tag_eden = 0, tag_survivor = 0, old_mask = 0;
   // VMStructs describes the region's type (HeapRegion::_type, JDK 9+). JDK
   // 8's exports none: a region in use is then told humongous by its first
   // object (G1 allocates objects of half a region or more as humongous),
@@ -132,13 +146,10 @@ struct JavaHeapWalk {
   // included) and the non-empty ones walked.
   uint64_t regions = 0, regions_walked = 0;
   uint64_t used_bytes = 0;      // sum of top - bottom over the regions (spaces) in use
-  // Serial / Parallel: each space's name ("eden", "from", "to", "old") and
-  // the range its objects use, [bottom, top) as read when the walk started.
-  struct SpaceUse {
-    std::string name;
-    uint64_t bottom = 0, top = 0;
-  };
-  std::vector<SpaceUse> spaces;
+  // Where the objects are, by part of the heap: each Serial / Parallel
+  // space, or each run of adjacent G1 regions of one type (when VMStructs
+  // names the types, JavaHeapLayout::region_spaces). Empty otherwise.
+  std::vector<HeapSpaceUse> spaces;
   uint64_t parsed_bytes = 0;    // bytes covered by objects read (incl. fillers) and skipped TLAB tails
   uint64_t unparsed_bytes = 0;  // bytes skipped by resynchronisation
   uint64_t objects = 0, filler_bytes = 0;
@@ -173,6 +184,11 @@ std::optional<std::vector<std::pair<uint64_t, uint64_t>>> read_tlab_holes(ChunkC
 // count (or the space count and their records' addresses) in range. nullopt when plausible, else the reason, naming the field.
 // resolve_g1_layout ends with it, and the walk refuses a layout that fails it.
 std::optional<std::string> check_heap_layout(const JavaHeapLayout& layout);
+// The part of a G1 heap a region in use with this tag belongs to, as G1
+// counts its generations: "eden", "survivor", "humongous", "old" (archive
+// regions, where a JDK has them, are old ones too), or "other" for a tag
+// none of those (a JDK's new type, or a crafted tag). Needs region_spaces.
+const char* g1_region_space(const JavaHeapLayout& layout, int64_t tag);
 
 // Never longer than the deadline, whatever the layout and the memory say:
 // spaces are walked only when every one of them is plausible (bottom <= top

@@ -57,20 +57,30 @@ JavaMemoryClaims java_memory_claims(const JavaMemoryAccount& a, const std::vecto
       append_reason(out.reason, "the Java heap's used bytes (" + std::to_string(a.heap_used) +
                                  ") exceed its committed bytes (" + std::to_string(committed) + "): not claimed");
     } else {
-      // Each space by what its objects use, when every one lies in the
-      // heap's reservation (a crafted range must not claim other memory).
-      const bool by_space =
-          !a.spaces.empty() && std::all_of(a.spaces.begin(), a.spaces.end(), [&](const JavaMemoryAccount::SpaceUse& s) {
-            return s.used.start >= heap->start && s.used.end <= heap->end && s.used.start <= s.used.end;
-          });
-      if (!a.spaces.empty() && !by_space)
+      // Each part by what its objects use, when every one lies in the
+      // heap's reservation (a crafted range must not claim other memory)
+      // and they are few enough to read.
+      const bool inside = std::all_of(a.spaces.begin(), a.spaces.end(), [&](const HeapSpaceUse& s) {
+        return s.used.start >= heap->start && s.used.end <= heap->end && s.used.start <= s.used.end;
+      });
+      const bool by_space = !a.spaces.empty() && inside && a.spaces.size() <= kMaxNamedHeapRuns;
+      if (!inside)
         append_reason(out.reason, "a heap space's used range lies outside the heap's reservation " +
                                       range_text(*heap) + ": the spaces are not named");
+      else if (a.spaces.size() > kMaxNamedHeapRuns)
+        append_reason(out.reason, "the heap's parts are in " + std::to_string(a.spaces.size()) +
+                                      " runs (at most " + std::to_string(kMaxNamedHeapRuns) + " are named): not named");
       if (by_space) {
-        for (const auto& s : a.spaces)
-          if (s.used.end > s.used.start)
-            out.claims.push_back({MemoryKind::kHeap, "Java heap (" + a.collector + " " + s.name + ", used)",
-                                  {s.used}, std::nullopt});
+        // One claim per name, in the order the names first appear.
+        std::vector<MemoryClaim> named;
+        for (const HeapSpaceUse& s : a.spaces) {
+          if (s.used.end == s.used.start) continue;
+          const std::string what = "Java heap (" + a.collector + " " + s.name + ", used)";
+          auto it = std::find_if(named.begin(), named.end(), [&](const MemoryClaim& c) { return c.what == what; });
+          if (it == named.end()) named.push_back({MemoryKind::kHeap, what, {}, std::nullopt}), it = named.end() - 1;
+          it->ranges.push_back(s.used);
+        }
+        for (MemoryClaim& c : named) out.claims.push_back(std::move(c));
       } else {
         out.claims.push_back({MemoryKind::kHeap, "Java heap (" + a.collector + ", used)", parts, a.heap_used});
       }
@@ -85,6 +95,15 @@ JavaMemoryClaims java_memory_claims(const JavaMemoryAccount& a, const std::vecto
     else
       out.claims.push_back({MemoryKind::kRuntime, "Code cache", std::move(parts), std::nullopt});
   }
+  // Metaspace: its used bytes, then its committed rest (chunks handed to
+  // class loaders and not filled: a JVM of 20,000 class loaders had 100 MiB
+  // used of 320 MiB committed, and its RSS held all of it). Each only as far
+  // as unnamed anonymous memory holds it.
+  if (a.metaspace && a.metaspace->used)
+    out.claims.push_back({MemoryKind::kRuntime, "Metaspace (used, at the last GC)", {}, a.metaspace->used});
+  if (a.metaspace && a.metaspace->committed > a.metaspace->used)
+    out.claims.push_back({MemoryKind::kRuntime, "Metaspace (committed, free, at the last GC)", {},
+                          a.metaspace->committed - a.metaspace->used});
   if (a.direct_buffers && a.direct_buffers->reserved)
     out.claims.push_back({MemoryKind::kNative,
                           "java.nio direct buffers (" + std::to_string(a.direct_buffers->count) +

@@ -20,6 +20,8 @@
 #include "core/memory_breakdown.h"
 #include "java/direct_buffers.h"
 #include "java/hotspot_vmstructs.h"
+#include "java/java_heap.h"
+#include "java/perf_data.h"
 
 namespace oomsnap {
 
@@ -29,22 +31,23 @@ struct JavaMemoryAccount {
   std::string collector;                   // "G1", "Serial", "Parallel": named in the detail
   std::optional<AddressRange> heap;        // CollectedHeap::_reserved
   uint64_t heap_used = 0;                  // top - bottom over the regions (spaces) in use, as the walk counted
-  // Serial / Parallel: the range each space's objects use (the walk's
-  // JavaHeapWalk::spaces), claimed by name; empty for G1 (its used bytes
-  // are claimed as one count over the committed heap).
-  struct SpaceUse {
-    std::string name;
-    AddressRange used;
-  };
-  std::vector<SpaceUse> spaces;
+  // The range each part of the heap's objects use (the walk's
+  // JavaHeapWalk::spaces: Serial / Parallel spaces, runs of G1 regions of
+  // one type), claimed by name; empty when the walk could not name them
+  // (JDK 8's G1): the used bytes are then claimed as one count.
+  std::vector<HeapSpaceUse> spaces;
   std::optional<AddressRange> code_cache;  // CodeCache::_low_bound .. _high_bound
   // java.nio.Bits's totals (read_direct_buffers); unset when not read.
   std::optional<DirectBufferTotals> direct_buffers;
+  // The performance counters' metaspace (read_perf_counters); unset when
+  // not read.
+  std::optional<MetaspaceUse> metaspace;
 };
 
 struct JavaMemoryClaims {
   // In the order they apply: heap, heap_free, runtime (code cache), then
-  // native (direct buffers: malloc'd, so by count, after the ranges).
+  // by count, after the ranges: runtime (metaspace: the counters give no
+  // addresses) and native (direct buffers: malloc'd).
   std::vector<MemoryClaim> claims;
   std::string reason;               // what was not claimed and why; empty when all was
 };
@@ -54,6 +57,10 @@ struct JavaMemoryClaims {
 // (ReservedCodeCacheSize's maximum; 4 GiB leaves room).
 inline constexpr uint64_t kMaxJavaHeapReserved = uint64_t{1} << 45;
 inline constexpr uint64_t kMaxCodeCacheReserved = uint64_t{4} << 30;
+// Runs of named heap parts claimed by range: each is a pagemap read in the
+// capture. A G1 heap of 2,048 regions (G1's own target) whose types
+// alternate has at most that many; a heap with more is claimed as one count.
+inline constexpr size_t kMaxNamedHeapRuns = 8192;
 
 // The parts of `r` that lie in writable mappings of `maps` (sorted or not),
 // in address order, and their total in `bytes`.

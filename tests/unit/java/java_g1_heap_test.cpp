@@ -163,6 +163,61 @@ TEST(G1Heap, ImplausibleTableFails) {
   EXPECT_NE(r.reason.find("implausible"), std::string::npos);
 }
 
+// Where VMStructs names the generations' tags (JDK 9+), the regions in use
+// are named by type: adjacent regions of one type make one run when the
+// first is full; free regions and empty ones are in none; humongous
+// regions are "humongous" whichever of the series they are.
+TEST(G1Heap, RegionsInUseAreNamedByTypeInRuns) {
+  FakeG1 h;
+  h.L.region_spaces = true, h.L.tag_eden = 2, h.L.tag_survivor = 3, h.L.old_mask = 16;
+  const uint32_t marker = h.klass("Marker", 24);
+  auto s = h.series(4);
+  const int32_t tags[] = {16, 16, 2, 16 | 32};  // old, old, eden, an archive region (old)
+  for (size_t i = 0; i < s.size(); ++i) Arena::put<int32_t>(s[i] + h.L.region_tag, tags[i]);
+  h.set_top(s[0], h.bottom(s[0]) + FakeG1::kGrain);  // full: the next old region extends its run
+  for (int i = 0; i < 10; ++i) h.obj(s[1], marker, 24), h.obj(s[2], marker, 24), h.obj(s[3], marker, 24);
+  const uint64_t surv = h.region(3);
+  h.obj(surv, marker, 24);
+  h.region(3);   // a survivor region with nothing in it: no run
+  h.region(0);   // free
+  const uint64_t odd = h.region(64);  // a tag none of the known ones
+  h.obj(odd, marker, 24);
+  auto r = h.walk();
+  ASSERT_NE(r.status, SnapshotStatus::kFailed) << r.reason;
+  std::map<std::string, uint64_t> bytes;
+  std::map<std::string, int> runs;
+  for (const HeapSpaceUse& u : r.spaces) bytes[u.name] += u.used.end - u.used.start, ++runs[u.name];
+  EXPECT_EQ(bytes["old"], FakeG1::kGrain + 240 + 240);
+  EXPECT_EQ(bytes["eden"], 240u);
+  EXPECT_EQ(bytes["survivor"], 24u);
+  EXPECT_EQ(bytes["other"], 24u);
+  EXPECT_EQ(bytes.size(), 4u);
+  // s[0] + s[1] one run; s[2] eden breaks it, so s[3] (old again) is another.
+  EXPECT_EQ(runs["old"], 2);
+  bool joined = false;
+  for (const HeapSpaceUse& u : r.spaces)
+    joined |= u.used.start == h.bottom(s[0]) && u.used.end == h.bottom(s[1]) + 240;
+  EXPECT_TRUE(joined);
+  uint64_t total = 0;
+  for (const auto& [name, b] : bytes) total += b;
+  EXPECT_EQ(total, r.used_bytes);
+}
+
+TEST(G1Heap, TheGenerationOfATagIsG1sOwn) {
+  JavaHeapLayout L;  // JDK 17's tags (heapRegionType.hpp)
+  L.tag_free = 0, L.tag_eden = 2, L.tag_survivor = 3, L.tag_starts_humongous = 12, L.tag_continues_humongous = 13;
+  L.old_mask = 16;
+  EXPECT_STREQ(g1_region_space(L, 2), "eden");
+  EXPECT_STREQ(g1_region_space(L, 3), "survivor");
+  EXPECT_STREQ(g1_region_space(L, 12), "humongous");
+  EXPECT_STREQ(g1_region_space(L, 13), "humongous");
+  EXPECT_STREQ(g1_region_space(L, 16), "old");
+  EXPECT_STREQ(g1_region_space(L, 32 | 8 | 16), "old");      // open archive
+  EXPECT_STREQ(g1_region_space(L, (32 | 8 | 16) + 1), "old");  // closed archive
+  EXPECT_STREQ(g1_region_space(L, 8), "other");
+  EXPECT_STREQ(g1_region_space(L, -1 & ~16), "other");
+}
+
 // JDK 8 describes no region types: a region whose first object is half a
 // region or more is humongous, the regions that object covers are its
 // continues-humongous ones (JDK 8 sets a series' first region's end and

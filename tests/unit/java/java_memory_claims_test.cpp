@@ -110,6 +110,43 @@ TEST(JavaMemoryClaims, SerialAndParallelSpacesAreNamedByWhatTheirObjectsUse) {
   EXPECT_EQ(c.claims[3].what, "Code cache");
 }
 
+// G1's regions named by type: one claim per type in the order the types
+// first appear, with every run of that type; then the committed rest.
+TEST(JavaMemoryClaims, G1RegionRunsAreClaimedOncePerType) {
+  JavaMemoryAccount a = account(5 * kMiB);
+  a.spaces = {{"eden", {kHeap, kHeap + kMiB}},
+              {"old", {kHeap + kMiB, kHeap + 3 * kMiB}},
+              {"eden", {kHeap + 3 * kMiB, kHeap + 4 * kMiB}},
+              {"humongous", {kHeap + 8 * kMiB, kHeap + 9 * kMiB}}};
+  JavaMemoryClaims c = java_memory_claims(a, jvm_maps());
+  EXPECT_EQ(c.reason, "");
+  ASSERT_EQ(c.claims.size(), 5u);
+  EXPECT_EQ(c.claims[0].what, "Java heap (G1 eden, used)");
+  ASSERT_EQ(c.claims[0].ranges.size(), 2u);
+  EXPECT_EQ(c.claims[0].ranges[1].start, kHeap + 3 * kMiB);
+  EXPECT_EQ(c.claims[1].what, "Java heap (G1 old, used)");
+  EXPECT_EQ(c.claims[2].what, "Java heap (G1 humongous, used)");
+  EXPECT_EQ(c.claims[3].kind, MemoryKind::kHeapFree);
+  EXPECT_EQ(c.claims[4].what, "Code cache");
+}
+
+// More runs than a capture reads pagemap for (a crafted table, or a huge
+// heap of alternating types): one count, and the reason says why.
+TEST(JavaMemoryClaims, TooManyRunsAreClaimedAsOneCount) {
+  JavaMemoryAccount a = account(kMiB);
+  for (size_t i = 0; i <= kMaxNamedHeapRuns; ++i)
+    a.spaces.push_back({i % 2 ? "old" : "eden", {kHeap + i * 1024, kHeap + i * 1024 + 512}});
+  JavaMemoryClaims c = java_memory_claims(a, jvm_maps());
+  EXPECT_NE(c.reason.find("runs"), std::string::npos) << c.reason;
+  ASSERT_EQ(c.claims.size(), 3u);
+  EXPECT_EQ(c.claims[0].what, "Java heap (G1, used)");
+  a.spaces.pop_back();
+  c = java_memory_claims(a, jvm_maps());
+  EXPECT_EQ(c.reason, "");
+  EXPECT_EQ(c.claims[0].what, "Java heap (G1 eden, used)");
+  EXPECT_EQ(c.claims[0].ranges.size(), kMaxNamedHeapRuns / 2);
+}
+
 // A space whose used range lies outside the heap's reservation (crafted)
 // would claim other memory as heap: the spaces are not named, the used
 // bytes are claimed as one count, and the reason says why.
