@@ -229,6 +229,18 @@ TEST_P(JavaMemoryBreakdownLive, ALiveHeapIsHeap) {
   } else {
     expect_heap_mostly(c, b, "old");
   }
+  // A Serial or Parallel heap's committed free memory is named by space
+  // (the spaces tile the committed heap: nothing much is left unnamed).
+  if (std::string(c.collector) != "G1") {
+    uint64_t rest = 0;
+    names(b, "heap_free", "Java heap (committed, free)", &rest);
+    const double heap_free = b.at("heap_free").get<double>();
+    EXPECT_LE(static_cast<double>(rest), 0.1 * heap_free) << b.dump(1);
+    for (const json& d : b.at("detail"))
+      if (d.at("kind") == "heap_free" && d.at("what") != "Java heap (committed, free)")
+        EXPECT_EQ(d.at("what").get<std::string>().rfind(std::string("Java heap (") + c.collector + " ", 0), 0u)
+            << d.dump();
+  }
   std::printf("[ info ] %s: heap %.1f MiB, MemoryMXBean used %.1f MiB (%+.1f %%), committed %.1f MiB; heap_free "
               "%.1f MiB, native %.1f MiB, runtime %.1f MiB, rss %.1f MiB\n",
               c.name, m.ours / kMiB, m.theirs / kMiB, (m.ours - m.theirs) / m.theirs * 100,

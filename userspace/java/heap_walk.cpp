@@ -564,7 +564,7 @@ std::vector<Walker::Region> Walker::read_regions(uint64_t& walkable_used) {
     if (!r.spaces.empty() && r.spaces.back().name == g.space && r.spaces.back().used.end == g.bottom)
       r.spaces.back().used.end = g.top;
     else
-      r.spaces.push_back({g.space, AddressRange{g.bottom, g.top}});
+      r.spaces.push_back({g.space, AddressRange{g.bottom, g.top}, 0});
   }
   return regions;
 }
@@ -612,7 +612,7 @@ std::vector<Walker::Region> Walker::read_spaces(uint64_t& walkable_used) {
     }
     ++r.regions;
     r.used_bytes += s.top - s.bottom;
-    r.spaces.push_back({s.ref->name, AddressRange{s.bottom, s.top}});
+    r.spaces.push_back({s.ref->name, AddressRange{s.bottom, s.top}, s.end});
     walkable_used += s.top - s.bottom;
     if (s.top > s.bottom) regions.push_back(Region{s.bottom, s.top, Region::kWalkable});
   }

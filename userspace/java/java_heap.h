@@ -44,6 +44,10 @@ struct HeapSpaceRef {
 struct HeapSpaceUse {
   std::string name;
   AddressRange used;
+  // A Serial / Parallel space's committed end (its _end): [used.end, end)
+  // is committed and free. 0 for G1's runs (a region's free tail is not
+  // named apart).
+  uint64_t end = 0;
 };
 
 // Everything the walk needs, resolved from VMStructs and the JVM's flags.

@@ -61,7 +61,8 @@ JavaMemoryClaims java_memory_claims(const JavaMemoryAccount& a, const std::vecto
       // heap's reservation (a crafted range must not claim other memory)
       // and they are few enough to read.
       const bool inside = std::all_of(a.spaces.begin(), a.spaces.end(), [&](const HeapSpaceUse& s) {
-        return s.used.start >= heap->start && s.used.end <= heap->end && s.used.start <= s.used.end;
+        return s.used.start >= heap->start && s.used.end <= heap->end && s.used.start <= s.used.end &&
+               s.end <= heap->end;
       });
       const bool by_space = !a.spaces.empty() && inside && a.spaces.size() <= kMaxNamedHeapRuns;
       if (!inside)
@@ -81,6 +82,11 @@ JavaMemoryClaims java_memory_claims(const JavaMemoryAccount& a, const std::vecto
           it->ranges.push_back(s.used);
         }
         for (MemoryClaim& c : named) out.claims.push_back(std::move(c));
+        // Then each Serial / Parallel space's committed free part, by name.
+        for (const HeapSpaceUse& s : a.spaces)
+          if (s.end > s.used.end)
+            out.claims.push_back({MemoryKind::kHeapFree, "Java heap (" + a.collector + " " + s.name + ", committed, free)",
+                                  {AddressRange{s.used.end, s.end}}, std::nullopt});
       } else {
         out.claims.push_back({MemoryKind::kHeap, "Java heap (" + a.collector + ", used)", parts, a.heap_used});
       }

@@ -110,6 +110,31 @@ TEST(JavaMemoryClaims, SerialAndParallelSpacesAreNamedByWhatTheirObjectsUse) {
   EXPECT_EQ(c.claims[3].what, "Code cache");
 }
 
+// A space's committed end beyond its top: that part is the space's
+// committed free memory, named after the used claims; the heap's committed
+// rest comes last. An end beyond the reservation (crafted) names nothing.
+TEST(JavaMemoryClaims, SerialAndParallelSpacesNameTheirCommittedFreePart) {
+  JavaMemoryAccount a = account(3 * kMiB);
+  a.collector = "Serial";
+  a.spaces = {{"eden", {kHeap, kHeap + kMiB}, kHeap + 4 * kMiB},
+              {"old", {kHeap + 8 * kMiB, kHeap + 10 * kMiB}, kHeap + 10 * kMiB}};
+  JavaMemoryClaims c = java_memory_claims(a, jvm_maps());
+  EXPECT_EQ(c.reason, "");
+  ASSERT_EQ(c.claims.size(), 5u);
+  EXPECT_EQ(c.claims[0].what, "Java heap (Serial eden, used)");
+  EXPECT_EQ(c.claims[1].what, "Java heap (Serial old, used)");
+  EXPECT_EQ(c.claims[2].what, "Java heap (Serial eden, committed, free)");
+  EXPECT_EQ(c.claims[2].kind, MemoryKind::kHeapFree);
+  ASSERT_EQ(c.claims[2].ranges.size(), 1u);
+  EXPECT_EQ(c.claims[2].ranges[0].start, kHeap + kMiB);
+  EXPECT_EQ(c.claims[2].ranges[0].end, kHeap + 4 * kMiB);
+  EXPECT_EQ(c.claims[3].what, "Java heap (committed, free)");
+  a.spaces[1].end = kHeap + 65 * kMiB;
+  c = java_memory_claims(a, jvm_maps());
+  EXPECT_NE(c.reason.find("outside the heap's reservation"), std::string::npos) << c.reason;
+  EXPECT_EQ(c.claims[0].what, "Java heap (Serial, used)");
+}
+
 // G1's regions named by type: one claim per type in the order the types
 // first appear, with every run of that type; then the committed rest.
 TEST(JavaMemoryClaims, G1RegionRunsAreClaimedOncePerType) {
