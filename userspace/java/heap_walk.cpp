@@ -211,11 +211,10 @@ bool Walker::read_klass_name(uint64_t klass, int32_t& lh, std::string_view& name
   if (!mem_.read(klass, klass_buf_.data(), klass_buf_.size())) return false;
   const ByteView kv(klass_buf_.data(), klass_buf_.size());
   uint64_t sym = 0;
-  uint16_t len = 0;
   if (!kv.read_i32(L_.klass_layout_helper, lh) || !kv.read_u64(L_.klass_name, sym)) return false;
-  if (!sym || (sym & 1) || !mem_.get(sym + L_.symbol_length, len) || len == 0 || len > name_buf_.size()) return false;
-  if (!mem_.read(sym + L_.symbol_body, name_buf_.data(), len)) return false;
-  name = std::string_view(name_buf_.data(), len);
+  auto s = read_symbol(mem_, sym, L_.symbol_length, L_.symbol_body, name_buf_);
+  if (!s) return false;
+  name = *s;
   return plausible_name(name);
 }
 

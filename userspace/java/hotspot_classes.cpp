@@ -134,12 +134,11 @@ std::optional<HotSpotClasses> HotSpotClasses::resolve(ChunkCache& mem, const Hot
 }
 
 bool HotSpotClasses::name_is(ChunkCache& mem, uint64_t symbol, std::string_view name) const {
-  uint16_t len = 0;
   char buf[64];
-  if (!symbol || (symbol & 1) || name.size() > sizeof buf || !mem.get(symbol + symbol_length_, len) ||
-      len != name.size())
-    return false;
-  return mem.read(symbol + symbol_body_, buf, len) && std::string_view(buf, len) == name;
+  if (name.size() > sizeof buf) return false;
+  // A buffer of the name's size: a longer symbol is not read.
+  auto s = read_symbol(mem, symbol, symbol_length_, symbol_body_, std::span<char>(buf, name.size()));
+  return s && *s == name;
 }
 
 bool HotSpotClasses::visit_boot_list(ChunkCache& mem, const Deadline& deadline, std::string& error,

@@ -68,6 +68,15 @@ int32_t i32_at(ByteView r, uint64_t off) {
 
 }  // namespace
 
+std::optional<std::string_view> read_symbol(ChunkCache& mem, uint64_t symbol, uint32_t length_off, uint32_t body_off,
+                                            std::span<char> buf) {
+  uint16_t len = 0;
+  if (!symbol || (symbol & 1) || !mem.get(symbol + length_off, len) || len == 0 || len > buf.size() ||
+      !mem.read(symbol + body_off, buf.data(), len))
+    return std::nullopt;
+  return std::string_view(buf.data(), len);
+}
+
 std::string read_remote_c_string(ChunkCache& mem, uint64_t addr, size_t max) {
   constexpr uint64_t kPage = 4096;
   std::string s;

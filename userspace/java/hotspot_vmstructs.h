@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -137,6 +138,12 @@ std::optional<T> read_static(ChunkCache& mem, const VmField* f) {
   if (!f || !f->is_static || !mem.get(f->address, v)) return std::nullopt;
   return v;
 }
+
+// A HotSpot Symbol's bytes (its u2 length at length_off, its body at
+// body_off) read into buf: nullopt when the pointer is null or tagged (low
+// bit set), the symbol is empty or longer than buf, or it cannot be read.
+std::optional<std::string_view> read_symbol(ChunkCache& mem, uint64_t symbol, uint32_t length_off, uint32_t body_off,
+                                            std::span<char> buf);
 
 // Reads a NUL-terminated C string of at most `max` bytes; empty when
 // unreadable or longer. At most a few reads whatever the bytes (a read never
