@@ -9,7 +9,9 @@
 // on JDK 17 (the host's), G1 and Serial on JDK 21 (trixie root file system,
 // chroot'ed as a container), G1 on JDK 8, 11, 25 and 26. The heap is named
 // by part: a Serial or Parallel heap's spaces, G1's region types (eden,
-// survivor, old, humongous; JDK 9+).
+// survivor, old, humongous; JDK 9+). A JVM of 20,000 class loaders is mostly
+// `runtime`: metaspace, named as the JVM's performance counters count it and
+// equal to its "Metaspace" MemoryPoolMXBean.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
