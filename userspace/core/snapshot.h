@@ -2,6 +2,7 @@
 // JSON record, shared by every collector (Go, Java, Python).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -117,10 +118,33 @@ nlohmann::json to_json(const GoroutineCensus& c);
 nlohmann::json to_json(const ContentionProfile& p);
 
 struct CaptureOptions;
+class JsonStream;
 // The inverse of to_json(Snapshot), for a snapshot from an untrusted peer (a
 // capture process): false, with why, for any field of the wrong type or past
-// the bounds (max_entries, max_stack_depth, max_goroutine_groups).
+// the bounds (max_entries, max_stack_depth, max_goroutine_groups). The lists
+// (entries, recent entries, goroutine groups, contention entries) are decoded
+// element by element while the text is parsed, so a result never becomes one
+// tree; finish() decodes the rest from the tree the parse left. A list the
+// stream did not take (finish() on a whole tree) is decoded there instead.
 // core/snapshot_json.cpp holds both directions.
-bool snapshot_from_json(const nlohmann::json& j, const CaptureOptions& bounds, Snapshot& out, std::string& why);
+class SnapshotDecoder {
+ public:
+  explicit SnapshotDecoder(const CaptureOptions& bounds);
+  ~SnapshotDecoder();
+  SnapshotDecoder(const SnapshotDecoder&) = delete;
+  SnapshotDecoder& operator=(const SnapshotDecoder&) = delete;
+
+  // The lists of the snapshot at `at` (its keys from the root) go through
+  // `stream` to this decoder, which must outlive the parse.
+  void stream_lists(JsonStream& stream, const std::vector<std::string>& at);
+  bool finish(const nlohmann::json& j, Snapshot& out, std::string& why);
+
+  // What an element of a list may hold beyond its stack: the stream's limit.
+  size_t max_element_values() const;
+
+ private:
+  struct Lists;
+  std::unique_ptr<Lists> lists_;
+};
 
 }  // namespace oomsnap

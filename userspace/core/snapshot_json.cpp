@@ -1,7 +1,10 @@
 // The snapshot's one JSON codec: to_json for the record and the wire alike,
-// and snapshot_from_json, which takes back what a capture process sent: every
-// field checked for type and size against the request's bounds, never trusted.
+// and SnapshotDecoder, which takes back what a capture process sent: every
+// field checked for type and size against the request's bounds, never trusted,
+// and the lists decoded element by element as the text is parsed.
 #include <cmath>
+#include <functional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -9,6 +12,7 @@
 
 #include "core/capture_options.h"
 #include "core/json_fields.h"
+#include "core/json_stream.h"
 #include "core/snapshot.h"
 
 namespace oomsnap {
@@ -110,6 +114,7 @@ using Fields = JsonFields;
 constexpr size_t kMaxString = JsonFields::kMaxString;
 constexpr size_t kMaxTotals = 64;
 constexpr size_t kMaxInlineFactor = 8;  // frames per stack slot (inlined calls expanded)
+constexpr size_t kElementFields = 64;   // an element's values besides its stack
 
 // The "status" and optional "reason" every snapshot part carries.
 void read_status(Fields& f, SnapshotStatus& status, std::string& reason) {
@@ -123,27 +128,120 @@ void read_status(Fields& f, SnapshotStatus& status, std::string& reason) {
 }
 
 // A stack (or any list of names): an array of at most max strings, each at
-// most kMaxString bytes.
-bool strings_from_json(const json& j, size_t max, const char* what, std::vector<std::string>& out,
+// most kMaxString bytes, moved out of the element.
+bool strings_from_json(json& j, size_t max, const std::string& what, std::vector<std::string>& out,
                        std::string& why) {
   if (!j.is_array() || j.size() > max) {
-    why = std::string(what) + " is not an array of at most " + std::to_string(max) + " frames";
+    why = what + " is not an array of at most " + std::to_string(max) + " frames";
     return false;
   }
-  for (const auto& fr : j) {
+  out.reserve(j.size());
+  for (auto& fr : j) {
     if (!fr.is_string() || fr.get_ref<const std::string&>().size() > kMaxString) {
-      why = std::string(what) + ": a frame is not a string of at most " + std::to_string(kMaxString) + " bytes";
+      why = what + ": a frame is not a string of at most " + std::to_string(kMaxString) + " bytes";
       return false;
     }
-    out.push_back(fr.get<std::string>());
+    out.push_back(std::move(fr.get_ref<std::string&>()));
   }
   return true;
 }
 
-// snapshot.goroutines (the Go goroutine census), bounded like the entries:
-// at most max_goroutine_groups (else max_entries) groups, stacks as deep as
-// the entries' stacks, at most kMaxTotals states.
-bool census_from_json(const json& j, const CaptureOptions& bounds, GoroutineCensus& c, std::string& why) {
+// The stack at key "stack" of an element, if it has one.
+bool stack_of(json& element, bool required, size_t max, const std::string& what, std::vector<std::string>& out,
+              std::string& why) {
+  auto it = element.find("stack");
+  if (it == element.end()) {
+    if (required) why = what + ": missing stack";
+    return !required;
+  }
+  return strings_from_json(*it, max, what + ": stack", out, why);
+}
+
+// One list of a snapshot: at most `max` elements, each decoded by `decode`
+// as it arrives (from the stream, or from the tree at finish()).
+template <typename T>
+class BoundedList {
+ public:
+  using Decode = std::function<bool(json&, T&, std::string&)>;
+  BoundedList(std::string where, size_t max, Decode decode)
+      : where_(std::move(where)), max_(max), decode_(std::move(decode)) {}
+
+  bool add(json& element, std::string& why) {
+    if (items_.size() >= max_) {
+      why = where_ + " is not an array of at most " + std::to_string(max_);
+      return false;
+    }
+    T out;
+    if (!decode_(element, out, why)) return false;
+    items_.push_back(std::move(out));
+    return true;
+  }
+  // The list's array in the tree: empty when it was streamed.
+  bool finish(const json& a, std::vector<T>& out, std::string& why) {
+    if (!a.is_array()) {
+      why = where_ + " is not an array of at most " + std::to_string(max_);
+      return false;
+    }
+    for (const json& e : a) {
+      json copy = e;
+      if (!add(copy, why)) return false;
+    }
+    out = std::move(items_);
+    items_.clear();
+    return true;
+  }
+  void stream(JsonStream& stream, std::vector<std::string> path) {
+    stream.stream_elements(std::move(path), [this](json& e, std::string& why) { return add(e, why); });
+  }
+
+ private:
+  std::string where_;
+  size_t max_;
+  Decode decode_;
+  std::vector<T> items_;
+};
+
+// A snapshot entry (entries, recent.entries).
+bool entry_from_json(json& je, size_t max_frames, SnapshotEntry& out, std::string& why) {
+  Fields e(je, "snapshot entry", why);
+  out.kind = e.str("kind");
+  out.name = e.str("name");
+  out.bytes = e.u64("bytes");
+  out.objects = e.u64("objects");
+  out.average_bytes = e.u64("average_bytes");
+  if (!e.ok()) return false;
+  if (out.kind != "allocation_site" && out.kind != "object_type") {
+    why = "snapshot entry: unknown kind";
+    return false;
+  }
+  return stack_of(je, false, max_frames, "snapshot entry", out.stack, why);
+}
+
+// A group of the goroutine census.
+bool group_from_json(json& jg, size_t max_frames, GoroutineGroup& out, std::string& why) {
+  Fields g(jg, "snapshot.goroutines group", why);
+  out.count = g.u64("count");
+  out.state = g.str("state");
+  out.wait_reason = g.str("wait_reason");
+  out.created_by = g.str("created_by");
+  out.start = g.str("start");
+  if (!g.ok()) return false;
+  return stack_of(jg, true, max_frames, "snapshot.goroutines group", out.stack, why);
+}
+
+// An entry of snapshot.block / snapshot.mutex.
+bool contention_entry_from_json(json& je, const std::string& where, size_t max_frames, ContentionEntry& out,
+                                std::string& why) {
+  Fields e(je, where, why);
+  out.name = e.str("name");
+  out.contentions = e.i64("contentions");
+  out.delay_ns = e.i64("delay_ns");
+  if (!e.ok()) return false;
+  return stack_of(je, true, max_frames, where + " entry", out.stack, why);
+}
+
+// snapshot.goroutines (the Go goroutine census) without its groups.
+bool census_from_json(const json& j, GoroutineCensus& c, std::string& why) {
   Fields f(j, "snapshot.goroutines", why);
   read_status(f, c.status, c.reason);
   c.total = f.u64("total");
@@ -151,7 +249,6 @@ bool census_from_json(const json& j, const CaptureOptions& bounds, GoroutineCens
   c.groups_truncated = f.boolean("groups_truncated");
   c.stacks_reread = f.u64("stacks_reread");
   const json* by_state = f.get("by_state", true);
-  const json* groups = f.get("groups", true);
   if (!f.ok()) return false;
   if (!by_state->is_object() || by_state->size() > kMaxTotals) {
     why = "snapshot.goroutines: by_state is not an object of at most " + std::to_string(kMaxTotals) + " states";
@@ -164,32 +261,11 @@ bool census_from_json(const json& j, const CaptureOptions& bounds, GoroutineCens
     }
     c.by_state.emplace_back(k, v.get<uint64_t>());
   }
-  const size_t max_groups = bounds.max_goroutine_groups ? bounds.max_goroutine_groups : bounds.max_entries;
-  if (!groups->is_array() || groups->size() > max_groups) {
-    why = "snapshot.goroutines: groups is not an array of at most " + std::to_string(max_groups);
-    return false;
-  }
-  for (const auto& jg : *groups) {
-    Fields g(jg, "snapshot.goroutines group", why);
-    GoroutineGroup out;
-    out.count = g.u64("count");
-    out.state = g.str("state");
-    out.wait_reason = g.str("wait_reason");
-    out.created_by = g.str("created_by");
-    out.start = g.str("start");
-    const json* st = g.get("stack", true);
-    if (!g.ok()) return false;
-    if (!strings_from_json(*st, bounds.max_stack_depth * kMaxInlineFactor, "snapshot.goroutines group: stack",
-                           out.stack, why))
-      return false;
-    c.groups.push_back(std::move(out));
-  }
   return true;
 }
 
-// snapshot.block / snapshot.mutex: same bounds as the entries (count, frames, strings).
-bool contention_from_json(const json& j, const char* where, const CaptureOptions& bounds, ContentionProfile& p,
-                          std::string& why) {
+// snapshot.block / snapshot.mutex without their entries.
+bool contention_from_json(const json& j, const char* where, ContentionProfile& p, std::string& why) {
   Fields f(j, where, why);
   read_status(f, p.status, p.reason);
   if (f.has("rate")) p.rate = f.i64("rate");
@@ -198,60 +274,63 @@ bool contention_from_json(const json& j, const char* where, const CaptureOptions
   p.total_delay_ns = f.i64("total_delay_ns");
   p.records = f.u64("records");
   p.output_truncated = f.boolean("output_truncated");
-  const json* entries = f.get("entries", true);
-  if (!f.ok()) return false;
-  if (!entries->is_array() || entries->size() > bounds.max_entries) {
-    why = std::string(where) + ": entries is not an array of at most " + std::to_string(bounds.max_entries);
-    return false;
-  }
-  const size_t max_frames = bounds.max_stack_depth * kMaxInlineFactor;
-  for (const auto& je : *entries) {
-    Fields e(je, where, why);
-    ContentionEntry out;
-    out.name = e.str("name");
-    out.contentions = e.i64("contentions");
-    out.delay_ns = e.i64("delay_ns");
-    const json* st = e.get("stack", true);
-    if (!e.ok()) return false;
-    if (!strings_from_json(*st, max_frames, (std::string(where) + " entry: stack").c_str(), out.stack, why))
-      return false;
-    p.entries.push_back(std::move(out));
-  }
-  return true;
-}
-
-// A list of snapshot entries (entries, recent.entries), bounded by the request.
-bool entries_from_json(const json& entries, const CaptureOptions& bounds, const char* where,
-                       std::vector<SnapshotEntry>& list, std::string& why) {
-  if (!entries.is_array() || entries.size() > bounds.max_entries) {
-    why = std::string(where) + " is not an array of at most " + std::to_string(bounds.max_entries);
-    return false;
-  }
-  const size_t max_frames = bounds.max_stack_depth * kMaxInlineFactor;
-  for (const auto& je : entries) {
-    Fields e(je, "snapshot entry", why);
-    SnapshotEntry out;
-    out.kind = e.str("kind");
-    out.name = e.str("name");
-    out.bytes = e.u64("bytes");
-    out.objects = e.u64("objects");
-    out.average_bytes = e.u64("average_bytes");
-    if (!e.ok()) return false;
-    if (out.kind != "allocation_site" && out.kind != "object_type") {
-      why = "snapshot entry: unknown kind";
-      return false;
-    }
-    if (const json* st = e.get("stack", false)) {
-      if (!strings_from_json(*st, max_frames, "snapshot entry: stack", out.stack, why)) return false;
-    }
-    list.push_back(std::move(out));
-  }
-  return true;
+  return f.ok();
 }
 
 }  // namespace
 
-bool snapshot_from_json(const json& j, const CaptureOptions& bounds, Snapshot& s, std::string& why) {
+struct SnapshotDecoder::Lists {
+  explicit Lists(const CaptureOptions& b)
+      : max_frames(b.max_stack_depth * kMaxInlineFactor),
+        entries("snapshot: entries", b.max_entries,
+                [this](json& e, SnapshotEntry& out, std::string& why) {
+                  return entry_from_json(e, max_frames, out, why);
+                }),
+        recent("snapshot: recent.entries", b.max_entries,
+               [this](json& e, SnapshotEntry& out, std::string& why) {
+                 if (!entry_from_json(e, max_frames, out, why)) return false;
+                 if (out.kind == "allocation_site") return true;
+                 why = "snapshot: recent entry is not an allocation_site";
+                 return false;
+               }),
+        groups("snapshot.goroutines: groups", b.max_goroutine_groups ? b.max_goroutine_groups : b.max_entries,
+               [this](json& e, GoroutineGroup& out, std::string& why) {
+                 return group_from_json(e, max_frames, out, why);
+               }),
+        block("snapshot.block: entries", b.max_entries,
+              [this](json& e, ContentionEntry& out, std::string& why) {
+                return contention_entry_from_json(e, "snapshot.block", max_frames, out, why);
+              }),
+        mutex("snapshot.mutex: entries", b.max_entries, [this](json& e, ContentionEntry& out, std::string& why) {
+          return contention_entry_from_json(e, "snapshot.mutex", max_frames, out, why);
+        }) {}
+
+  size_t max_frames;
+  BoundedList<SnapshotEntry> entries, recent;
+  BoundedList<GoroutineGroup> groups;
+  BoundedList<ContentionEntry> block, mutex;
+};
+
+SnapshotDecoder::SnapshotDecoder(const CaptureOptions& bounds) : lists_(std::make_unique<Lists>(bounds)) {}
+SnapshotDecoder::~SnapshotDecoder() = default;
+
+size_t SnapshotDecoder::max_element_values() const { return lists_->max_frames + kElementFields; }
+
+void SnapshotDecoder::stream_lists(JsonStream& stream, const std::vector<std::string>& at) {
+  auto path = [&](std::initializer_list<const char*> keys) {
+    std::vector<std::string> p = at;
+    p.insert(p.end(), keys.begin(), keys.end());
+    return p;
+  };
+  lists_->entries.stream(stream, path({"entries"}));
+  lists_->recent.stream(stream, path({"recent", "entries"}));
+  lists_->groups.stream(stream, path({"goroutines", "groups"}));
+  lists_->block.stream(stream, path({"block", "entries"}));
+  lists_->mutex.stream(stream, path({"mutex", "entries"}));
+}
+
+bool SnapshotDecoder::finish(const json& j, Snapshot& s, std::string& why) {
+  Lists& lists = *lists_;
   Fields f(j, "snapshot", why);
   s.runtime_version = f.str("runtime_version");
   read_status(f, s.status, s.reason);
@@ -278,7 +357,7 @@ bool snapshot_from_json(const json& j, const CaptureOptions& bounds, Snapshot& s
   const json* entries = f.get("entries", true);
   const json* recent = f.get("recent", false);
   if (!f.ok()) return false;
-  if (!entries_from_json(*entries, bounds, "snapshot: entries", s.entries, why)) return false;
+  if (!lists.entries.finish(*entries, s.entries, why)) return false;
   if (recent) {
     // Go's allocations since the last GC: same bounds as entries.
     Fields r(*recent, "snapshot: recent", why);
@@ -286,26 +365,27 @@ bool snapshot_from_json(const json& j, const CaptureOptions& bounds, Snapshot& s
     out.bytes = r.u64("bytes");
     out.objects = r.u64("objects");
     const json* list = r.get("entries", true);
-    if (!r.ok()) return false;
-    if (!entries_from_json(*list, bounds, "snapshot: recent.entries", out.entries, why)) return false;
-    for (const auto& e : out.entries) {
-      if (e.kind != "allocation_site") {
-        why = "snapshot: recent entry is not an allocation_site";
-        return false;
-      }
-    }
+    if (!r.ok() || !lists.recent.finish(*list, out.entries, why)) return false;
     s.recent = std::move(out);
   }
   if (const json* g = f.get("goroutines", false)) {
     GoroutineCensus census;
-    if (!census_from_json(*g, bounds, census, why)) return false;
+    Fields gf(*g, "snapshot.goroutines", why);
+    const json* groups = gf.get("groups", true);
+    if (!gf.ok() || !census_from_json(*g, census, why) || !lists.groups.finish(*groups, census.groups, why))
+      return false;
     s.goroutines = std::move(census);
   }
-  for (auto [key, member] : {std::pair{"block", &Snapshot::block}, std::pair{"mutex", &Snapshot::mutex}}) {
+  for (auto [key, member, list] : {std::tuple{"block", &Snapshot::block, &lists.block},
+                                   std::tuple{"mutex", &Snapshot::mutex, &lists.mutex}}) {
     auto it = j.find(key);
     if (it == j.end()) continue;
+    const std::string where = std::string("snapshot.") + key;
     ContentionProfile p;
-    if (!contention_from_json(*it, (std::string("snapshot.") + key).c_str(), bounds, p, why)) return false;
+    Fields pf(*it, where, why);
+    const json* list_json = pf.get("entries", true);
+    if (!pf.ok() || !contention_from_json(*it, where.c_str(), p, why) || !list->finish(*list_json, p.entries, why))
+      return false;
     s.*member = std::move(p);
   }
   return true;

@@ -3,6 +3,11 @@
 // error naming what is wrong, never a crash.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
 #include <set>
 #include <type_traits>
 #include <variant>
@@ -133,7 +138,7 @@ TEST(CaptureWire, MalformedFramesAreErrors) {
   EXPECT_NE(why.find("does not match its header"), std::string::npos) << why;
   EXPECT_FALSE(decode_reply(good + "x", bounds(), why));  // trailing bytes
   EXPECT_FALSE(decode_reply(frame_with_json("{not json"), bounds(), why));
-  EXPECT_EQ(why, "result is not JSON");
+  EXPECT_EQ(why.rfind("result: not JSON (at byte ", 0), 0u) << why;
   EXPECT_FALSE(decode_reply(frame_with_json("[1,2]"), bounds(), why));
   EXPECT_FALSE(decode_reply(frame_with_json("{\"kind\":\"other\"}"), bounds(), why));
   EXPECT_FALSE(decode_reply(frame_with_json("{\"kind\":\"stalled\",\"message\":\"x\",\"language\":\"go\"}", "blob"),
@@ -433,4 +438,93 @@ TEST(CaptureWire, EveryOptionInTheTableRoundTripsAndIsRequired) {
   }
   // What the request carries is the table, pid and skip: nothing else.
   EXPECT_EQ(nlohmann::json::parse(encode_request(r)).size(), std::size(kCaptureOptionFields) + 2);
+}
+
+namespace {
+
+// How decode_reply ended in a child process whose address space may grow by
+// at most `headroom` bytes beyond what it held at the start.
+enum class Bounded { kRefused = 0, kDecoded = 1, kOutOfMemory = 3, kCrashed = 4 };
+
+Bounded decode_within(const std::string& frame, const CaptureOptions& b, size_t headroom) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    size_t vm_kib = 0;
+    while (std::getline(status, line))
+      if (line.rfind("VmSize:", 0) == 0) vm_kib = std::stoull(line.substr(7));
+    const rlimit limit{vm_kib * 1024 + headroom, vm_kib * 1024 + headroom};
+    if (vm_kib == 0 || setrlimit(RLIMIT_AS, &limit) != 0) _exit(5);
+    try {
+      std::string why;
+      _exit(decode_reply(frame, b, why) ? 1 : 0);
+    } catch (const std::bad_alloc&) {
+      _exit(3);
+    }
+  }
+  int st = 0;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return Bounded::kCrashed;
+  return static_cast<Bounded>(WEXITSTATUS(st));
+}
+
+// A record frame whose snapshot.entries (or, with key, another field of the
+// snapshot) is the given text.
+std::string frame_around(const std::string& text, const char* key = "entries") {
+  nlohmann::json j = {{"kind", "record"}, {"record", to_json(sample_record())}, {"pprof", false}};
+  j["record"]["snapshot"][key] = "@@";
+  std::string s = j.dump();
+  s.replace(s.find("\"@@\""), 4, text);
+  return frame_with_json(s);
+}
+
+std::string repeated(const std::string& open, const std::string& item, const std::string& close, size_t bytes) {
+  std::string s = open;
+  while (s.size() < bytes) s += item + ",";
+  s.back() = close.empty() ? ' ' : close[0];
+  return s;
+}
+
+}  // namespace
+
+// A capture process a target has taken over can send any 4 MiB: decoded as
+// one tree, these cost the agent 65 to 151 MiB. Streamed, each costs its
+// size or is refused early; an honest 50,000-type histogram still decodes.
+TEST(CaptureWire, CraftedResultsDecodeWithinABoundedHeap) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan reserves its shadow as address space, so RLIMIT_AS cannot bound it; the plain build runs this";
+#endif
+  constexpr size_t kText = 4 << 20, kHeadroom = 32 << 20;
+  const std::string deep = std::string(kText / 2, '[') + std::string(kText / 2, ']');
+  const std::string empty_objects = repeated("[", "{}", "]", kText);
+  const std::string zeros = repeated("[", "0", "]", kText);
+  const std::string empty_strings = repeated("[", "\"\"", "]", kText);
+  std::string many_keys = "{";
+  for (size_t i = 0; many_keys.size() < kText; ++i) many_keys += "\"k" + std::to_string(i) + "\":0,";
+  many_keys.back() = '}';
+  const std::string entry = R"({"kind":"allocation_site","name":"","bytes":1,"objects":1,"average_bytes":1,"stack":)";
+  const std::string deep_stacks = repeated("[", entry + repeated("[", "\"\"", "]", 24000) + "}", "]", kText);
+  struct Case {
+    const char* what;
+    std::string frame;
+  } cases[] = {
+      {"entries of empty objects", frame_around(empty_objects)},
+      {"entries of zeros", frame_around(zeros)},
+      {"an unknown key holding empty objects", frame_around(empty_objects, "junk")},
+      {"an unknown key holding empty strings", frame_around(empty_strings, "junk")},
+      {"an object of 400,000 keys", frame_around(many_keys, "totals")},
+      {"2 Mi nested arrays", frame_around(deep, "junk")},
+      {"stacks of 8,000 empty frames", frame_around(deep_stacks)},
+  };
+  for (const Case& c : cases) EXPECT_EQ(decode_within(c.frame, bounds(), kHeadroom), Bounded::kRefused) << c.what;
+
+  CaptureReply honest;
+  honest.record = sample_record();
+  honest.record->result.language = "python";
+  honest.record->result.pprof.reset();
+  auto& entries = honest.record->result.snapshot.entries;
+  entries.clear();
+  for (int i = 0; i < 50000; ++i)
+    entries.push_back({"object_type", "module.Type" + std::to_string(i), 56, 1, {}, std::nullopt});
+  EXPECT_EQ(decode_within(encode_reply(honest), bounds(50000), kHeadroom), Bounded::kDecoded);
 }
