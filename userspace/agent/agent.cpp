@@ -296,7 +296,9 @@ bool Agent::start(std::string& error) {
              c.run_tracing_tool_timeout.count(), c.capture_grace.count(), c.capture_memory_max >> 20);
   systemd_.ready(systemd_status());
   systemd_status_ = systemd_status();
-  if (systemd_.active()) {
+  if (const std::string e = systemd_.library_error(); !e.empty())
+    log_->warn("systemd: NOTIFY_SOCKET is set, but nothing can be sent: {}", e);
+  else if (systemd_.active()) {
     if (auto w = systemd_.watchdog_interval()) {
       log_->info("systemd: READY=1 sent; WATCHDOG=1 every {} ms", w->count());
       arm_watchdog();

@@ -1,27 +1,66 @@
 #include "agent/ops/systemd_notify.h"
 
+#include <dlfcn.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 
 namespace oomsnap {
 
+// libsystemd is opened here, only by an agent that systemd started, not
+// linked: every other start of oomsnap (the CLI, each capture process) would
+// otherwise load it and the five libraries it needs (userspace/CMakeLists.txt).
+struct SystemdNotifier::Library {
+  void* handle = nullptr;
+  decltype(&sd_notify) notify = nullptr;
+  decltype(&sd_watchdog_enabled) watchdog_enabled = nullptr;
+
+  std::string error;
+
+  Library() {
+    handle = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (handle) {
+      notify = reinterpret_cast<decltype(notify)>(dlsym(handle, "sd_notify"));
+      watchdog_enabled = reinterpret_cast<decltype(watchdog_enabled)>(dlsym(handle, "sd_watchdog_enabled"));
+    }
+    if (!ok()) {
+      const char* e = dlerror();
+      error = e ? e : "libsystemd.so.0 lacks sd_notify";
+    }
+  }
+  ~Library() {
+    if (handle) dlclose(handle);
+  }
+  bool ok() const { return notify && watchdog_enabled; }
+};
+
 SystemdNotifier::SystemdNotifier() {
   const char* socket = std::getenv("NOTIFY_SOCKET");
   active_ = socket && *socket;
+  if (!active_) return;
+  library_ = std::make_unique<Library>();
+  if (!library_->ok()) {
+    last_error_ = -ELIBACC;
+    return;
+  }
   uint64_t usec = 0;
   // > 0: systemd watches this process (WATCHDOG_PID, when set, names it).
-  if (active_ && sd_watchdog_enabled(0, &usec) > 0 && usec > 0)
+  if (library_->watchdog_enabled(0, &usec) > 0 && usec > 0)
     watchdog_interval_ = std::chrono::milliseconds(std::max<uint64_t>(usec / 2000, 1));
 }
 
+SystemdNotifier::~SystemdNotifier() = default;
+
+std::string SystemdNotifier::library_error() const { return library_ ? library_->error : std::string(); }
+
 void SystemdNotifier::send(const std::string& state) {
-  if (!active_) return;
+  if (!active_ || !library_->ok()) return;
   // unset_environment 0: the capture processes the agent starts are not
   // services; they never notify (their environment is cleared anyway).
-  const int r = sd_notify(0, state.c_str());
+  const int r = library_->notify(0, state.c_str());
   if (r < 0) last_error_ = r;
 }
 
