@@ -175,4 +175,17 @@ TEST(BuildHardening, FewRelativeRelocations) {
   EXPECT_LT(rel.size(), 20000u) << "relative relocations: is capstone linked with all its architectures?";
 }
 
+// Start-up cost of shared libraries: each costs every start its mappings, its
+// symbol lookups under -z now and its relocated pages. Debian's shared libbpf,
+// libelf, zlib, libseccomp, libcap, libsystemd (and the five it needs), spdlog,
+// fmt, toml++ and libstdc++ cost ~7 ms CPU per start of an empty program here;
+// the shipped binary takes their archives or headers instead and opens
+// libsystemd only under systemd (userspace/CMakeLists.txt).
+TEST(BuildHardening, OnlyTheCLibraryIsLoadedAtStart) {
+  auto needed = lines_matching(readelf("-d"), std::regex(R"(\(NEEDED\))"));
+  const std::regex allowed(R"(\[(libc\.so\.6|libm\.so\.6|ld-linux-x86-64\.so\.2)\])");
+  for (const auto& line : needed) EXPECT_TRUE(std::regex_search(line, allowed)) << line;
+  EXPECT_FALSE(needed.empty()) << "no NEEDED entry at all: is the binary static?";
+}
+
 }  // namespace
