@@ -86,7 +86,10 @@ class AddressBitmap {
   }
 
   size_t max_regions_;
-  std::array<std::pair<uint64_t, uint64_t*>, 16> recent_;
+  // Direct-mapped by region number: a heap's regions are consecutive, so up
+  // to 1 GiB of them never evict each other (16 entries missed on every
+  // other lookup of a 180 MiB CPython heap: 5 % of its walk in the map).
+  std::array<std::pair<uint64_t, uint64_t*>, 1024> recent_;
   std::unordered_map<uint64_t, uint64_t*> index_;
   std::vector<std::pair<void*, size_t>> blocks_;
   size_t used_in_block_ = 0;

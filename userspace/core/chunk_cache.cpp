@@ -24,6 +24,7 @@ void ChunkCache::set_maps(const std::vector<Mapping>& maps) {
   for (const auto& m : maps)
     if (!m.perms.empty() && m.perms[0] == 'r' && m.end > m.start) readable_.push_back(m);
   std::sort(readable_.begin(), readable_.end(), [](const Mapping& a, const Mapping& b) { return a.start < b.start; });
+  last_mapping_ = 0;
   ++maps_generation_;
 }
 
@@ -63,11 +64,19 @@ bool ChunkCache::may_refresh() {
 }
 
 const Mapping* ChunkCache::find_mapping(uint64_t addr) const {
+  // A walk asks about the same heap mapping over and over: try the last hit
+  // before the binary search.
+  if (last_mapping_ < readable_.size()) {
+    const Mapping& m = readable_[last_mapping_];
+    if (addr >= m.start && addr < m.end) return &m;
+  }
   auto it = std::upper_bound(readable_.begin(), readable_.end(), addr,
                              [](uint64_t a, const Mapping& m) { return a < m.start; });
   if (it == readable_.begin()) return nullptr;
   --it;
-  return addr < it->end ? &*it : nullptr;
+  if (addr >= it->end) return nullptr;
+  last_mapping_ = static_cast<size_t>(it - readable_.begin());
+  return &*it;
 }
 
 bool ChunkCache::budget_ok(size_t len) {

@@ -110,6 +110,7 @@ class ChunkCache {
 
   RemoteMemory& mem_;
   std::vector<Mapping> readable_;  // sorted by start
+  mutable size_t last_mapping_ = 0;  // index in readable_ of find_mapping's last hit
   uint32_t maps_generation_ = 0;
   size_t chunk_;
   size_t nslots_;

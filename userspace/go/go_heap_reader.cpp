@@ -13,12 +13,6 @@ namespace {
 constexpr size_t kHeaderSize = kGoBucketHeaderSize;
 constexpr uint64_t kMemProfileType = 1;
 
-uint64_t load_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-
 size_t record_words(int go_minor) { return go_minor >= 27 ? 2 : 4; }
 
 }  // namespace
@@ -26,8 +20,6 @@ size_t record_words(int go_minor) { return go_minor >= 27 ? 2 : 4; }
 size_t go_bucket_size(int go_minor, uint64_t nstk) {
   return kHeaderSize + nstk * 8 + 4 * record_words(go_minor) * 8;
 }
-
-uint64_t GoBucketView::pc(size_t i) const { return load_u64(pcs + i * 8); }
 
 std::optional<GoBucketView> decode_go_bucket(std::span<const uint8_t> bytes, int go_minor,
                                              size_t max_stack_depth, std::string& error) {

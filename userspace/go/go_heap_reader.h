@@ -5,6 +5,7 @@
 // with one process_vm_readv and resolves neighbouring buckets locally.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -55,7 +56,12 @@ struct GoBucketView {
   // active, future[0..2]: {allocs, frees, alloc_bytes, free_bytes}. Go 1.27
   // keeps counts only: its byte counters are count × size.
   uint64_t cycles[4][4] = {};
-  uint64_t pc(size_t i) const;
+  // Inline: the stack hash calls it for every frame of every bucket.
+  uint64_t pc(size_t i) const {
+    uint64_t v;
+    std::memcpy(&v, pcs + i * 8, 8);
+    return v;
+  }
 };
 // Size in bytes of a bucket with nstk PCs for this Go version.
 size_t go_bucket_size(int go_minor, uint64_t nstk);
