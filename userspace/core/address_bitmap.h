@@ -87,8 +87,8 @@ class AddressBitmap {
 
   size_t max_regions_;
   // Direct-mapped by region number: a heap's regions are consecutive, so up
-  // to 1 GiB of them never evict each other (16 entries missed on every
-  // other lookup of a 180 MiB CPython heap: 5 % of its walk in the map).
+  // to 1 GiB of them never evict each other. With 16 entries the map behind
+  // it took 5 % of a 1M-object CPython walk (180 MiB of heap); 16 KiB here.
   std::array<std::pair<uint64_t, uint64_t*>, 1024> recent_;
   std::unordered_map<uint64_t, uint64_t*> index_;
   std::vector<std::pair<void*, size_t>> blocks_;
