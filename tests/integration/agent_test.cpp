@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent_process.h"
+#include "kernel_oom_report_lock.h"
 #include "record_schema.h"
 
 using namespace std::chrono_literals;
@@ -443,6 +444,7 @@ class KillWithoutSnapshot : public ::testing::TestWithParam<bool> {};
 
 TEST_P(KillWithoutSnapshot, IsExplainedByTheKernelsOwnReport) {
   const bool via_syslog = GetParam();
+  KernelOomReportLock report_lock;  // not inside a flood's ratelimit window
   TestMemcg scope("scope");
   TestMemcg box(scope, "box", 64 * kMiB);
   const std::string dir = temp_dir();
