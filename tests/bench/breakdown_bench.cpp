@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
       const auto start = std::chrono::steady_clock::now();
       SmapsLimits limits;
       limits.deadline = start + std::chrono::milliseconds(250);
-      const SmapsRead read = read_resident_by_mapping(pid, limits, status, read_tmpfs_devices(pid, limits.deadline),
+      const SmapsRead read = read_resident_by_mapping(ProcFiles(pid), limits, status, read_tmpfs_devices(ProcFiles(pid), limits.deadline),
                                                       w.source, w.scan, known_maps);
       const MemoryBreakdown b = build_breakdown(read, {}, status);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -1,9 +1,13 @@
 // What a capture process taken over by a crafted target could still reach
 // (issue 28, item 3), tried from inside it by tests/capture_hooks: another
-// process's memory (seccomp pins process_vm_readv to the target: SIGSYS) and
-// the agent's log (its stderr is a pipe the parent caps and escapes). A benign
-// capture, under the same filter, reads its target as before and logs nothing.
+// process's memory (seccomp pins process_vm_readv to the target: SIGSYS),
+// the agent's log (its stderr is a pipe the parent caps and escapes), and
+// any file outside the target's root (no file is opened by a path once the
+// target is open). A benign capture, under the same filters, reads its
+// target as before and logs nothing.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +17,7 @@
 #include "capture/capture_sandbox.h"
 #include "capture/child_stderr.h"
 #include "chrooted.h"
+#include "hostile_root.h"
 #include "test_process.h"
 
 using namespace std::chrono_literals;
@@ -60,6 +65,41 @@ TEST(CaptureConfinement, ReadingTheParentsMemoryKillsTheCaptureProcess) {
   EXPECT_NE(rec->process_failure.find("SIGSYS"), std::string::npos) << rec->process_failure << "\n" << joined(s.lines);
 }
 
+// hook-escape, in a target chrooted into a container-like root, tries the
+// node's files once confined: /proc/1/root/..., /etc/hostname, its own
+// /proc/self/fd magic links (a reopen of the target's exe), openat from the
+// target's root fd: each gets EACCES (without the last filter each opens,
+// and the hook aborts); ".." from the target's root stays in it. Then it
+// captures as usual: nothing failed, nothing logged.
+TEST(CaptureConfinement, NoFileOutsideTheTargetsRootCanBeOpened) {
+  oomsnap_test::HostileRoot r;
+  Chrooted target(r.dir(), "hook-escape");
+  LoggedSandbox s(OOMSNAP_CAPTURE_HOOK_HELPER);
+  auto rec = s.capture(target.pid());
+  ASSERT_TRUE(rec);
+  EXPECT_TRUE(rec->process_failure.empty()) << rec->process_failure << "\n" << joined(s.lines);
+  EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kUnavailable) << rec->result.snapshot.reason;
+  EXPECT_TRUE(s.lines.empty()) << joined(s.lines);
+}
+
+// The two opens that would resolve outside the target's root if allowed
+// once confined kill the capture process: a directory by the working
+// directory (the agent's), and an O_PATH handle (whose reopen goes through
+// /proc/self/fd by path).
+TEST(CaptureConfinement, OpensThatCouldLeaveTheRootKillTheCaptureProcess) {
+  for (const char* hook : {"hook-cwd", "hook-handle"}) {
+    SCOPED_TRACE(hook);
+    oomsnap_test::HostileRoot r;
+    Chrooted target(r.dir(), hook);
+    LoggedSandbox s(OOMSNAP_CAPTURE_HOOK_HELPER);
+    auto rec = s.capture(target.pid());
+    ASSERT_TRUE(rec);
+    EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kFailed);
+    EXPECT_NE(rec->process_failure.find("SIGSYS"), std::string::npos) << rec->process_failure << "\n"
+                                                                       << joined(s.lines);
+  }
+}
+
 // hook-spew writes 4 MiB of terminal escapes and forged lines to its stderr,
 // then captures as usual: the capture is not held up, and the log gets the
 // first 4 KiB, escaped, each line naming the capture process, then the count
@@ -89,15 +129,36 @@ TEST(CaptureConfinement, StderrReachesTheLogCappedAndEscaped) {
 }
 
 // The real capture process on a Go program: confined, it still reads the
-// heap (the executable through /proc/PID/exe, its mappings, its memory), and
+// heap (the executable through /proc/PID/exe, its mappings, its memory) and
+// walks its tmpfs mounts into subdirectories (the one open left to it), and
 // says nothing on its stderr.
 TEST(CaptureConfinement, BenignCaptureReadsItsTargetAndLogsNothing) {
+  char tmpl[] = "/dev/shm/oomsnap-confined-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, sub = dir + "/sub", file = sub + "/deep";
+  ASSERT_EQ(mkdir(sub.c_str(), 0700), 0);
+  {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    const std::string mib(1 << 20, 'x');
+    for (int i = 0; i < 8; ++i) ASSERT_EQ(::write(fd, mib.data(), mib.size()), static_cast<ssize_t>(mib.size()));
+    ::close(fd);
+  }
   oomsnap_test::Process go({kGoFixture, "-rate", "1"});
   ASSERT_NE(go.read_line(20s).find("\"ready\":true"), std::string::npos);
   LoggedSandbox s(OOMSNAP_BINARY);
   auto rec = s.capture(go.pid());
+  ::unlink(file.c_str());
+  ::rmdir(sub.c_str());
+  ::rmdir(dir.c_str());
   ASSERT_TRUE(rec);
   EXPECT_TRUE(rec->process_failure.empty()) << rec->process_failure;
   EXPECT_EQ(rec->result.snapshot.status, SnapshotStatus::kComplete) << rec->result.snapshot.reason;
   EXPECT_TRUE(s.lines.empty()) << joined(s.lines);
+  ASSERT_TRUE(rec->process_memory.breakdown);
+  ASSERT_TRUE(rec->process_memory.breakdown->tmpfs);
+  const auto& tmpfs = *rec->process_memory.breakdown->tmpfs;
+  bool found = false;
+  for (const auto& f : tmpfs.largest) found = found || f.path == file;
+  EXPECT_TRUE(found) << file << " not among the tmpfs files (" << tmpfs.files << " files; " << tmpfs.reason << ")";
 }

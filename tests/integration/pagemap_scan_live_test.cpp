@@ -39,7 +39,7 @@ MemoryBreakdown breakdown_by(pid_t pid, BreakdownSource source, std::string& use
   SmapsLimits limits;
   limits.deadline = std::chrono::steady_clock::now() + 5s;
   const ProcessMemory status = read_process_memory(pid);
-  const SmapsRead read = read_resident_by_mapping(pid, limits, status, source);
+  const SmapsRead read = read_resident_by_mapping(ProcFiles(pid), limits, status, source);
   used = read.source;
   EXPECT_EQ(read.error, "");
   EXPECT_FALSE(read.cut) << read.reason;
@@ -166,7 +166,7 @@ TEST(PagemapScanLive, MapsReadBeforeAreUsedWhileTheyHoldAndReadAgainWhenStale) {
     SmapsLimits limits;
     limits.deadline = std::chrono::steady_clock::now() + 5s;
     const ProcessMemory status = read_process_memory(p.pid());
-    const SmapsRead r = read_resident_by_mapping(p.pid(), limits, status, read_tmpfs_devices(p.pid(), limits.deadline),
+    const SmapsRead r = read_resident_by_mapping(ProcFiles(p.pid()), limits, status, read_tmpfs_devices(ProcFiles(p.pid()), limits.deadline),
                                                  BreakdownSource::kAuto, {}, known);
     EXPECT_EQ(r.error, "");
     EXPECT_EQ(r.source, "pagemap_scan") << r.reason;
@@ -220,8 +220,8 @@ TEST_P(PagemapScanRefused, SmapsIsTaken) {
     } else {
       SmapsLimits limits;
       limits.deadline = std::chrono::steady_clock::now() + 5s;
-      const SmapsRead r = read_resident_by_mapping(p->pid(), limits, read_process_memory(p->pid()),
-                                                   read_tmpfs_devices(p->pid(), limits.deadline),
+      const SmapsRead r = read_resident_by_mapping(ProcFiles(p->pid()), limits, read_process_memory(p->pid()),
+                                                   read_tmpfs_devices(ProcFiles(p->pid()), limits.deadline),
                                                    BreakdownSource::kAuto, {}, known);
       line = r.source + "|" + std::to_string(r.mappings.size()) + "|" + r.reason;
     }
@@ -277,7 +277,7 @@ TEST(PagemapScanLive, TheScanIsCutAtItsPageBudgetAndDeadline) {
   PagemapScanLimits few;
   few.pages_per_call = 64;
   few.max_pages = 256;
-  const SmapsRead cut = read_resident_by_mapping(p->pid(), limits, status, BreakdownSource::kAuto, few);
+  const SmapsRead cut = read_resident_by_mapping(ProcFiles(p->pid()), limits, status, BreakdownSource::kAuto, few);
   EXPECT_EQ(cut.source, "pagemap_scan");
   EXPECT_TRUE(cut.cut);
   EXPECT_NE(cut.reason.find("pagemap scan cut at 256 resident pages"), std::string::npos) << cut.reason;
@@ -293,7 +293,7 @@ TEST(PagemapScanLive, TheScanIsCutAtItsPageBudgetAndDeadline) {
   late.mappings = cut.mappings;
   for (SmapsMapping& m : late.mappings) m.rss = m.anonymous = 0;
   std::string why;
-  ASSERT_TRUE(scan_pagemap(p->pid(), late, PagemapScanLimits{}, std::chrono::steady_clock::now(), why)) << why;
+  ASSERT_TRUE(scan_pagemap(ProcFiles(p->pid()), late, PagemapScanLimits{}, std::chrono::steady_clock::now(), why)) << why;
   EXPECT_TRUE(late.cut);
   EXPECT_NE(late.reason.find("pagemap scan cut at its deadline (0 of "), std::string::npos) << late.reason;
   EXPECT_TRUE(late.mappings.empty());

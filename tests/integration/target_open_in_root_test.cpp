@@ -1,4 +1,5 @@
-// Target::open_in_root and Target::open_mapping's fallback against a real
+// Opening by path in a target's root, and Target::open's fallback for its
+// mapped files (open_mapped_file), against a real
 // process chrooted into a hostile root (tests/common/hostile_root.h): the
 // target's absolute symlinks must resolve in its root, never the agent's, and
 // a FIFO, directory or device planted where a library should be must be
@@ -20,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "base/safe_open.h"
 #include "capture/capture_sandbox.h"
 #include "core/collector.h"
 #include "chrooted.h"
@@ -43,11 +45,13 @@ std::unique_ptr<Target> open_target(pid_t pid) {
   return t;
 }
 
+int root_of(const Target& t) { return t.proc().fd(oomsnap::ProcFile::kRoot); }
+
 Opened in_root(const Target& t, const std::string& path) {
-  return run_open([&t, path] { return t.open_in_root(path); });
+  return run_open([&t, path] { return oomsnap::open_regular_in_root(root_of(t), path); });
 }
 
-// A mapping /proc/PID/map_files cannot open (no such range): open_mapping
+// A mapping /proc/PID/map_files cannot open (no such range): Target::open
 // falls back to the path in the target's root.
 Opened via_mapping(const Target& t, const std::string& path) {
   oomsnap::Mapping m;
@@ -55,7 +59,7 @@ Opened via_mapping(const Target& t, const std::string& path) {
   m.end = 0x2000;
   m.inode = 1;
   m.path = path;
-  return run_open([&t, m] { return t.open_mapping(m); });
+  return run_open([&t, m] { return oomsnap::open_mapped_file(t.pid(), root_of(t), m); });
 }
 
 }  // namespace
@@ -126,9 +130,10 @@ TEST(TargetOpenInRoot, DirectoryAndDeviceAreRefused) {
   }
 }
 
-// The same opens inside the capture process, under its seccomp filter and
-// capabilities (tests/capture_hooks: hook-inroot aborts on any wrong answer,
-// then the capture goes on as usual).
+// The same opens inside the capture process, under its first two seccomp
+// filters (the target not yet open) and its capabilities
+// (tests/capture_hooks: hook-inroot aborts on any wrong answer, then the
+// capture goes on as usual).
 TEST(TargetOpenInRoot, InsideTheCaptureProcess) {
   HostileRoot r;
   Chrooted c(r.dir(), "hook-inroot");

@@ -27,8 +27,11 @@ namespace oomsnap {
 int open_regular_in_root(int root_fd, const std::string& path);
 
 // The directory at `path` inside root_fd, resolved the same way, opened for
-// reading its entries (O_RDONLY | O_DIRECTORY | O_CLOEXEC); -1 + errno
-// (ENOTDIR when it is not a directory).
+// reading its entries (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK |
+// O_CLOEXEC) in one openat2: O_DIRECTORY refuses anything else (ENOTDIR)
+// before its open runs; a symlink as the last component is refused (ELOOP,
+// or ENOTDIR). Also a walk's step: root_fd a directory, path one entry's name.
+// -1 + errno.
 int open_directory_in_root(int root_fd, const std::string& path);
 
 // A path the kernel resolves, such as the magic link /proc/PID/map_files/A-B:
@@ -40,16 +43,20 @@ int open_regular_file(const std::string& path);
 int open_proc_root(pid_t pid);
 
 // For the capture process's seccomp filter, which cannot read the struct
-// open_how that openat2 takes its flags in: moves the one open_how that
-// open_regular_in_root passes (O_PATH | O_CLOEXEC, RESOLVE_IN_ROOT |
-// RESOLVE_NO_MAGICLINKS) into a page of its own, read-only and sealed
-// (mseal, Linux 6.10+: no mprotect, munmap, mremap or mmap over it), so a
-// filter that allows openat2 only with this address (and open_how_size())
-// allows only O_PATH opens, which can neither read nor write. Returns that
-// address (the same on every later call), or nullptr when the page cannot be
-// sealed: the filter must then refuse openat2 (with ENOSYS, which
-// open_regular_in_root reports).
-const void* seal_open_how();
+// open_how that openat2 takes its flags in: moves the two open_hows this
+// file passes (open_regular_in_root's O_PATH handle, open_directory_in_root's
+// directory; both RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) into a page of
+// their own, read-only and sealed (mseal, Linux 6.10+: no mprotect, munmap,
+// mremap or mmap over it), so a filter that allows openat2 only with these
+// addresses (and open_how_size()) allows only these opens. Returns their
+// addresses (the same on every later call), or nullptr when the page cannot
+// be sealed: the filter must then refuse openat2 (with ENOSYS, which both
+// functions report).
+struct SealedOpenHows {
+  const void* path_handle = nullptr;
+  const void* directory = nullptr;
+};
+const SealedOpenHows* seal_open_hows();
 size_t open_how_size();
 
 }  // namespace oomsnap

@@ -30,8 +30,8 @@ constexpr std::chrono::milliseconds kTmpfsWalkBudget{100};
 constexpr std::chrono::milliseconds kBreakdownReserve{50};
 
 // Gone: no /proc entry, a zombie, or another process under the same pid.
-bool target_gone(const ProcessIdentity& id) {
-  auto now = read_identity(id.pid);
+bool target_gone(const ProcFiles& proc, const ProcessIdentity& id) {
+  auto now = read_identity(proc);
   return !now || now->start_time_ticks != id.start_time_ticks || now->exited();
 }
 
@@ -40,9 +40,9 @@ bool target_gone(const ProcessIdentity& id) {
 // emulated CPU): the status counters read after the read replace those read
 // before it when the kinds' sum lies nearer to them, so that the record's
 // RSS is of the moment its kinds were counted.
-void keep_counters_nearest_the_read(pid_t pid, ProcessMemory& m) {
+void keep_counters_nearest_the_read(const ProcFiles& proc, ProcessMemory& m) {
   if (!m.breakdown || !m.rss_bytes) return;
-  ProcessMemory after = read_process_memory(pid);
+  ProcessMemory after = read_process_memory(proc);
   if (!after.rss_bytes) return;
   const uint64_t sum = m.breakdown->total();
   auto off = [sum](uint64_t rss) { return sum > rss ? sum - rss : rss - sum; };
@@ -61,6 +61,13 @@ std::vector<std::unique_ptr<Collector>> make_collectors() {
   return v;
 }
 
+std::unique_ptr<Target> open_capture_target(pid_t pid, std::string& error) {
+  const auto collectors = make_collectors();
+  return Target::open(pid, error, [&collectors](const Mapping& m) {
+    return std::any_of(collectors.begin(), collectors.end(), [&m](const auto& c) { return c->reads_mapped_file(m); });
+  });
+}
+
 void mark_target_exited(Snapshot& s) {
   static const std::string kExited = "target exited during the capture";
   if (s.status == SnapshotStatus::kComplete) return;  // everything was read before it went
@@ -73,15 +80,20 @@ void mark_target_exited(Snapshot& s) {
 }
 
 std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& options, std::string& error) {
-  auto target = Target::open(pid, error);
+  auto target = open_capture_target(pid, error);
   if (!target) return std::nullopt;
-  if (options.progress) target->memory().set_read_watch(&options.progress->read);
-  target->memory().set_skip(options.skip_ranges);
+  return capture_target(*target, options);
+}
+
+CaptureRecord capture_target(Target& target, const CaptureOptions& options) {
+  const ProcFiles& proc = target.proc();
+  if (options.progress) target.memory().set_read_watch(&options.progress->read);
+  target.memory().set_skip(options.skip_ranges);
   CaptureRecord rec;
-  rec.identity = target->identity();
+  rec.identity = target.identity();
   // Read now as well, so that a target gone by the breakdown still has its
   // counters; read again right before the breakdown, which it is held to.
-  rec.process_memory = read_process_memory(pid);
+  rec.process_memory = read_process_memory(proc);
   // The heap first: the breakdown (a page walk of the whole address space)
   // is read after the collector, so that it does not delay the heap read
   // the capture is for.
@@ -97,9 +109,9 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
                                     std::chrono::milliseconds(1));
   bool detected = false;
   for (auto& c : make_collectors()) {
-    if (c->detect(*target)) {
+    if (c->detect(target)) {
       if (options.progress) options.progress->language.store(c->language(), std::memory_order_release);
-      rec.result = c->collect(*target, collect_options);
+      rec.result = c->collect(target, collect_options);
       detected = true;
       break;
     }
@@ -109,10 +121,10 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
     std::string why = "no collector recognises this process's runtime (supported: Go, CPython, HotSpot Java)";
     // A Go binary the ELF reader refused (a limit, a crafted header) is not
     // "some other runtime": say what stopped the reading.
-    if (!target->exe_elf_error().empty()) why += "; the executable was not read: " + target->exe_elf_error();
+    if (!target.exe_elf_error().empty()) why += "; the executable was not read: " + target.exe_elf_error();
     rec.result.snapshot.set_status(SnapshotStatus::kUnavailable, why);
   }
-  target->memory().set_read_watch(nullptr);
+  target.memory().set_read_watch(nullptr);
   if (options.progress)
     options.progress->collector_done_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
   const auto build_start = Clock::now();
@@ -120,20 +132,20 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
     options.progress->breakdown_started_ns.store(build_start.time_since_epoch().count(), std::memory_order_release);
   // The status counters right before the mappings they are compared with
   // (when the target is still there to read).
-  if (ProcessMemory now = read_process_memory(pid); now.rss_bytes) rec.process_memory = std::move(now);
+  if (ProcessMemory now = read_process_memory(proc); now.rss_bytes) rec.process_memory = std::move(now);
   SmapsLimits limits;
   // What is left of the budget, at least its share and at most kSmapsBudget.
   limits.deadline = build_start + std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(capture_end - build_start),
                                              std::chrono::milliseconds(breakdown_share), kSmapsBudget);
   // The mount table once, for the tmpfs devices here and the walk below.
-  const MountInfoText mountinfo = read_mountinfo(pid, limits.deadline);
-  const SmapsRead read = read_resident_by_mapping(pid, limits, rec.process_memory, tmpfs_devices_of(mountinfo),
-                                                 BreakdownSource::kAuto, {}, target->maps_text());
+  const MountInfoText mountinfo = read_mountinfo(proc, limits.deadline);
+  const SmapsRead read = read_resident_by_mapping(proc, limits, rec.process_memory, tmpfs_devices_of(mountinfo),
+                                                 BreakdownSource::kAuto, {}, target.maps_text());
   // What of the claimed ranges is resident (a grown goroutine stack is
   // seldom touched whole).
   std::optional<PagemapResidency> pagemap;
   if (!rec.result.memory_claims.empty())
-    pagemap.emplace(pid, PagemapResidency::kDefaultMaxPages, std::min(build_start + kSmapsBudget, capture_end));
+    pagemap.emplace(proc, PagemapResidency::kDefaultMaxPages, std::min(build_start + kSmapsBudget, capture_end));
   rec.process_memory.breakdown = build_breakdown(
       read, rec.result.memory_claims, rec.process_memory, [&](uint64_t start, uint64_t end) -> std::optional<uint64_t> {
         if (!pagemap) return std::nullopt;
@@ -143,7 +155,7 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
     std::string& reason = rec.process_memory.breakdown->reason;
     reason += (reason.empty() ? "" : "; ") + why;
   }
-  keep_counters_nearest_the_read(pid, rec.process_memory);
+  keep_counters_nearest_the_read(proc, rec.process_memory);
   rec.process_memory.breakdown->duration_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - build_start).count();
   // The files of its tmpfs mounts, mapped or not (what a container's
@@ -151,8 +163,8 @@ std::optional<CaptureRecord> capture_process(pid_t pid, const CaptureOptions& op
   // time is its own (a huge tmpfs is not the breakdown's cost).
   TmpfsScanLimits tmpfs_limits;
   tmpfs_limits.deadline = std::min(capture_end, Clock::now() + kTmpfsWalkBudget);
-  rec.process_memory.breakdown->tmpfs = scan_tmpfs_files(pid, mountinfo, tmpfs_limits);
-  if (target_gone(rec.identity)) mark_target_exited(rec.result.snapshot);
+  rec.process_memory.breakdown->tmpfs = scan_tmpfs_files(proc, mountinfo, tmpfs_limits);
+  if (target_gone(proc, rec.identity)) mark_target_exited(rec.result.snapshot);
   return rec;
 }
 

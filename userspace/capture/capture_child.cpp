@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -155,7 +156,7 @@ class Watchdog {
 
 }  // namespace
 
-int run_capture_child(const std::vector<std::string>& args, const CaptureChildHook& hook) {
+int run_capture_child(const std::vector<std::string>& args, const CaptureChildHooks& hooks) {
   ChildArgs a;
   if (!parse_args(args, a)) {
     std::fputs("oomsnap __capture-child: bad arguments (started by the agent, not by hand)\n", stderr);
@@ -193,15 +194,26 @@ int run_capture_child(const std::vector<std::string>& args, const CaptureChildHo
     std::fprintf(stderr, "oomsnap capture process: %s\n", why.c_str());
     _exit(3);
   }
+  // Armed before the target's files are opened: an open can hang as a read
+  // can (a mapped file on a FUSE mount nobody serves).
   const auto half_grace = std::max(a.grace / 2, std::chrono::milliseconds(100));
   watchdog.arm(std::chrono::steady_clock::now() + req->options.budget + half_grace, req->options.stall_after);
-  if (hook) hook(*req);
+  if (hooks.target_named) hooks.target_named(*req);
+  // Every file the capture reads, opened now (core/target.h); then the last
+  // filter takes file opens away before anything of the target is read.
+  std::string error;
+  auto target = open_capture_target(req->pid, error);
+  if (!load_confinement_filter(why)) {
+    std::fprintf(stderr, "oomsnap capture process: %s\n", why.c_str());
+    _exit(3);
+  }
+  if (hooks.confined) hooks.confined(*req, target.get());
 
   CaptureOptions opts = req->options;
   opts.progress = &progress;
   CaptureReply reply;
-  std::string error;
-  auto rec = capture_process(req->pid, opts, error);
+  std::optional<CaptureRecord> rec;
+  if (target) rec = capture_target(*target, opts);
   if (rec) {
     fit_result_budget(*rec, result_budget_for(*rec, a.result_max));
     reply.kind = CaptureReply::Kind::kRecord;

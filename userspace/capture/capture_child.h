@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "capture/capture_wire.h"
+#include "core/target.h"
 
 namespace oomsnap {
 
@@ -18,11 +19,17 @@ inline constexpr const char* kCaptureChildCommand = "__capture-child";
 inline constexpr int kCaptureRequestFd = 3;
 inline constexpr int kCaptureResultFd = 4;
 
-// For the test build of the helper only (tests/capture_hooks): runs after the
-// request is read and the sandbox is in place, before the capture.
-using CaptureChildHook = std::function<void(const CaptureRequest&)>;
+// For the test build of the helper only (tests/capture_hooks).
+struct CaptureChildHooks {
+  // After the request is read and process_vm_readv is pinned to its pid,
+  // before the target is opened (file opens still allowed, read-only).
+  std::function<void(const CaptureRequest&)> target_named;
+  // Once the target is open (nullptr: it could not be) and the sandbox is
+  // complete, before the capture.
+  std::function<void(const CaptureRequest&, Target*)> confined;
+};
 
 // args: what follows the command word. Returns the exit status.
-int run_capture_child(const std::vector<std::string>& args, const CaptureChildHook& hook = {});
+int run_capture_child(const std::vector<std::string>& args, const CaptureChildHooks& hooks = {});
 
 }  // namespace oomsnap

@@ -118,30 +118,33 @@ bool load_seccomp_filter(int result_fd, pid_t target, std::string& why) {
     filter.add(SCMP_ACT_ALLOW, SCMP_SYS(process_vm_readv), {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(target))});
   else
     filter.add(SCMP_ACT_ALLOW, SCMP_SYS(process_vm_readv));
-  // Before the request only: loading the second filter (it can only take
-  // rights away), which does not allow it again.
-  if (target <= 0)
-    filter.add(SCMP_ACT_ALLOW, SCMP_SYS(seccomp), {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(SECCOMP_SET_MODE_FILTER))});
+  // Loading the next filter (a filter can only take rights away); the
+  // last, load_confinement_filter, does not allow it again.
+  filter.add(SCMP_ACT_ALLOW, SCMP_SYS(seccomp), {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(SECCOMP_SET_MODE_FILTER))});
   // Files only read-only: no O_CREAT, O_TRUNC, O_TMPFILE, write access. The
   // mask takes O_TMPFILE's own bit (020000000) without O_DIRECTORY, which
-  // O_TMPFILE includes: a read-only O_DIRECTORY open is fine.
+  // O_TMPFILE includes: a read-only O_DIRECTORY open is fine. (Once the
+  // target is open, load_confinement_filter takes opens by path away.)
   constexpr scmp_datum_t kTmpfileBit = 020000000;
   filter.add(SCMP_ACT_ALLOW, SCMP_SYS(openat),
              {SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC | kTmpfileBit, O_RDONLY)});
-  // openat2 (Target::open_in_root: a path resolved inside the target's root)
-  // takes its flags in a struct seccomp cannot read, so it is allowed only
-  // with the one struct base/safe_open.h passes, sealed read-only before this
-  // filter: O_PATH, an fd that cannot be read or written (a regular file is
-  // then reopened through /proc/self/fd by openat, under the rule above).
-  // Any other openat2 kills the process. Where the struct cannot be sealed
-  // (mseal: Linux 6.10+), openat2 fails with ENOSYS and files are opened
-  // through /proc/PID/map_files only.
-  if (const void* how = seal_open_how())
-    filter.add(SCMP_ACT_ALLOW, SCMP_SYS(openat2),
-               {SCMP_A2(SCMP_CMP_EQ, static_cast<scmp_datum_t>(reinterpret_cast<uintptr_t>(how))),
-                SCMP_A3(SCMP_CMP_EQ, static_cast<scmp_datum_t>(open_how_size()))});
-  else
+  // openat2 takes its flags in a struct seccomp cannot read, so it is
+  // allowed only with the structs base/safe_open.h passes, sealed read-only
+  // before this filter: open_regular_in_root's O_PATH handle (an fd that
+  // cannot be read; a regular file is then reopened through /proc/self/fd
+  // by openat, under the rule above) and open_directory_in_root's directory,
+  // both resolved inside the directory given (RESOLVE_IN_ROOT, no magic
+  // links). Any other openat2 kills the process. Where the structs cannot be
+  // sealed (mseal: Linux 6.10+), openat2 fails with ENOSYS and files are
+  // opened through /proc/PID/map_files only.
+  if (const SealedOpenHows* how = seal_open_hows()) {
+    for (const void* p : {how->path_handle, how->directory})
+      filter.add(SCMP_ACT_ALLOW, SCMP_SYS(openat2),
+                 {SCMP_A2(SCMP_CMP_EQ, static_cast<scmp_datum_t>(reinterpret_cast<uintptr_t>(p))),
+                  SCMP_A3(SCMP_CMP_EQ, static_cast<scmp_datum_t>(open_how_size()))});
+  } else {
     filter.add(SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2));
+  }
   // The memory breakdown's page scan (core/pagemap_scan.h) on the target's
   // /proc/PID/pagemap: that one ioctl request, no other (a tty's, a
   // device's). On a kernel without it (before 6.7) it fails with ENOTTY and
@@ -159,6 +162,25 @@ bool load_seccomp_filter(int result_fd, pid_t target, std::string& why) {
     filter.add(SCMP_ACT_ALLOW, SCMP_SYS(write), {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(fd))});
   // abort() signals itself; nobody else.
   filter.add(SCMP_ACT_ALLOW, SCMP_SYS(tgkill), {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(getpid()))});
+  return filter.load(why);
+}
+
+bool load_confinement_filter(std::string& why) {
+  SeccompFilter filter(SCMP_ACT_ALLOW);  // the filters before it decide the rest
+  filter.no_new_privs_already_set();
+  // No file opened by a path: an absolute path, or one through
+  // /proc/self/fd or a magic link, could name any file on the node. EACCES,
+  // so that a library that looks for a file fails as it would without it.
+  filter.add(SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat));
+  // Only a directory (the tmpfs walk), resolved inside a directory fd, not
+  // the working directory (the agent's): the only directories the process
+  // holds now are its target's root and those below it.
+  if (const SealedOpenHows* how = seal_open_hows()) {
+    filter.add(SCMP_ACT_KILL_PROCESS, SCMP_SYS(openat2),
+               {SCMP_A2(SCMP_CMP_NE, static_cast<scmp_datum_t>(reinterpret_cast<uintptr_t>(how->directory)))});
+    filter.add(SCMP_ACT_KILL_PROCESS, SCMP_SYS(openat2), {SCMP_A0_32(SCMP_CMP_EQ, static_cast<uint32_t>(AT_FDCWD))});
+  }
+  filter.add(SCMP_ACT_KILL_PROCESS, SCMP_SYS(seccomp));
   return filter.load(why);
 }
 

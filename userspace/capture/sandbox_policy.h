@@ -14,11 +14,17 @@
 // - a seccomp allow-list: reading (the target's memory, files opened
 //   read-only), its own memory and threads, writing to the result pipe and
 //   stderr (a pipe the parent reads, capped: child_stderr.h), exiting.
-//   Anything else kills the process (SIGSYS). Two filters stack: one loaded
-//   before the helper waits for its request, and, once the request names the
-//   target, one that pins process_vm_readv to that pid and no longer allows
-//   seccomp(2). No pidfd call (pidfd_open, pidfd_getfd), process_madvise or
-//   ptrace is allowed at all.
+//   Anything else kills the process (SIGSYS). Three filters stack: one
+//   loaded before the helper waits for its request; once the request names
+//   the target, one that pins process_vm_readv to that pid; once the target
+//   is open (core/target.h: its /proc files and the files of its mappings),
+//   one that opens no file by a path and allows no further filter: only
+//   directories inside the target's root are left (its tmpfs walk), so a
+//   reader bug a crafted target exploits cannot read another file on the
+//   node (docs/security.md says what was weighed: chroot, Landlock, a
+//   broker).
+//   No pidfd call (pidfd_open, pidfd_getfd), process_madvise or ptrace is
+//   allowed at all.
 #pragma once
 #include <sys/types.h>
 
@@ -30,7 +36,7 @@ namespace oomsnap {
 struct SandboxLimits {
   uint64_t memory_bytes = 1ull << 30;  // RLIMIT_AS
   uint64_t cpu_seconds = 4;              // RLIMIT_CPU (soft; SIGXCPU)
-  uint64_t max_fds = 256;                // RLIMIT_NOFILE
+  uint64_t max_fds = 512;                // RLIMIT_NOFILE (Target keeps up to 384 mapped files open)
 };
 
 // Exit status of a capture process whose memory ran out (operator new found
@@ -44,8 +50,12 @@ inline constexpr int kExitResultTooLarge = 87;
 bool apply_limits(const SandboxLimits& limits, std::string& why);
 bool drop_capabilities(std::string& why);
 // result_fd: the only descriptor (besides stderr) it may write to. target 0:
-// the first filter (any pid; seccomp(2) still allowed); a pid: the
-// filter for the capture of that process.
+// the first filter (any pid); a pid: the filter for the capture of that
+// process, loaded once the request names it.
 bool load_seccomp_filter(int result_fd, pid_t target, std::string& why);
+// The last filter, once the target is open (core/target.h): no file opened
+// by a path, only directories inside a directory fd (the target's root and
+// below), no further filter.
+bool load_confinement_filter(std::string& why);
 
 }  // namespace oomsnap

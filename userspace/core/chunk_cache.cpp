@@ -41,7 +41,12 @@ const Mapping* ChunkCache::find_or_refresh(uint64_t addr) {
 
 bool ChunkCache::refresh_maps() {
   if (gone_ || !may_refresh()) return false;
-  auto maps = read_maps(mem_.pid());
+  std::vector<Mapping> maps;
+  if (!maps_source_) {
+    maps = read_maps(mem_.pid());
+  } else if (std::string text; maps_source_->read(ProcFile::kMaps, text)) {
+    maps = parse_proc_maps(text);
+  }
   if (maps.empty()) {
     gone_ = true;  // no /proc/PID/maps: the target has exited
     return false;

@@ -72,6 +72,12 @@ class ChunkCache {
   // under it starts again on fresh ones; the maps and the read budget stay.
   void forget_contents();
 
+  // Where the maps are read again: the target's kept descriptor
+  // (Target::proc), which a capture process can still read once it opens no
+  // file (capture/sandbox_policy.h). Without it, /proc/PID/maps by path.
+  // `proc` must outlive the cache.
+  void read_maps_from(const ProcFiles& proc) { maps_source_ = &proc; }
+
   // Stop reading once this many bytes came from the target (0 = no limit).
   void set_read_limit(uint64_t bytes) { read_limit_ = bytes; }
   bool read_limit_hit() const { return read_limit_hit_; }
@@ -128,6 +134,7 @@ class ChunkCache {
   static constexpr unsigned kPromptRefreshes = 8, kMaxRefreshes = 256;
   static constexpr std::chrono::milliseconds kRefreshInterval{10};
   unsigned refreshes_ = 0;
+  const ProcFiles* maps_source_ = nullptr;
   std::chrono::steady_clock::time_point last_refresh_{};
   static constexpr unsigned kMaxFailedExactReads = 256;
   unsigned failed_exact_reads_ = 0;

@@ -86,6 +86,10 @@ class Collector {
   virtual const char* language() const = 0;
   // Cheap: is this the collector's runtime? Must not throw.
   virtual bool detect(Target& target) = 0;
+  // The mappings whose files it reads (Target::open_mapping): Target::open
+  // opens those, before the capture process gives up opening files
+  // (capture/sandbox_policy.h). The executable needs none (Target::exe_fd).
+  virtual bool reads_mapped_file(const Mapping&) const { return false; }
   // Never throws for target-side trouble: it becomes status + reason.
   virtual CaptureResult collect(Target& target, const CaptureOptions& options) = 0;
 };

@@ -18,11 +18,13 @@ constexpr size_t kBatch = 8192;  // entries per pread: 64 KiB
 
 }  // namespace
 
-PagemapResidency::PagemapResidency(pid_t pid, uint64_t max_pages, std::chrono::steady_clock::time_point deadline)
+PagemapResidency::PagemapResidency(const ProcFiles& proc, uint64_t max_pages,
+                                   std::chrono::steady_clock::time_point deadline)
     : pages_left_(max_pages), deadline_(deadline) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/pagemap";
-  fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd_.get() < 0) why_ = "cannot open " + path + ": " + errno_text(errno);
+  // Its own descriptor of the file (read by pread: no shared position).
+  const int fd = proc.fd(ProcFile::kPagemap);
+  fd_.reset(fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1);
+  if (fd_.get() < 0) why_ = "cannot open " + proc.path(ProcFile::kPagemap) + ": " + errno_text(errno);
 }
 
 std::optional<uint64_t> PagemapResidency::resident_anon(uint64_t start, uint64_t end) {

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "base/unique_fd.h"
+#include "core/proc_files.h"
 
 namespace oomsnap {
 
@@ -21,7 +22,7 @@ class PagemapResidency {
  public:
   static constexpr uint64_t kDefaultMaxPages = uint64_t{1} << 20;  // 4 GiB of address space, 8 MiB read
 
-  PagemapResidency(pid_t pid, uint64_t max_pages, std::chrono::steady_clock::time_point deadline);
+  PagemapResidency(const ProcFiles& proc, uint64_t max_pages, std::chrono::steady_clock::time_point deadline);
   // Resident anonymous bytes in [start, end); nullopt when pagemap cannot be
   // read, the page budget is spent or the deadline passed (why() says which).
   // A range asked again is answered from what was read (the breakdown's

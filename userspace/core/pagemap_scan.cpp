@@ -106,7 +106,7 @@ bool scan_agrees_with_status(const SmapsRead& read, const ProcessMemory& status,
   return false;
 }
 
-bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
+bool scan_pagemap(const ProcFiles& proc, SmapsRead& read, const PagemapScanLimits& limits,
                   std::chrono::steady_clock::time_point deadline, std::string& why, ScanRange range) {
   // The address range to walk: every mapping but [vsyscall], which lies
   // above the user address space (the ioctl refuses it with EFAULT); or the
@@ -124,10 +124,9 @@ bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
     end = std::max(end, kUserSpaceEnd);
   }
   if (!end) return true;  // nothing mapped
-  const std::string path = "/proc/" + std::to_string(pid) + "/pagemap";
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    why = "cannot open " + path + ": " + errno_text(errno);
+  const int fd = proc.fd(ProcFile::kPagemap);
+  if (fd < 0) {
+    why = "cannot open " + proc.path(ProcFile::kPagemap) + ": " + errno_text(errno);
     return false;
   }
   std::vector<PageRegion> regions(std::max<size_t>(limits.regions_per_call, 1));
@@ -162,7 +161,7 @@ bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
     arg.max_pages = std::min(limits.pages_per_call, limits.max_pages - pages);
     arg.category_mask = kPageIsPresent;  // only present pages
     arg.return_mask = kPageIsPresent | kPageIsPfnZero | (parts[part].anon_only ? 0 : kPageIsFile);
-    const int n = ::ioctl(fd.get(), kPagemapScanIoctl, &arg);
+    const int n = ::ioctl(fd, kPagemapScanIoctl, &arg);
     if (n < 0 && errno == EINTR) continue;
     ++calls;
     if (n < 0) {
@@ -183,22 +182,23 @@ bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
   return true;
 }
 
-SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const ProcessMemory& status,
+SmapsRead read_resident_by_mapping(const ProcFiles& proc, const SmapsLimits& limits, const ProcessMemory& status,
                                    BreakdownSource source, const PagemapScanLimits& scan_limits) {
-  return read_resident_by_mapping(pid, limits, status, read_tmpfs_devices(pid, limits.deadline), source, scan_limits);
+  return read_resident_by_mapping(proc, limits, status, read_tmpfs_devices(proc, limits.deadline), source,
+                                  scan_limits);
 }
 
-SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const ProcessMemory& status,
+SmapsRead read_resident_by_mapping(const ProcFiles& proc, const SmapsLimits& limits, const ProcessMemory& status,
                                    const TmpfsDevices& tmpfs, BreakdownSource source,
                                    const PagemapScanLimits& scan_limits, std::string_view known_maps) {
   auto with_tmpfs_reason = [&](SmapsRead r) {
     if (!tmpfs.reason.empty()) r.reason = r.reason.empty() ? tmpfs.reason : r.reason + "; " + tmpfs.reason;
     return r;
   };
-  if (source == BreakdownSource::kSmaps) return read_smaps(pid, limits, tmpfs);
+  if (source == BreakdownSource::kSmaps) return read_smaps(proc, limits, tmpfs);
   // The fallback: smaps, with what refused the scan.
   auto from_smaps = [&](const std::string& why) {
-    SmapsRead r = read_smaps(pid, limits, tmpfs);
+    SmapsRead r = read_smaps(proc, limits, tmpfs);
     const std::string note = "read from smaps: " + why;
     r.reason = r.reason.empty() ? note : r.reason + "; " + note;
     return r;
@@ -215,7 +215,7 @@ SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const P
     if (r.error.empty() && !r.cut) {
       // Refused (an older kernel, a filter) or counting what RSS does
       // not: so would a second try be.
-      if (!scan_pagemap(pid, r, scan_limits, limits.deadline, why, ScanRange::kUserSpace)) return from_smaps(why);
+      if (!scan_pagemap(proc, r, scan_limits, limits.deadline, why, ScanRange::kUserSpace)) return from_smaps(why);
       if (r.cut) return with_tmpfs_reason(std::move(r));  // no time left to read the maps again
       if (!r.resident_outside_mappings) {
         if (!scan_agrees_with_status(r, status, why)) return from_smaps(why);
@@ -223,15 +223,14 @@ SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const P
       }
     }
   }
-  const std::string maps_path = "/proc/" + std::to_string(pid) + "/maps";
-  UniqueFd fd(::open(maps_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    why = "cannot read " + maps_path + ": " + errno_text(errno);
+  const int fd = proc.fd_at_start(ProcFile::kMaps);
+  if (fd < 0) {
+    why = "cannot read " + proc.path(ProcFile::kMaps) + ": " + errno_text(errno);
   } else {
-    SmapsRead r = read_maps_fd(fd.get(), limits, tmpfs);
+    SmapsRead r = read_maps_fd(fd, limits, tmpfs);
     r.source = "pagemap_scan";
     if (!r.error.empty()) return with_tmpfs_reason(std::move(r));  // smaps would hold the same lines
-    if (scan_pagemap(pid, r, scan_limits, limits.deadline, why) && (r.cut || scan_agrees_with_status(r, status, why)))
+    if (scan_pagemap(proc, r, scan_limits, limits.deadline, why) && (r.cut || scan_agrees_with_status(r, status, why)))
       return with_tmpfs_reason(std::move(r));
   }
   return from_smaps(why);

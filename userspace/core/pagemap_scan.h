@@ -77,10 +77,10 @@ enum class BreakdownSource { kAuto, kSmaps };
 // its mappings, else maps is read again: the kernel's second walk of every
 // mapping to write the text was half the breakdown's cost, and more in a
 // fresh capture process with the target's structures out of cache.
-SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const ProcessMemory& status,
+SmapsRead read_resident_by_mapping(const ProcFiles& proc, const SmapsLimits& limits, const ProcessMemory& status,
                                    const TmpfsDevices& tmpfs, BreakdownSource source = BreakdownSource::kAuto,
                                    const PagemapScanLimits& scan_limits = {}, std::string_view known_maps = {});
-SmapsRead read_resident_by_mapping(pid_t pid, const SmapsLimits& limits, const ProcessMemory& status,
+SmapsRead read_resident_by_mapping(const ProcFiles& proc, const SmapsLimits& limits, const ProcessMemory& status,
                                    BreakdownSource source = BreakdownSource::kAuto,
                                    const PagemapScanLimits& scan_limits = {});
 
@@ -93,7 +93,7 @@ enum class ScanRange { kMappings, kUserSpace };
 // x86-64's user address space with 4-level page tables (TASK_SIZE_MAX);
 // a mapping above it (5-level, asked for by address) extends the walk.
 inline constexpr uint64_t kUserSpaceEnd = (uint64_t{1} << 47) - 4096;
-bool scan_pagemap(pid_t pid, SmapsRead& read, const PagemapScanLimits& limits,
+bool scan_pagemap(const ProcFiles& proc, SmapsRead& read, const PagemapScanLimits& limits,
                   std::chrono::steady_clock::time_point deadline, std::string& why,
                   ScanRange range = ScanRange::kMappings);
 

@@ -1,13 +1,16 @@
 #include "core/proc_info.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "base/unique_fd.h"
 
 namespace oomsnap {
 
@@ -21,22 +24,8 @@ bool read_text_file(const std::string& path, std::string& out, size_t max_bytes,
                     std::chrono::steady_clock::time_point deadline, bool& cut) {
   cut = false;
   out.clear();
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  // In chunks, so that a /proc file the kernel writes as it goes (smaps) is
-  // stopped at the bound or the deadline, not read whole first.
-  char buf[64 * 1024];
-  for (;;) {
-    if (out.size() >= max_bytes || std::chrono::steady_clock::now() >= deadline) {
-      cut = f.peek() != std::char_traits<char>::eof();
-      break;
-    }
-    f.read(buf, static_cast<std::streamsize>(std::min(sizeof buf, max_bytes - out.size())));
-    out.append(buf, static_cast<size_t>(f.gcount()));
-    if (f.eof()) break;
-    if (f.bad() || f.fail()) return false;
-  }
-  return !f.bad();
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  return fd.get() >= 0 && read_fd_text(fd.get(), out, max_bytes, deadline, cut);
 }
 
 std::optional<ProcessIdentity> parse_proc_stat(pid_t pid, const std::string& text) {
@@ -143,21 +132,25 @@ static std::string proc_path(pid_t pid, const char* leaf) {
   return "/proc/" + std::to_string(pid) + "/" + leaf;
 }
 
-std::optional<ProcessIdentity> read_identity(pid_t pid) {
+std::optional<ProcessIdentity> read_identity(const ProcFiles& proc) {
   std::string text;
-  if (pid <= 0 || !read_text_file(proc_path(pid, "stat"), text)) return std::nullopt;
-  return parse_proc_stat(pid, text);
+  if (proc.pid() <= 0 || !proc.read(ProcFile::kStat, text)) return std::nullopt;
+  return parse_proc_stat(proc.pid(), text);
 }
 
-ProcessMemory read_process_memory(pid_t pid) {
+std::optional<ProcessIdentity> read_identity(pid_t pid) { return read_identity(ProcFiles(pid)); }
+
+ProcessMemory read_process_memory(const ProcFiles& proc) {
   std::string text;
-  if (!read_text_file(proc_path(pid, "status"), text)) {
+  if (!proc.read(ProcFile::kStatus, text)) {
     ProcessMemory m;
-    m.status = "cannot read /proc/" + std::to_string(pid) + "/status";
+    m.status = "cannot read " + proc.path(ProcFile::kStatus);
     return m;
   }
   return parse_proc_status(text);
 }
+
+ProcessMemory read_process_memory(pid_t pid) { return read_process_memory(ProcFiles(pid)); }
 
 std::vector<Mapping> read_maps(pid_t pid) {
   std::string text;

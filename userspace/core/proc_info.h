@@ -12,6 +12,7 @@
 
 #include "base/mapping.h"
 #include "core/memory_breakdown.h"
+#include "core/proc_files.h"
 #include "core/remote_memory.h"  // AddressRange
 
 namespace oomsnap {
@@ -63,8 +64,11 @@ std::vector<Mapping> parse_proc_maps(const std::string& maps_text);
 std::vector<AddressRange> parse_userfaultfd_ranges(const std::string& smaps_text);
 
 // Live readers. read_identity returns nullopt when the pid does not exist.
+// The ProcFiles forms read the files a capture keeps open (proc_files.h).
 std::optional<ProcessIdentity> read_identity(pid_t pid);
+std::optional<ProcessIdentity> read_identity(const ProcFiles& proc);
 ProcessMemory read_process_memory(pid_t pid);
+ProcessMemory read_process_memory(const ProcFiles& proc);
 std::vector<Mapping> read_maps(pid_t pid);  // empty on failure
 std::vector<AddressRange> read_userfaultfd_ranges(pid_t pid);  // /proc/PID/smaps; empty on failure
 bool read_text_file(const std::string& path, std::string& out);

@@ -551,10 +551,10 @@ SmapsRead read_maps_fd(int fd, const SmapsLimits& limits, const TmpfsDevices& tm
   return read_chunked(fd, limits, tmpfs, true);
 }
 
-MountInfoText read_mountinfo(pid_t pid, std::chrono::steady_clock::time_point deadline) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/mountinfo";
+MountInfoText read_mountinfo(const ProcFiles& proc, std::chrono::steady_clock::time_point deadline) {
   MountInfoText m;
-  if (!read_text_file(path, m.text, kMaxMountinfoBytes, deadline, m.cut)) m.error = "cannot read " + path;
+  if (!proc.read(ProcFile::kMountinfo, m.text, kMaxMountinfoBytes, deadline, m.cut))
+    m.error = "cannot read " + proc.path(ProcFile::kMountinfo);
   return m;
 }
 
@@ -569,21 +569,20 @@ TmpfsDevices tmpfs_devices_of(const MountInfoText& mountinfo) {
   return tmpfs;
 }
 
-TmpfsDevices read_tmpfs_devices(pid_t pid, std::chrono::steady_clock::time_point deadline) {
-  return tmpfs_devices_of(read_mountinfo(pid, deadline));
+TmpfsDevices read_tmpfs_devices(const ProcFiles& proc, std::chrono::steady_clock::time_point deadline) {
+  return tmpfs_devices_of(read_mountinfo(proc, deadline));
 }
 
-SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits) {
-  return read_smaps(pid, limits, read_tmpfs_devices(pid, limits.deadline));
+SmapsRead read_smaps(const ProcFiles& proc, const SmapsLimits& limits) {
+  return read_smaps(proc, limits, read_tmpfs_devices(proc, limits.deadline));
 }
 
-SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits, const TmpfsDevices& tmpfs) {
-  const std::string dir = "/proc/" + std::to_string(pid) + "/";
-  UniqueFd fd(::open((dir + "smaps").c_str(), O_RDONLY | O_CLOEXEC));
+SmapsRead read_smaps(const ProcFiles& proc, const SmapsLimits& limits, const TmpfsDevices& tmpfs) {
+  const int fd = proc.fd_at_start(ProcFile::kSmaps);
   const int err = errno;
   SmapsRead r;
-  if (fd.get() < 0) r.error = "cannot read " + dir + "smaps: " + errno_text(err);
-  else r = read_smaps_fd(fd.get(), limits, tmpfs);
+  if (fd < 0) r.error = "cannot read " + proc.path(ProcFile::kSmaps) + ": " + errno_text(err);
+  else r = read_smaps_fd(fd, limits, tmpfs);
   if (!tmpfs.reason.empty()) r.reason = r.reason.empty() ? tmpfs.reason : r.reason + "; " + tmpfs.reason;
   return r;
 }

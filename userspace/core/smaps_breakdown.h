@@ -119,14 +119,14 @@ struct MountInfoText {
   bool cut = false;   // longer than that
   std::string error;  // set: not read
 };
-MountInfoText read_mountinfo(pid_t pid, std::chrono::steady_clock::time_point deadline);
+MountInfoText read_mountinfo(const ProcFiles& proc, std::chrono::steady_clock::time_point deadline);
 // Its tmpfs devices (reason set when it was cut or not read).
 TmpfsDevices tmpfs_devices_of(const MountInfoText& mountinfo);
 // The tmpfs devices of /proc/PID/mountinfo (bounded; reason set when cut).
-TmpfsDevices read_tmpfs_devices(pid_t pid, std::chrono::steady_clock::time_point deadline);
+TmpfsDevices read_tmpfs_devices(const ProcFiles& proc, std::chrono::steady_clock::time_point deadline);
 // Reads /proc/PID/smaps (bounded by limits) and /proc/PID/mountinfo.
-SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits);
-SmapsRead read_smaps(pid_t pid, const SmapsLimits& limits, const TmpfsDevices& tmpfs);
+SmapsRead read_smaps(const ProcFiles& proc, const SmapsLimits& limits);
+SmapsRead read_smaps(const ProcFiles& proc, const SmapsLimits& limits, const TmpfsDevices& tmpfs);
 // The smaps part: from an open file, in chunks of one 64 KiB buffer, line by
 // line (the text is never held whole); a line longer than the buffer is not
 // smaps; a mapping the byte bound or the deadline cuts in two is left out.

@@ -94,9 +94,11 @@ bool walk_tmpfs_dir(int dir, dev_t dev, const std::string& prefix, const std::ve
         cut(out, "tmpfs walk not below " + std::to_string(limits.max_depth) + " directories");
         continue;
       }
-      // Relative to its parent, not following a symlink swapped in since
-      // the stat; on another device (a mount raced in): left alone.
-      const int fd = ::openat(::dirfd(cur.d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+      // Relative to its parent and inside it (openat2 in the parent as the
+      // root: the one directory open the capture process keeps), not
+      // following a symlink swapped in since the stat; on another device (a
+      // mount raced in): left alone.
+      const int fd = open_directory_in_root(::dirfd(cur.d), name);
       if (fd < 0) continue;
       struct stat again {};
       DIR* d = ::fstat(fd, &again) == 0 && again.st_dev == dev ? ::fdopendir(fd) : nullptr;
@@ -114,20 +116,19 @@ bool walk_tmpfs_dir(int dir, dev_t dev, const std::string& prefix, const std::ve
 namespace {
 
 // The walk of every tmpfs mount in the table (scan_tmpfs_files).
-TmpfsFiles scan_mounts(pid_t pid, const MountInfoText& mountinfo, const TmpfsScanLimits& limits) {
+TmpfsFiles scan_mounts(const ProcFiles& proc, const MountInfoText& mountinfo, const TmpfsScanLimits& limits) {
   TmpfsFiles out;
   if (!mountinfo.error.empty()) {
     out.reason = mountinfo.error;
     return out;
   }
-  const std::string proc = "/proc/" + std::to_string(pid);
   const TmpfsMountTable table = parse_tmpfs_mounts(mountinfo.text);
   if (!table.reason.empty()) cut(out, table.reason);
   if (mountinfo.cut) cut(out, "mount table cut at " + std::to_string(kMaxMountinfoBytes / 1024) + " kB");
-  UniqueFd root(open_proc_root(pid));
-  if (root.get() < 0) {
+  const int root = proc.fd(ProcFile::kRoot);
+  if (root < 0) {
     const int err = errno;
-    cut(out, "cannot open " + proc + "/root: " + errno_text(err));
+    cut(out, "cannot open " + proc.path(ProcFile::kRoot) + ": " + errno_text(err));
     return out;
   }
   size_t entries = 0, mounts = 0;
@@ -136,7 +137,7 @@ TmpfsFiles scan_mounts(pid_t pid, const MountInfoText& mountinfo, const TmpfsSca
       cut(out, "tmpfs walk cut at " + std::to_string(limits.max_mounts) + " mounts");
       break;
     }
-    UniqueFd dir(open_directory_in_root(root.get(), m.point));
+    UniqueFd dir(open_directory_in_root(root, m.point));
     if (dir.get() < 0 && errno == ENOSYS) {
       // No openat2, or a capture process that could not seal its argument
       // (mseal: Linux 6.10+): nothing is opened by a path the target chose.
@@ -159,9 +160,9 @@ TmpfsFiles scan_mounts(pid_t pid, const MountInfoText& mountinfo, const TmpfsSca
 
 }  // namespace
 
-TmpfsFiles scan_tmpfs_files(pid_t pid, const MountInfoText& mountinfo, const TmpfsScanLimits& limits) {
+TmpfsFiles scan_tmpfs_files(const ProcFiles& proc, const MountInfoText& mountinfo, const TmpfsScanLimits& limits) {
   const auto start = std::chrono::steady_clock::now();
-  TmpfsFiles out = scan_mounts(pid, mountinfo, limits);
+  TmpfsFiles out = scan_mounts(proc, mountinfo, limits);
   out.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return out;
 }

@@ -44,6 +44,6 @@ bool walk_tmpfs_dir(int dir, dev_t dev, const std::string& prefix, const std::ve
 // The tmpfs files process `pid` sees: each tmpfs mount of its mount table
 // (read_mountinfo) opened in /proc/PID/root and walked. Largest first;
 // duration_ms is the walk's time.
-TmpfsFiles scan_tmpfs_files(pid_t pid, const MountInfoText& mountinfo, const TmpfsScanLimits& limits);
+TmpfsFiles scan_tmpfs_files(const ProcFiles& proc, const MountInfoText& mountinfo, const TmpfsScanLimits& limits);
 
 }  // namespace oomsnap

@@ -6,19 +6,17 @@
 #include "elf/module_map.h"
 
 namespace oomsnap {
-namespace {
 
-bool is_libjvm(const std::string& path) {
-  auto slash = path.rfind('/');
-  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+bool is_libjvm_mapping(const Mapping& m) {
+  if (m.offset != 0 || m.inode == 0) return false;
+  auto slash = m.path.rfind('/');
+  std::string base = slash == std::string::npos ? m.path : m.path.substr(slash + 1);
   return base == "libjvm.so" || base.rfind("libjvm.so ", 0) == 0;  // "libjvm.so (deleted)"
 }
 
-}  // namespace
-
 std::optional<LibJvm> find_libjvm(const Target& target) {
   for (const auto& m : target.maps()) {
-    if (m.offset != 0 || m.inode == 0 || !is_libjvm(m.path)) continue;
+    if (!is_libjvm_mapping(m)) continue;
     int fd = target.open_mapping(m);
     if (fd < 0) continue;
     LibJvm j;

@@ -20,5 +20,7 @@ struct LibJvm {
 
 // nullopt when no libjvm.so is mapped (or it exports no gHotSpotVMStructs).
 std::optional<LibJvm> find_libjvm(const Target& target);
+// The first mapping (offset 0) of libjvm.so, the file find_libjvm opens.
+bool is_libjvm_mapping(const Mapping& m);
 
 }  // namespace oomsnap

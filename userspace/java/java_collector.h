@@ -14,6 +14,7 @@ class JavaCollector : public Collector {
  public:
   const char* language() const override { return "java"; }
   bool detect(Target& target) override;
+  bool reads_mapped_file(const Mapping& m) const override;
   CaptureResult collect(Target& target, const CaptureOptions& options) override;
 
  private:

@@ -16,6 +16,8 @@ constexpr const char* kFreeThreaded =
     "free-threaded CPython build: objects live in per-thread mimalloc heaps without GC lists; not supported";
 }  // namespace
 
+bool PythonCollector::reads_mapped_file(const Mapping& m) const { return is_libpython_mapping(m); }
+
 bool PythonCollector::detect(Target& target) {
   runtime_ = find_python_runtime(target);
   return runtime_.has_value();
@@ -77,6 +79,7 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
   run.out.memory_claims_reason = std::move(arenas.reason);
 
   ChunkCache cache(mem, target.maps());
+  cache.read_maps_from(target.proc());
   cache.set_read_limit(read_at_start + opts.max_read_bytes);
   // A collection in progress rewires the lists; it is usually over within
   // milliseconds, so wait a little (bounded by the budget) before walking.

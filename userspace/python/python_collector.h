@@ -13,6 +13,7 @@ class PythonCollector : public Collector {
  public:
   const char* language() const override { return "python"; }
   bool detect(Target& target) override;
+  bool reads_mapped_file(const Mapping& m) const override;
   CaptureResult collect(Target& target, const CaptureOptions& options) override;
 
  private:

@@ -108,6 +108,10 @@ std::string python_version_text(uint32_t hex, bool exact) {
   return s;
 }
 
+bool is_libpython_mapping(const Mapping& m) {
+  return m.offset == 0 && m.inode != 0 && basename_of(m.path).rfind("libpython3.", 0) == 0;
+}
+
 std::optional<PythonRuntime> find_python_runtime(Target& target) {
   PythonRuntime rt;
   std::set<uint64_t> tried;
@@ -128,8 +132,7 @@ std::optional<PythonRuntime> find_python_runtime(Target& target) {
   }
   // Embedded or --enable-shared builds: the runtime is in libpython3.X.
   for (const auto& m : target.maps()) {
-    if (m.offset != 0 || m.inode == 0 || tried.count(m.inode)) continue;
-    if (basename_of(m.path).rfind("libpython3.", 0) != 0) continue;
+    if (!is_libpython_mapping(m) || tried.count(m.inode)) continue;
     tried.insert(m.inode);
     int fd = target.open_mapping(m);
     if (fd < 0) continue;

@@ -35,6 +35,10 @@ struct PythonRuntime {
   std::vector<uint64_t> arenas_candidates, maxarenas_candidates;
 };
 
+// The first mapping (offset 0) of a shared libpython3.X, the file
+// find_python_runtime opens when the executable is not the runtime.
+bool is_libpython_mapping(const Mapping& m);
+
 std::optional<PythonRuntime> find_python_runtime(Target& target);
 
 // "3.11.2", "3.14.0rc1"; "3.13" when only major.minor is known.

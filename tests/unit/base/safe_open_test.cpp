@@ -24,13 +24,22 @@ using oomsnap_test::run_open;
 
 namespace {
 
-Opened in_root(const HostileRoot& r, const std::string& path) {
+// open_fn(root fd of r, path), in a child (run_open).
+Opened opened_in(const HostileRoot& r, const std::string& path, int (*open_fn)(int, const std::string&)) {
   const std::string dir = r.dir();
-  return run_open([dir, path] {
+  return run_open([dir, path, open_fn] {
     const int root_fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (root_fd < 0) return -1;
-    return oomsnap::open_regular_in_root(root_fd, path);
+    return open_fn(root_fd, path);
   });
+}
+
+Opened in_root(const HostileRoot& r, const std::string& path) {
+  return opened_in(r, path, oomsnap::open_regular_in_root);
+}
+
+Opened dir_in_root(const HostileRoot& r, const std::string& path) {
+  return opened_in(r, path, oomsnap::open_directory_in_root);
 }
 
 }  // namespace
@@ -87,6 +96,38 @@ TEST(SafeOpen, DirectoryAndDeviceAreRefused) {
   }
 }
 
+// A directory to walk is opened in one openat2, with no handle first: the
+// kernel refuses anything that is not a directory before its open runs (a
+// FIFO must not block, a device's open must not run), and a symlink as the
+// last component; ".." and absolute paths stay inside the root.
+TEST(SafeOpen, DirectoryInRootIsOpenedAndNothingElse) {
+  HostileRoot r;
+  for (const char* p : {"/lib/libdir.so", "lib", "/", "/../../lib/libdir.so"}) {
+    SCOPED_TRACE(p);
+    Opened o = dir_in_root(r, p);
+    ASSERT_FALSE(o.timed_out);
+    EXPECT_TRUE(o.ok) << std::strerror(o.err);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const char* p : {"/lib/libfifo.so", "/lib/libtofifo.so", "/lib/libnull.so", "/lib/libreal.so"}) {
+    SCOPED_TRACE(p);
+    Opened o = dir_in_root(r, p);
+    ASSERT_FALSE(o.timed_out);
+    EXPECT_FALSE(o.ok);
+    EXPECT_TRUE(o.err == ENOTDIR || o.err == ELOOP) << std::strerror(o.err);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  // The container's /etc through ".." past its root, never the host's.
+  const std::string dir = r.dir();
+  Opened shadow = run_open([dir] {
+    const int root_fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    const int etc = oomsnap::open_directory_in_root(root_fd, "../../../etc");
+    return etc < 0 ? -1 : oomsnap::open_regular_in_root(etc, "shadow");
+  });
+  ASSERT_TRUE(shadow.ok) << std::strerror(shadow.err);
+  EXPECT_TRUE(shadow.content == HostileRoot::kShadow) << "read another file than the container's /etc/shadow";
+}
+
 // /proc magic links are not followed, even from the host's own root; the
 // kernel's links opened on purpose (open_regular_file, as for
 // /proc/PID/map_files) are.
@@ -131,22 +172,25 @@ TEST(SafeOpen, ProcRootOfThisProcess) {
   ::close(root);
 }
 
-// The sealed open_how (for the capture process's seccomp filter): the same
-// address on every call, read-only and immovable, and open_regular_in_root
-// goes on working with it. In a child: sealing lasts for the process.
+// The sealed open_hows (for the capture process's seccomp filter): the same
+// addresses on every call, read-only and immovable, and open_regular_in_root
+// and open_directory_in_root go on working with them. In a child: sealing
+// lasts for the process.
 TEST(SafeOpen, SealedOpenHowCannotBeChangedOrMoved) {
   Opened o = run_open([]() -> int {
-    const void* how = oomsnap::seal_open_how();
+    const oomsnap::SealedOpenHows* how = oomsnap::seal_open_hows();
     if (!how) return errno = ENOSYS, -1;  // kernel without mseal
-    if (oomsnap::seal_open_how() != how) return errno = EFAULT, -1;
-    void* page = const_cast<void*>(how);
+    if (oomsnap::seal_open_hows() != how || !how->directory) return errno = EFAULT, -1;
+    void* page = const_cast<void*>(how->path_handle);
     const size_t len = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     if (::mprotect(page, len, PROT_READ | PROT_WRITE) == 0) return errno = EACCES, -1;
     if (::munmap(page, len) == 0) return errno = EACCES, -1;
     if (::mmap(page, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED)
       return errno = EACCES, -1;
     const int root_fd = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    return oomsnap::open_regular_in_root(root_fd, "/etc/passwd");
+    const int etc = oomsnap::open_directory_in_root(root_fd, "/etc");
+    if (etc < 0) return -1;
+    return oomsnap::open_regular_in_root(etc, "passwd");
   });
   ASSERT_FALSE(o.timed_out);
   if (!o.ok && o.err == ENOSYS) GTEST_SKIP() << "no mseal on this kernel";

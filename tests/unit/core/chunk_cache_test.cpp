@@ -12,7 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/seccomp_filter.h"
 #include "core/chunk_cache.h"
+#include "core/proc_files.h"
 
 using namespace oomsnap;
 
@@ -173,4 +175,37 @@ TEST(ChunkCache, AHoleUnmappedSinceTheMapsWereReadDoesNotHideTheRestOfItsChunk) 
   ASSERT_TRUE(c.read(r.at(5 * page), b, sizeof b));
   EXPECT_TRUE(same(b, r.base + 5 * page, sizeof b));
   EXPECT_FALSE(c.read(r.at(8), b, 8));
+}
+
+// Memory mapped after the maps were read, in a process that may no longer
+// open files (the capture process once its target is open): the maps are
+// read again through the target's kept descriptor. Opened by path, as they
+// were, the re-read failed, the cache took the target for gone, and a
+// CPython capture of a fast leak lost nine tenths of its heap.
+TEST(ChunkCache, MapsAreReadAgainThroughTheKeptDescriptorWhenOpensAreRefused) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ProcFiles self(getpid());
+    self.open_all();
+    RemoteMemory mem(getpid());
+    ChunkCache kept(mem, read_maps(getpid())), by_path(mem, read_maps(getpid()));
+    kept.read_maps_from(self);
+    SeccompFilter no_opens(SCMP_ACT_ALLOW);
+    no_opens.add(SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat));
+    std::string why;
+    if (!no_opens.load(why)) _exit(10);
+    Region later(1);  // mapped now: in neither cache's maps
+    uint8_t b[16];
+    if (!kept.read(later.at(100), b, sizeof b) || !same(b, later.base + 100, sizeof b)) _exit(11);
+    if (kept.target_gone()) _exit(12);
+    // Without it the re-read is refused: the guard this test is for.
+    if (by_path.mapped(later.at(100))) _exit(13);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: filter, 11: not read through the descriptor, 12: taken for gone, "
+                                       "13: opened by path under the filter";
 }

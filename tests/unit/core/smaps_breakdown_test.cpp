@@ -192,22 +192,22 @@ TEST(SmapsBreakdown, PagemapSaysWhatOfARangeIsResident) {
   for (size_t i : {0, 3, 4, 9, 15}) bytes[i * page] = 1;
   const auto start = reinterpret_cast<uint64_t>(p), end = start + 16 * page;
   const auto forever = std::chrono::steady_clock::time_point::max();
-  PagemapResidency pm(getpid(), PagemapResidency::kDefaultMaxPages, forever);
+  PagemapResidency pm(ProcFiles(getpid()), PagemapResidency::kDefaultMaxPages, forever);
   EXPECT_EQ(pm.resident_anon(start, end), 5 * page) << pm.why();
   EXPECT_EQ(pm.resident_anon(start + page, start + 3 * page), 0u);
   // The page budget and the deadline stop it.
-  PagemapResidency small(getpid(), 20, forever);
+  PagemapResidency small(ProcFiles(getpid()), 20, forever);
   EXPECT_EQ(small.resident_anon(start, end), 5 * page);
   EXPECT_EQ(small.resident_anon(start + page, end), std::nullopt);
   EXPECT_NE(small.why().find("budget"), std::string::npos);
   // A range asked again is answered from the first read: it spends no
   // budget (the claims of one breakdown walk the same arenas in turn).
   EXPECT_EQ(small.resident_anon(start, end), 5 * page);
-  PagemapResidency exact(getpid(), 16, forever);
+  PagemapResidency exact(ProcFiles(getpid()), 16, forever);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(exact.resident_anon(start, end), 5 * page) << i << ": " << exact.why();
-  PagemapResidency late(getpid(), 100, std::chrono::steady_clock::now());
+  PagemapResidency late(ProcFiles(getpid()), 100, std::chrono::steady_clock::now());
   EXPECT_EQ(late.resident_anon(start, end), std::nullopt);
-  PagemapResidency none(0x7ffffff0, 100, forever);  // no such process
+  PagemapResidency none(ProcFiles(0x7ffffff0), 100, forever);  // no such process
   EXPECT_EQ(none.resident_anon(start, end), std::nullopt);
   munmap(p, 16 * page);
 }
@@ -371,13 +371,13 @@ TEST(SmapsBreakdown, JsonRoundTripsAndRefusesWhatItNeverWrites) {
 }
 
 TEST(SmapsBreakdown, ReadsItsOwnSmapsAndCutsAtTheByteBoundOnAMappingEdge) {
-  auto whole = read_smaps(getpid(), SmapsLimits{});
+  auto whole = read_smaps(ProcFiles(getpid()), SmapsLimits{});
   ASSERT_TRUE(whole.error.empty()) << whole.error;
   EXPECT_FALSE(whole.cut);
   ASSERT_GT(whole.mappings.size(), 4u);
   SmapsLimits small;
   small.max_bytes = 3000;  // two or three mappings' text
-  auto cut = read_smaps(getpid(), small);
+  auto cut = read_smaps(ProcFiles(getpid()), small);
   ASSERT_TRUE(cut.error.empty()) << cut.error;
   EXPECT_TRUE(cut.cut);
   EXPECT_GE(cut.mappings.size(), 1u);

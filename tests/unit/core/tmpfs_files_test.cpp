@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -140,7 +141,8 @@ TEST(TmpfsWalk, EntriesDepthAndDeadlineCutTheWalkWithAReason) {
 }
 
 // A mount point resolved in a target's root: an absolute symlink planted on
-// the way names the root's own path, never the host's.
+// the way names the root's own path, never the host's; one planted as the
+// mount point itself is not followed at all (the table names no symlink).
 TEST(TmpfsWalk, AMountPointIsOpenedInsideTheTargetsRoot) {
   ShmTree root;
   root.file("real/shm/x", 4 * kKiB);
@@ -148,9 +150,12 @@ TEST(TmpfsWalk, AMountPointIsOpenedInsideTheTargetsRoot) {
   fs::create_directory_symlink("/etc", fs::path(root.root) / "dev/shm");  // the host's /etc if followed outside
   UniqueFd r(::open(root.root.c_str(), O_PATH | O_CLOEXEC));
   errno = 0;
-  UniqueFd escaped(open_directory_in_root(r.get(), "/dev/shm"));
-  EXPECT_LT(escaped.get(), 0);  // resolves to <root>/etc, which is not there
+  UniqueFd escaped(open_directory_in_root(r.get(), "/dev/shm/ssl"));
+  EXPECT_LT(escaped.get(), 0);  // resolves to <root>/etc/ssl, which is not there
   EXPECT_EQ(errno, ENOENT);
+  errno = 0;
+  EXPECT_LT(UniqueFd(open_directory_in_root(r.get(), "/dev/shm")).get(), 0);
+  EXPECT_TRUE(errno == ENOTDIR || errno == ELOOP) << std::strerror(errno);
   UniqueFd inside(open_directory_in_root(r.get(), "/real/shm"));
   EXPECT_GE(inside.get(), 0);
   errno = 0;
@@ -198,14 +203,14 @@ TEST(TmpfsMounts, AMountTableNotReadIsAReasonForTheDevicesAndTheWalk) {
   MountInfoText unread;
   unread.error = "cannot read /proc/1/mountinfo";
   EXPECT_NE(tmpfs_devices_of(unread).reason.find("cannot read /proc/1/mountinfo"), std::string::npos);
-  const TmpfsFiles w = scan_tmpfs_files(::getpid(), unread, TmpfsScanLimits{});
+  const TmpfsFiles w = scan_tmpfs_files(ProcFiles(::getpid()), unread, TmpfsScanLimits{});
   EXPECT_EQ(w.reason, "cannot read /proc/1/mountinfo");
   EXPECT_EQ(w.files, 0u);
 
-  const MountInfoText mine = read_mountinfo(::getpid(), std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  const MountInfoText mine = read_mountinfo(ProcFiles(::getpid()), std::chrono::steady_clock::now() + std::chrono::seconds(5));
   ASSERT_TRUE(mine.error.empty()) << mine.error;
   EXPECT_TRUE(tmpfs_devices_of(mine).reason.empty());
-  EXPECT_GE(scan_tmpfs_files(::getpid(), mine, TmpfsScanLimits{}).duration_ms, 0.0);
+  EXPECT_GE(scan_tmpfs_files(ProcFiles(::getpid()), mine, TmpfsScanLimits{}).duration_ms, 0.0);
 }
 
 // A directory swapped for a symlink (to a directory outside the tree, on the
