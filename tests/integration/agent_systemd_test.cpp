@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -123,6 +124,29 @@ TEST(AgentSystemd, WithoutSystemdNothingIsSent) {
   AgentProcess agent(dir, config_for(scope, dir, ""), {}, {"WATCHDOG_USEC=1000000"});
   ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
   EXPECT_EQ(agent.log().find("sd_notify"), std::string::npos) << agent.log();
+  EXPECT_EQ(agent.stop(), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// Under systemd with a libsystemd that cannot serve (here a stub
+// libsystemd.so.0 without sd_notify, found first through LD_LIBRARY_PATH):
+// the agent still watches, says in a warning why nothing can be sent, and
+// sends nothing (a Type=notify unit would time out, and the warning says
+// why).
+TEST(AgentSystemd, UnusableLibsystemdIsWarnedAndTheAgentRuns) {
+  TestMemcg scope("scope");
+  const std::string dir = temp_dir();
+  const std::string stub = dir + "/libsystemd.so.0";
+  const std::string build = "printf 'int not_sd_notify;\\n' | cc -shared -fPIC -x c -o " + stub + " -";
+  ASSERT_EQ(std::system(build.c_str()), 0) << build;
+  NotifySocket sock(dir + "/notify.sock");
+  ASSERT_TRUE(sock.ok());
+  AgentProcess agent(dir, config_for(scope, dir, ""), {},
+                     {"NOTIFY_SOCKET=" + dir + "/notify.sock", "WATCHDOG_USEC=1000000", "LD_LIBRARY_PATH=" + dir});
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  EXPECT_TRUE(agent.wait_log("NOTIFY_SOCKET is set, but nothing can be sent", 5s)) << agent.log();
+  EXPECT_NE(agent.log().find("sd_notify"), std::string::npos) << agent.log();  // dlsym's answer names it
+  EXPECT_EQ(sock.next(1500ms), "") << "a message was sent";
   EXPECT_EQ(agent.stop(), 0);
   std::filesystem::remove_all(dir);
 }
