@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <new>
 #include <vector>
@@ -69,5 +70,26 @@ using ScratchAllocator = PageBackedAllocator<T, kScratchHugeFrom>;
 
 template <typename T>
 using ScratchVector = std::vector<T, ScratchAllocator<T>>;
+
+// A byte buffer in one huge-page-advised mapping that nothing zeroes: the
+// kernel's pages come zeroed, so only the pages written are ever faulted in.
+// A std::vector of the same size value-initializes every byte, which faults
+// in the whole worst-case size (the Go census's 6 MiB for ten goroutines).
+class UntouchedBuffer {
+ public:
+  explicit UntouchedBuffer(size_t bytes) : size_(bytes) {
+    if (bytes) data_ = static_cast<uint8_t*>(huge_page_alloc(bytes, mapped_));
+  }
+  ~UntouchedBuffer() { huge_page_free(data_, size_); }
+  UntouchedBuffer(const UntouchedBuffer&) = delete;
+  UntouchedBuffer& operator=(const UntouchedBuffer&) = delete;
+  uint8_t* data() { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  size_t mapped_ = 0;
+};
 
 }  // namespace oomsnap

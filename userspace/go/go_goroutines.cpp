@@ -133,11 +133,11 @@ std::vector<GWindow> plan_windows(const std::vector<uint64_t>& sorted, uint64_t 
   return out;
 }
 
-// All reads of the census go through one scratch buffer, reused batch after
+// All reads of the census go through scratch buffers, reused batch after
 // batch: fresh memory costs a page fault and the kernel's zeroing per page,
 // and on this kind of VM that, not the copy, dominated a 100k-goroutine
 // census (~85 MB of g structs and stacks, read once each).
-using Scratch = std::vector<uint8_t, HugePageAllocator<uint8_t>>;
+using Scratch = std::span<uint8_t>;
 
 struct PcsHash {
   size_t operator()(const std::vector<uint64_t>& pcs) const {
@@ -152,7 +152,7 @@ struct PcsHash {
 // while its batch is in the scratch and returns false to stop.
 // done() runs after each batch's uses and returns false to stop.
 template <class Item, class Use, class Done>
-void read_in_batches(RemoteMemory& mem, Scratch& scratch, size_t count, Item item, Use use, Done done) {
+void read_in_batches(RemoteMemory& mem, Scratch scratch, size_t count, Item item, Use use, Done done) {
   std::vector<RemoteMemory::Request> reqs;
   for (size_t i = 0; i < count;) {
     reqs.clear();
@@ -176,7 +176,7 @@ void read_in_batches(RemoteMemory& mem, Scratch& scratch, size_t count, Item ite
   }
 }
 template <class Item, class Use>
-void read_in_batches(RemoteMemory& mem, Scratch& scratch, size_t count, Item item, Use use) {
+void read_in_batches(RemoteMemory& mem, Scratch scratch, size_t count, Item item, Use use) {
   read_in_batches(mem, scratch, count, item, use, [] { return true; });
 }
 
@@ -385,7 +385,14 @@ GoGoroutineRead read_go_goroutines(RemoteMemory& mem, const GoGoroutineAddrs& ad
     bool unwound = false, fp_mismatch = false;
   };
   std::vector<Pending> pending;  // this batch's goroutines with a stack
-  Scratch g_scratch(kGScratchBytes), stack_scratch(kStackScratchBytes);
+  // One mapping: the g structs' part sized to what the windows hold (a few
+  // KiB for most programs), then the stacks'. Only the pages read into are
+  // faulted in, so a small census touches one huge page, not six MiB.
+  uint64_t g_bytes = 0;
+  for (const GWindow& w : windows) g_bytes = std::min(g_bytes + w.len, kGScratchBytes);
+  g_bytes = (g_bytes + 4095) & ~uint64_t{4095};
+  UntouchedBuffer scratch(g_bytes + kStackScratchBytes);
+  const Scratch g_scratch(scratch.data(), g_bytes), stack_scratch(scratch.data() + g_bytes, kStackScratchBytes);
   out.goroutines.reserve(sorted.size());
   uint64_t stack_bytes = 0;
   bool g_unreadable = false, exited = false, out_of_time = false;

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "go/go_heap_reader.h"
@@ -218,6 +219,39 @@ TEST(GoHeapReader, SummariesHashStacksAndRereadPcs) {
   EXPECT_EQ(stacks[0], (std::vector<uint64_t>{0x1000, 0x2001}));
   EXPECT_EQ(stacks[1], (std::vector<uint64_t>{0x1000, 0x2000}));
   EXPECT_EQ(mem.syscalls(), 1u);
+}
+
+// The stack hash is the grouping key: every PC and its place in the stack
+// must count, in each of its four lanes and in the tail after them.
+TEST(GoHeapReader, StackHashTellsEveryPcAndItsPlaceApart) {
+  FakeHeap h(26);
+  std::vector<std::vector<uint64_t>> stacks;
+  for (size_t n = 1; n <= 11; ++n) {
+    std::vector<uint64_t> base;
+    for (size_t i = 0; i < n; ++i) base.push_back(0x401000 + 0x40 * i);
+    stacks.push_back(base);
+    for (size_t i = 0; i < n; ++i) {
+      auto changed = base;
+      changed[i] += 8;
+      stacks.push_back(changed);
+      if (i + 1 < n) {
+        auto swapped = base;
+        std::swap(swapped[i], swapped[i + 1]);
+        stacks.push_back(swapped);
+      }
+      if (i + 4 < n) {  // the same lane, four apart
+        auto swapped = base;
+        std::swap(swapped[i], swapped[i + 4]);
+        stacks.push_back(swapped);
+      }
+    }
+  }
+  for (const auto& st : stacks) h.add(64, st, {{1, 0, 64, 0}});
+  auto r = h.read();
+  ASSERT_EQ(r.summaries.size(), stacks.size());
+  std::set<uint64_t> seen;
+  for (const auto& s : r.summaries) seen.insert(s.stack_hash);
+  EXPECT_EQ(seen.size(), stacks.size()) << "two different stacks got one key";
 }
 
 TEST(GoHeapReader, DecoderRejectsTruncatedImages) {
