@@ -69,9 +69,12 @@ bool drop_capabilities(std::string& why) {
       if (k == c) return true;
     return false;
   };
-  // The bounding set first, while CAP_SETPCAP is still effective.
+  // The bounding set first, while CAP_SETPCAP is still effective. One
+  // PR_CAPBSET_DROP each: a capability this kernel lacks answers EINVAL (asking
+  // first with CAP_IS_SUPPORTED doubled the ~40 system calls, ~15 µs each on
+  // a VM, of every capture's start).
   for (cap_value_t c = 0; c <= last; ++c) {
-    if (kept(c) || !CAP_IS_SUPPORTED(c)) continue;
+    if (kept(c)) continue;
     if (cap_drop_bound(c) != 0 && errno != EINVAL && errno != EPERM) {
       why = "cannot drop capability " + std::to_string(c) + " from the bounding set: " + std::strerror(errno);
       return false;
