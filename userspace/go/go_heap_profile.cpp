@@ -33,3 +33,36 @@ std::pair<int64_t, int64_t> scale_heap_sample(int64_t count, int64_t size, int64
 }
 
 }  // namespace oomsnap
+
+namespace oomsnap {
+
+uint32_t GoHeapProfile::code_of(uint64_t pc) {
+  if (!based_) {
+    base_ = pc > kBelow ? pc - kBelow : 0;
+    based_ = true;
+  }
+  if (pc >= base_ && pc - base_ < kForeign) return static_cast<uint32_t>(pc - base_);
+  if (foreign_.size() >= kForeign) throw std::length_error("Go heap profile: more than 2^31 PCs outside the text");
+  foreign_.push_back(pc);
+  return kForeign + static_cast<uint32_t>(foreign_.size() - 1);
+}
+
+GoHeapBucket& GoHeapProfile::add_bucket(uint64_t size, std::span<const uint64_t> stack) {
+  if (stack.size() > UINT32_MAX - codes_.size())
+    throw std::length_error("Go heap profile: more than 2^32 stored PCs");
+  GoHeapBucket& b = buckets.emplace_back();
+  b.size = size;
+  b.stack_begin = static_cast<uint32_t>(codes_.size());
+  b.stack_len = static_cast<uint32_t>(stack.size());
+  for (uint64_t pc : stack) codes_.push_back(code_of(pc));
+  return b;
+}
+
+std::vector<uint64_t> GoHeapProfile::stack(const GoHeapBucket& b) const {
+  std::vector<uint64_t> out;
+  out.reserve(b.stack_len);
+  for (uint32_t c : stack_codes(b)) out.push_back(pc_of(c));
+  return out;
+}
+
+}  // namespace oomsnap

@@ -147,8 +147,8 @@ GoHeapReadResult read_go_heap(RemoteMemory& mem, const std::vector<Mapping>& map
   // Untouched capacity costs no page faults; growing by copies would.
   res.summaries.reserve(std::min<size_t>(opts.max_records, 1u << 21));
   if (keep_stacks) {
-    res.profile.buckets.reserve(std::min<size_t>(opts.max_records, 1u << 21));
-    res.profile.pcs.reserve(std::min<size_t>(opts.max_records, 1u << 21) * 24);
+    res.profile.reserve(std::min<size_t>(opts.max_records, 1u << 21), std::min<size_t>(opts.max_records, 1u << 21) * 24);
+    res.profile.set_base_near(addrs.mbuckets);  // a global of the executable, near its text
   }
   // MemProfile adds the other futures only when no bucket has an active count;
   // keep them just until the first bucket that has one.

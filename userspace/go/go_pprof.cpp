@@ -322,7 +322,7 @@ class Encoder {
     for (const auto& b : p.buckets) {
       if (recent_ && b.recent_objects == 0 && b.recent_bytes == 0) continue;
       stk.clear();
-      for (uint64_t pc : p.stack(b)) stk.push_back(slot_of(pc));
+      for (uint32_t code : p.stack_codes(b)) stk.push_back(slot_of(p.pc_of(code)));
       sample_.Clear();
       bool hide_runtime = true;
       for (int tries = 0; tries < 2; tries++) {

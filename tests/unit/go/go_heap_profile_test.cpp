@@ -95,3 +95,34 @@ func scaleNew(count, avgSize, rate int64) (int64, int64) {
 }
 // printed: count, size, rate, scaleOld(count, size, rate), size/count, scaleNew(count, size/count, rate)
 */
+
+// The PC pool keeps 4 bytes a PC: every PC must come back exactly, near the
+// base, at the edges of its reach, and outside it (a cgo frame, a hostile
+// bucket), whether the reader named a base or the first PC set it.
+TEST(GoHeapProfilePool, EveryStoredPcComesBackExactly) {
+  const uint64_t exe = 0x4a0000;  // runtime.mbuckets of a non-PIE binary
+  const std::vector<std::vector<uint64_t>> stacks = {
+      {0x401000, 0x402345, 0x47ffff},
+      {0x7f12'3456'7890, 0x401000},            // a libc frame, then Go
+      {0, 1, ~uint64_t{0}, 0xffff'8000'0000'0000},  // nothing a real stack holds
+      {0x7fff'ffff, 0x8000'0000},  // the base is 0 (exe is under 1 GiB): the last PC in reach, the first out
+  };
+  for (bool named : {true, false}) {
+    oomsnap::GoHeapProfile p;
+    if (named) p.set_base_near(exe);
+    for (const auto& s : stacks) p.add_bucket(64, s);
+    ASSERT_EQ(p.buckets.size(), stacks.size());
+    for (size_t i = 0; i < stacks.size(); ++i) EXPECT_EQ(p.stack(p.buckets[i]), stacks[i]) << i << " named " << named;
+    EXPECT_EQ(p.stored_pcs(), 11u);
+    if (named) EXPECT_EQ(p.foreign_pcs(), 4u) << "PCs within 2 GiB of the base are kept in 4 bytes, no others";
+  }
+}
+
+TEST(GoHeapProfilePool, APieExecutableHighInTheAddressSpaceIsInReach) {
+  oomsnap::GoHeapProfile p;
+  const uint64_t text = 0x55d1'2340'0000;
+  p.set_base_near(text + 0x80'0000);
+  p.add_bucket(32, std::vector<uint64_t>{text + 0x1234, text + 0x7f'ffff});
+  EXPECT_EQ(p.foreign_pcs(), 0u);
+  EXPECT_EQ(p.stack(p.buckets[0]), (std::vector<uint64_t>{text + 0x1234, text + 0x7f'ffff}));
+}
