@@ -4,7 +4,14 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/target.h"
+
 namespace oomsnap {
+
+ChunkCache::ChunkCache(Target& target, size_t chunk_bytes, size_t max_cached)
+    : ChunkCache(target.memory(), target.maps(), chunk_bytes, max_cached) {
+  read_maps_from(target.proc());
+}
 
 ChunkCache::ChunkCache(RemoteMemory& mem, const std::vector<Mapping>& maps, size_t chunk_bytes,
                        size_t max_cached)

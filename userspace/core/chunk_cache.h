@@ -23,11 +23,18 @@
 
 namespace oomsnap {
 
+class Target;
+
 class ChunkCache {
  public:
   static constexpr size_t kDefaultChunk = size_t{128} << 10;
+  static constexpr size_t kDefaultMaxCached = size_t{32} << 20;
+  // A collector's cache of its target: its memory, its maps, and its kept
+  // /proc/PID/maps descriptor to read them again (see read_maps_from), so no
+  // collector can forget the last. `target` must outlive the cache.
+  explicit ChunkCache(Target& target, size_t chunk_bytes = kDefaultChunk, size_t max_cached = kDefaultMaxCached);
   ChunkCache(RemoteMemory& mem, const std::vector<Mapping>& maps, size_t chunk_bytes = kDefaultChunk,
-             size_t max_cached = size_t{32} << 20);
+             size_t max_cached = kDefaultMaxCached);
   ~ChunkCache();
   ChunkCache(const ChunkCache&) = delete;
   ChunkCache& operator=(const ChunkCache&) = delete;

@@ -155,8 +155,7 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   // 2 MiB keeps every chunk that is read again. The default 32 MiB costs
   // more than it saves: each capture touches it fresh, and zeroing new pages
   // took ~13% of a 1 GiB walk (perf, JDK 17 Serial; median 587 vs 716 ms).
-  ChunkCache mem(target.memory(), target.maps(), ChunkCache::kDefaultChunk, size_t{2} << 20);
-  mem.read_maps_from(target.proc());
+  ChunkCache mem(target, ChunkCache::kDefaultChunk, size_t{2} << 20);
   const uint64_t read_limit = target.memory().bytes_read() + opts.max_read_bytes + (64u << 20);
   mem.set_read_limit(read_limit);
   std::string err;

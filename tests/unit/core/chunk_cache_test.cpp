@@ -14,6 +14,7 @@
 
 #include "base/seccomp_filter.h"
 #include "core/chunk_cache.h"
+#include "core/target.h"
 #include "core/proc_files.h"
 
 using namespace oomsnap;
@@ -191,6 +192,11 @@ TEST(ChunkCache, MapsAreReadAgainThroughTheKeptDescriptorWhenOpensAreRefused) {
     RemoteMemory mem(getpid());
     ChunkCache kept(mem, read_maps(getpid())), by_path(mem, read_maps(getpid()));
     kept.read_maps_from(self);
+    // As the collectors build theirs: from the Target, its descriptor kept.
+    std::string err;
+    auto target = Target::open(getpid(), err);
+    if (!target) _exit(15);
+    ChunkCache of_target(*target);
     SeccompFilter no_opens(SCMP_ACT_ALLOW);
     no_opens.add(SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat));
     std::string why;
@@ -199,6 +205,7 @@ TEST(ChunkCache, MapsAreReadAgainThroughTheKeptDescriptorWhenOpensAreRefused) {
     uint8_t b[16];
     if (!kept.read(later.at(100), b, sizeof b) || !same(b, later.base + 100, sizeof b)) _exit(11);
     if (kept.target_gone()) _exit(12);
+    if (!of_target.read(later.at(200), b, sizeof b) || !same(b, later.base + 200, sizeof b)) _exit(14);
     // Without it the re-read is refused: the guard this test is for.
     if (by_path.mapped(later.at(100))) _exit(13);
     _exit(0);
@@ -207,5 +214,6 @@ TEST(ChunkCache, MapsAreReadAgainThroughTheKeptDescriptorWhenOpensAreRefused) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10: filter, 11: not read through the descriptor, 12: taken for gone, "
-                                       "13: opened by path under the filter";
+                                       "13: opened by path under the filter, 14: a Target's cache not read through "
+                                       "its descriptor, 15: Target::open";
 }
