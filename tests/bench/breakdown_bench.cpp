@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/pagemap_scan.h"
 #include "core/proc_info.h"
 
@@ -30,20 +31,13 @@ struct Way {
   PagemapScanLimits scan{};
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s PID [RUNS [smaps|scan|known|known-file]]\n", argv[0]);
-    return 2;
-  }
-  const pid_t pid = static_cast<pid_t>(std::atoi(argv[1]));
-  const int runs = argc > 2 ? std::max(1, std::atoi(argv[2])) : 15;
+  const auto args = bench::pid_and_runs(argc, argv, "PID [RUNS [smaps|scan|known|known-file]]");
+  if (!args) return 2;
+  const pid_t pid = args->pid;
+  const int runs = args->runs;
   const std::string only = argc > 3 ? argv[3] : "";
   std::vector<Way> ways;
   auto wanted = [&](const char* way) { return only.empty() || only == way; };
@@ -86,7 +80,7 @@ int main(int argc, char** argv) {
   for (const Way& w : ways) {
     const auto [lo, hi] = std::minmax_element(w.ms.begin(), w.ms.end());
     std::printf("| %s (%s) | %llu | %.2f ms | %.2f .. %.2f ms | %+.3f %% |\n", w.name, w.used.c_str(),
-                static_cast<unsigned long long>(w.mappings), median(w.ms), *lo, *hi, w.off_pct);
+                static_cast<unsigned long long>(w.mappings), bench::median(w.ms), *lo, *hi, w.off_pct);
     if (!w.reason.empty()) std::printf("  %s: %s\n", w.name, w.reason.c_str());
   }
   std::printf("runs: %d of each, alternating\n", runs);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/target.h"
 #include "go/go_buildinfo.h"
 #include "go/go_collector.h"
@@ -21,22 +22,11 @@
 
 using namespace oomsnap;
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s PID [RUNS]\n", argv[0]);
-    return 2;
-  }
-  const pid_t pid = static_cast<pid_t>(std::atoi(argv[1]));
-  const int runs = argc > 2 ? std::atoi(argv[2]) : 15;
+  const auto args = bench::pid_and_runs(argc, argv, "PID [RUNS]");
+  if (!args) return 2;
+  const pid_t pid = args->pid;
+  const int runs = args->runs;
   std::string error;
   auto target = Target::open(pid, error);
   if (!target) {
@@ -75,7 +65,7 @@ int main(int argc, char** argv) {
     if (res.status != SnapshotStatus::kComplete) std::fprintf(stderr, "go_heap_bench: %s\n", res.reason.c_str());
   }
   std::printf("walk median %.2f ms (min %.2f, max %.2f, %d runs); %zu buckets, %llu read syscalls, %.1f MB read\n",
-              median(ms), *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()), runs,
+              bench::median(ms), *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()), runs,
               buckets, static_cast<unsigned long long>(syscalls), static_cast<double>(bytes) / 1e6);
   return 0;
 }
