@@ -32,10 +32,6 @@ std::pair<int64_t, int64_t> scale_heap_sample(int64_t count, int64_t size, int64
           go_f64_to_i64(static_cast<double>(size) * scale)};
 }
 
-}  // namespace oomsnap
-
-namespace oomsnap {
-
 uint32_t GoHeapProfile::code_of(uint64_t pc) {
   if (!based_) {
     base_ = pc > kBelow ? pc - kBelow : 0;

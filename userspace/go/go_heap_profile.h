@@ -66,7 +66,7 @@ class GoHeapProfile {
 
  private:
   static constexpr uint32_t kForeign = 0x80000000u;  // codes from here index foreign_
-  static constexpr uint64_t kBelow = uint64_t{1} << 30;  // the base lies this far below the first PC
+  static constexpr uint64_t kBelow = uint64_t{1} << 30;  // the base lies this far below the address named
   uint32_t code_of(uint64_t pc);
 
   std::vector<uint32_t, HugePageAllocator<uint32_t>> codes_;
