@@ -7,10 +7,13 @@
 # Usage: tools/bench-python-snapshot.sh [OOMSNAP_BINARY]     (default: build/oomsnap)
 # Env:   BENCH_OBJECTS  extra tracked instances (--objects) (default 1000000)
 #        BENCH_RUNS     snapshot runs per interpreter (median) (default 9)
-#        BENCH_PYTHONS  interpreters to run (default "3.11 3.13 3.14")
+#        BENCH_PYTHONS  interpreters to run (default "3.11 3.13 3.14"; also 3.8, 3.9,
+#                       3.10 and 3.12, from pyenv's upstream builds)
 #        OOMSNAP_CACHE  fixture cache root (default /var/cache/oomsnap)
 # 3.11 is the host's /usr/bin/python3.11; 3.13 and 3.14 run under chroot in
-# $OOMSNAP_CACHE/rootfs/{trixie,sid} (from tools/fetch-python-rootfs.sh).
+# $OOMSNAP_CACHE/rootfs/{trixie,sid} (from tools/fetch-python-rootfs.sh);
+# 3.8, 3.9, 3.10 and 3.12 are the pyenv build of each (the last by name) under
+# ${PYENV_ROOT:-~/.pyenv}/versions (the machine image's).
 # The fixture (tests/fixtures/python/heapfixture.py --objects N) prints one
 # JSON line with its census when ready, then sleeps until killed. Each run is
 # `oomsnap snapshot --pid PID --max-entries 10 --budget-ms 30000`; its status
@@ -35,10 +38,23 @@ bench_record_init python-snapshot
 # rootfs_of VERSION: the chroot holding python$VERSION ("" = host).
 rootfs_of() {
   case "$1" in
-    3.11) echo "" ;;
+    3.8 | 3.9 | 3.10 | 3.11 | 3.12) echo "" ;;
     3.13) echo "$CACHE/rootfs/trixie" ;;
     3.14) echo "$CACHE/rootfs/sid" ;;
     *) return 1 ;;
+  esac
+}
+
+# python_of VERSION: the interpreter's path (inside its root file system).
+python_of() {
+  case "$1" in
+    3.8 | 3.9 | 3.10 | 3.12)
+      local found="" p
+      for p in "${PYENV_ROOT:-$HOME/.pyenv}/versions/$1".*/bin/"python$1"; do
+        [ -x "$p" ] && found=$p  # the last in name order
+      done
+      echo "${found:-pyenv python$1}" ;;
+    *) echo "/usr/bin/python$1" ;;
   esac
 }
 
@@ -49,9 +65,9 @@ command -v python3 >/dev/null || die "python3 is required"
 [[ "$OBJECTS" =~ ^[0-9]+$ ]] || die "BENCH_OBJECTS must be a non-negative integer"
 [ -n "${PYTHONS// /}" ] || die "BENCH_PYTHONS is empty"
 for v in $PYTHONS; do
-  root=$(rootfs_of "$v") || die "unsupported interpreter in BENCH_PYTHONS: $v (supported: 3.11 3.13 3.14)"
+  root=$(rootfs_of "$v") || die "unsupported interpreter in BENCH_PYTHONS: $v (supported: 3.8 to 3.14)"
   if [ -z "$root" ]; then
-    [ -x "/usr/bin/python$v" ] || die "/usr/bin/python$v not found on the host"
+    [ -x "$(python_of "$v")" ] || die "$(python_of "$v") not found on the host"
   else
     [ -x "$root/usr/bin/python$v" ] \
       || die "python$v rootfs not found: $root (run tools/fetch-python-rootfs.sh $(basename "$root"))"
@@ -74,7 +90,8 @@ for v in $PYTHONS; do
   # The coprocess execs the interpreter (chroot execs it in turn): its pid is
   # the fixture's. Its stdout is our pipe; the ready line is its first line.
   if [ -z "$root" ]; then
-    coproc FIX { exec "/usr/bin/python$v" "$FIXTURE" --objects "$OBJECTS" 2>"$TMP/fixture.$v.err"; }
+    py=$(python_of "$v")
+    coproc FIX { exec "$py" "$FIXTURE" --objects "$OBJECTS" 2>"$TMP/fixture.$v.err"; }
   else
     coproc FIX { exec chroot "$root" "/usr/bin/python$v" -c "$(cat "$FIXTURE")" --objects "$OBJECTS" 2>"$TMP/fixture.$v.err"; }
   fi
