@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
   const pid_t pid = args->pid;
   const int runs = args->runs;
   std::string error;
-  auto target = Target::open(pid, error);
+  // The executable only (ProcFiles holds it): no other mapped file is read.
+  auto target = Target::open(pid, error, [](const Mapping&) { return false; });
   if (!target) {
     std::fprintf(stderr, "go_heap_bench: %s\n", error.c_str());
     return 1;
@@ -36,17 +37,16 @@ int main(int argc, char** argv) {
   const ElfFile* elf = target->exe_elf();
   auto info = elf ? read_go_buildinfo(*elf) : std::nullopt;
   auto bias = elf ? exe_load_bias(*elf, target->maps(), target->exe_fd()) : std::nullopt;
-  auto mb = elf ? elf->symbol("runtime.mbuckets") : std::nullopt;
-  auto rate = elf ? elf->symbol("runtime.MemProfileRate") : std::nullopt;
-  auto cyc = elf ? elf->symbol("runtime.mProfCycle") : std::nullopt;
-  if (!info || !bias || !mb || !rate) {
-    std::fprintf(stderr, "go_heap_bench: %d is not a Go program with symbols\n", pid);
+  if (!info || !bias) {
+    std::fprintf(stderr, "go_heap_bench: %d is not a Go program\n", pid);
     return 1;
   }
-  GoHeapAddrs addrs;
-  addrs.mbuckets = mb->value + *bias;
-  addrs.mem_profile_rate = rate->value + *bias;
-  if (cyc) addrs.mprof_cycle = cyc->value + *bias;
+  const GoPclntab tab = GoPclntab::from_elf(*elf);
+  const auto addrs = locate_go_heap(*elf, tab, info->version, *bias, error);
+  if (!addrs) {
+    std::fprintf(stderr, "go_heap_bench: %s\n", error.c_str());
+    return 1;
+  }
 
   std::vector<double> ms;
   uint64_t syscalls = 0, bytes = 0;
@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     const uint64_t s0 = mem.syscalls(), b0 = mem.bytes_read();
     const auto t0 = std::chrono::steady_clock::now();
     const Deadline deadline(std::chrono::seconds(10));
-    GoHeapReadResult res = read_go_heap(mem, target->maps(), addrs, info->version.minor, opts, deadline, false);
+    GoHeapReadResult res = read_go_heap(mem, target->maps(), *addrs, info->version.minor, opts, deadline, false);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     syscalls = mem.syscalls() - s0;
     bytes = mem.bytes_read() - b0;

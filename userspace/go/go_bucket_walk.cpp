@@ -28,9 +28,7 @@ uint64_t load_u64(const uint8_t* p) {
 class WindowCache {
  public:
   WindowCache(RemoteMemory& mem, const std::vector<Mapping>& maps, uint64_t max_bytes)
-      : mem_(mem), maps_(maps), max_bytes_(max_bytes),
-        arena_(static_cast<uint8_t*>(huge_page_alloc(kSlot * kSlots, arena_mapped_))) {}
-  ~WindowCache() { huge_page_free(arena_, kSlot * kSlots); }
+      : mem_(mem), maps_(maps), max_bytes_(max_bytes), arena_(kSlot * kSlots) {}
   WindowCache(const WindowCache&) = delete;
   WindowCache& operator=(const WindowCache&) = delete;
 
@@ -52,7 +50,7 @@ class WindowCache {
     if (hi < addr + len) hi = addr + len;  // straddles the mapping end: let the read fail
     Window& w = slots_[next_++ % slots_.size()];
     w.len = 0;
-    w.buf = arena_ + (&w - slots_.data()) * kSlot;
+    w.buf = arena_.data() + (&w - slots_.data()) * kSlot;
     if (hi - lo > kSlot) hi = lo + kSlot;  // cannot happen: buckets are < 9 KiB
     if (hi < addr + len) return nullptr;
     if (!mem_.read(lo, w.buf, hi - lo)) {
@@ -92,8 +90,7 @@ class WindowCache {
   uint64_t max_bytes_;
   uint64_t total_ = 0;
   bool over_budget_ = false;
-  size_t arena_mapped_ = 0;
-  uint8_t* arena_;  // kSlots windows in one huge-page mapping
+  UntouchedBuffer arena_;  // kSlots windows in one huge-page mapping
   std::array<Window, kSlots> slots_;
   size_t next_ = 0;
 };

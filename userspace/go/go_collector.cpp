@@ -238,6 +238,28 @@ void collect_mem_accounting(Target& target, const ElfFile& elf, const GoPclntab&
 
 }  // namespace
 
+std::optional<GoHeapAddrs> locate_go_heap(const ElfFile& elf, const GoPclntab& tab, const GoVersion& ver,
+                                          uint64_t bias, std::string& why) {
+  GoHeapAddrs addrs;
+  auto mb = elf.symbol("runtime.mbuckets");
+  auto rate = elf.symbol("runtime.MemProfileRate");
+  auto cyc = elf.symbol("runtime.mProfCycle");
+  if (cyc) addrs.mprof_cycle = cyc->value + bias;
+  if (!mb || !rate || !cyc) {
+    GoGlobalsRecovery rec = recover_go_globals(elf, tab, ver);
+    if (!cyc && rec.mprof_cycle) addrs.mprof_cycle = *rec.mprof_cycle + bias;
+    if (!mb && rec.mbuckets) mb = ElfFile::Symbol{"runtime.mbuckets", *rec.mbuckets, 8, 0};
+    if (!rate && rec.mem_profile_rate) rate = ElfFile::Symbol{"runtime.MemProfileRate", *rec.mem_profile_rate, 8, 0};
+    if (!mb || !rate) {
+      why = "stripped binary: cannot locate heap profile globals: " + rec.error;
+      return std::nullopt;
+    }
+  }
+  addrs.mbuckets = mb->value + bias;
+  addrs.mem_profile_rate = rate->value + bias;
+  return addrs;
+}
+
 std::optional<uint64_t> exe_load_bias(const ElfFile& elf, const std::vector<Mapping>& maps, int exe_fd) {
   if (elf.elf_type() == ET_EXEC) return 0;
   struct stat st {};
@@ -263,23 +285,13 @@ void GoCollector::collect_heap(Target& target, const CaptureOptions& opts, Captu
   RemoteMemory& mem = target.memory();
   const GoVersion& ver = buildinfo_->version;
 
-  GoHeapAddrs addrs;
-  auto mb = elf_->symbol("runtime.mbuckets");
-  auto rate = elf_->symbol("runtime.MemProfileRate");
-  auto cyc = elf_->symbol("runtime.mProfCycle");
-  if (cyc) addrs.mprof_cycle = cyc->value + bias;
-  if (!mb || !rate || !cyc) {
-    GoGlobalsRecovery rec = recover_go_globals(*elf_, tab, ver);
-    if (!cyc && rec.mprof_cycle) addrs.mprof_cycle = *rec.mprof_cycle + bias;
-    if (!mb && rec.mbuckets) mb = ElfFile::Symbol{"runtime.mbuckets", *rec.mbuckets, 8, 0};
-    if (!rate && rec.mem_profile_rate) rate = ElfFile::Symbol{"runtime.MemProfileRate", *rec.mem_profile_rate, 8, 0};
-    if (!mb || !rate) {
-      snap.set_status(SnapshotStatus::kUnavailable, "stripped binary: cannot locate heap profile globals: " + rec.error);
-      return;
-    }
+  std::string why;
+  const std::optional<GoHeapAddrs> located = locate_go_heap(*elf_, tab, ver, bias, why);
+  if (!located) {
+    snap.set_status(SnapshotStatus::kUnavailable, why);
+    return;
   }
-  addrs.mbuckets = mb->value + bias;
-  addrs.mem_profile_rate = rate->value + bias;
+  const GoHeapAddrs& addrs = *located;
 
   GoHeapReadResult rd =
       read_go_heap(mem, target.maps(), addrs, ver.minor, opts, run.deadline, want_pprof || opts.want_recent_pprof);

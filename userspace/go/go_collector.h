@@ -8,6 +8,8 @@
 #include "core/collector.h"
 #include "elf/elf_file.h"
 #include "go/go_buildinfo.h"
+#include "go/go_heap_reader.h"
+#include "go/go_pclntab.h"
 
 namespace oomsnap {
 class GoPclntab;
@@ -25,6 +27,12 @@ class GoCollector : public Collector {
   const ElfFile* elf_ = nullptr;  // the target's, parsed once (Target::exe_elf)
   std::optional<GoBuildInfo> buildinfo_;
 };
+
+// The heap profile's globals at run time: from the symbols, or in a stripped
+// binary from the moduledata and the code that uses them (go_stripped.h).
+// nullopt with why when they cannot be found.
+std::optional<GoHeapAddrs> locate_go_heap(const ElfFile& elf, const GoPclntab& tab, const GoVersion& ver,
+                                          uint64_t bias, std::string& why);
 
 // Load bias of the main executable: runtime address − link-time address.
 std::optional<uint64_t> exe_load_bias(const ElfFile& elf, const std::vector<Mapping>& maps, int exe_fd);
