@@ -449,7 +449,7 @@ TEST_P(KillWithoutSnapshot, IsExplainedByTheKernelsOwnReport) {
   TestMemcg box(scope, "box", 64 * kMiB);
   const std::string dir = temp_dir();
   const std::string config = config_for(
-      scope, dir, "[triggers]\nBlacklist = [\"memcg_pressure\", \"memory_events\", \"psi\", \"threshold\", \"process_exit\"]");
+      scope, dir, "[triggers]\nBlacklist = [\"memcg_pressure\", \"memory_events\", \"psi\", \"threshold\", \"forecast\", \"process_exit\"]");
   std::unique_ptr<AgentProcess> agent =
       via_syslog ? std::make_unique<AgentProcess>(dir, config, std::vector<std::string>{},
                                                   std::vector<std::string>{"OOMSNAP_TEST_KMSG_PATH=/nonexistent/kmsg"},

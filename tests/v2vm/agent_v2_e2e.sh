@@ -170,7 +170,7 @@ BatchWindow = 0.2
 OomKillWindow = 30
 RunTracingToolTimeout = 10
 [triggers]
-Blacklist = ["memcg_pressure", "psi", "threshold"]' || return
+Blacklist = ["memcg_pressure", "psi", "threshold", "forecast"]' || return
   start_fixture "$d" holder -1000 -leak-mb-per-s 50 -leak-limit-mb 30 || return
   wait_for $T_FIXTURE rss_mb_at_least "$HOLDER" 30 || fail "holder RSS below 30 MiB: $(grep VmRSS /proc/$HOLDER/status)"
   log "holder $HOLDER holds its 30 MiB (adj $(cat /proc/$HOLDER/oom_score_adj)); box at $(( $(cat $BOX/memory.current) >> 20 )) MiB"
@@ -231,7 +231,7 @@ BatchWindow = 0.2
 OomKillWindow = 2
 RunTracingToolTimeout = 10
 [triggers]
-Blacklist = ["memcg_pressure", "memory_events", "threshold"]' || return
+Blacklist = ["memcg_pressure", "memory_events", "threshold", "forecast"]' || return
   grep -q ', 1 PSI triggers' "$d/agent.log" && pass "PSI trigger registered on the box" \
     || fail "PSI trigger not registered: $(grep -E 'PSI|ready:' "$d/agent.log")"
   start_fixture "$d" holder -1000 -leak-mb-per-s 50 -leak-limit-mb 30 || return

@@ -482,10 +482,14 @@ def build_timeline(run, recs, samples, log, counters, error):
     def le(a, b):
         return a is not None and b is not None and a <= b
     first_trig = tl["first_trigger_ns"]
+    first_type = (snap or {}).get("trigger", {}).get("type")
     complete_keys = ["threshold_crossed_ns", "first_trigger_ns", "collection_start_ns", "snapshot_complete_ns",
                      "oom_kill_ns", "exit_ns"]
     missing = [k for k in complete_keys if tl.get(k) is None]
-    ordered = (le(tl["threshold_crossed_lower_ns"], first_trig) and le(first_trig, tl["decided_ns"])
+    # A forecast trigger predicts the limit from the climb's rate: it may come before
+    # the threshold is crossed (crossing_to_first_trigger_ms is then negative).
+    ordered = ((first_type == "forecast" or le(tl["threshold_crossed_lower_ns"], first_trig))
+               and le(first_trig, tl["decided_ns"])
                and le(tl["decided_ns"], tl["collection_start_ns"])
                and le(tl["collection_start_ns"], tl["snapshot_complete_ns"])
                and tl["collection_start_ns"] < tl["snapshot_complete_ns"]
@@ -510,7 +514,7 @@ def build_timeline(run, recs, samples, log, counters, error):
         "timeline": tl,
         "triggers": triggers,
         "trigger_types": sorted({t["type"] for t in triggers}),
-        "first_trigger_type": (snap or {}).get("trigger", {}).get("type"),
+        "first_trigger_type": first_type,
         "triggers_below_threshold": below,
         "timeline_complete": not missing,
         "timeline_missing": missing,

@@ -83,13 +83,25 @@ bool Agent::blacklisted(const std::string& trigger) const {
   return std::find(b.begin(), b.end(), trigger) != b.end();
 }
 
-CgroupTriggerOptions Agent::trigger_options() const {
+CgroupTriggerOptions Agent::trigger_options() {
   CgroupTriggerOptions to;
   to.scope = options_.config.cgroup_scope;
   to.threshold_percent = options_.config.threshold_percent;
   to.threshold = !blacklisted("threshold");
   to.memory_events = !blacklisted("memory_events");
   to.psi = !blacklisted("psi");
+  to.forecast = !blacklisted("forecast");
+  to.forecast_options.floor_percent = options_.config.forecast_floor_percent;
+  to.forecast_options.margin_ns = static_cast<MonoNs>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.config.forecast_margin).count());
+  to.capture_seconds = [this](const std::string& memcg, uint64_t usage) {
+    return capture_cost_.expected_seconds(memcg, usage);
+  };
+  // The poll's figures make the policy's growth trends (policy_rank.h) see a
+  // climb that stopped as steady, not only the figures at triggers.
+  to.on_usage_sample = [this](const std::string& memcg, const MemcgStats& stats) {
+    policy_.observe(memcg, stats, monotonic_now_ns());
+  };
   return to;
 }
 
@@ -134,6 +146,7 @@ void Agent::apply_config() {
   const AgentConfig& c = options_.config;
   PolicyOptions p;
   p.threshold_percent = c.threshold_percent;
+  p.forecast_floor_percent = c.forecast_floor_percent;
   p.interval = c.interval_tracing;
   p.max_per_minute = c.node_max_captures_per_minute;
   p.batch_window = c.batch_window;
@@ -443,6 +456,7 @@ void Agent::rescan_cgroups() {
   for (const auto& gone : cgroups_->rescan()) {
     log_->debug("cgroup {} removed", printable(gone));
     policy_.forget(gone);
+    capture_cost_.forget(gone);
     last_offer_.erase(gone);
     last_collection_.erase(gone);
     forget_limited_records(gone);

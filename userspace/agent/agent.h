@@ -40,6 +40,7 @@
 #include "agent/incident/incident_book.h"
 #include "agent/ops/metrics.h"
 #include "agent/incident/no_snapshot_reason.h"
+#include "agent/incident/capture_cost.h"
 #include "agent/incident/policy.h"
 #include "agent/incident/serial_worker.h"
 #include "agent/records/sink.h"
@@ -174,13 +175,16 @@ class Agent {
   SandboxOptions sandbox_options() const;
   // Why an OOM kill in `container` came without a snapshot, truthfully.
   std::string why_no_snapshot(const std::string& container, MonoNs now) const;
-  CgroupTriggerOptions trigger_options() const;
+  CgroupTriggerOptions trigger_options();
 
   boost::asio::io_context& io_;
   AgentOptions options_;
   std::shared_ptr<spdlog::logger> log_;
   std::string node_;
   Policy policy_;
+  // What each container's last collection took: the forecast trigger's
+  // expected capture time (before cgroups_, whose poll asks it).
+  CaptureCost capture_cost_;
   std::unique_ptr<CgroupTriggers> cgroups_;
   std::unique_ptr<BpfEventSource> bpf_;
   std::unique_ptr<KernelLog> kernel_log_;  // null when neither /dev/kmsg nor syslog(2) can be read

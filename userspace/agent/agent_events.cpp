@@ -135,6 +135,8 @@ void Agent::start_collection(Candidate c, MonoNs decided) {
   inc.trigger = c.trigger;
   inc.merged_triggers = c.merged;
   inc.triggers_seen = c.seen;
+  inc.rule = c.rule;
+  inc.growth = c.growth;
   inc.container.cgroup_path = c.memcg;
   inc.container.inode = c.stats.inode;
   inc.container.stats = c.stats;
@@ -145,8 +147,8 @@ void Agent::start_collection(Candidate c, MonoNs decided) {
   const MonoNs window_end =
       decided + static_cast<MonoNs>(
                     std::chrono::duration_cast<std::chrono::nanoseconds>(options_.config.oom_kill_window).count());
-  log_->info("incident {}: collecting in {} ({:.1f}% of the limit, trigger {})", id, printable(c.memcg),
-             c.ratio * 100.0, c.trigger.type);
+  log_->info("incident {}: collecting in {} ({:.1f}% of the limit, trigger {}, rule {})", id, printable(c.memcg),
+             c.ratio * 100.0, c.trigger.type, c.rule);
 
   Incident job_inc = book_.open_collection(std::move(inc), window_end);
   CgroupFs fs = cgroups_->fs();
@@ -177,6 +179,13 @@ void Agent::on_collected(Incident done) {
   if (!book_.collected(std::move(done), monotonic_now_ns())) return;
   const Incident& inc = *book_.find(id);
   last_collection_[inc.container.cgroup_path] = {inc.id, monotonic_now_ns(), inc.outcome, inc.reason};
+  // The forecast's expected capture time for this container: from the
+  // decision (the batch window's end) to the victim's snapshot.
+  if (inc.outcome == CollectionOutcome::kCollected && inc.timeline.snapshot_complete > inc.timeline.decided)
+    capture_cost_.learn(inc.container.cgroup_path,
+                        static_cast<double>(inc.timeline.snapshot_complete - inc.timeline.decided) / 1e9 +
+                            static_cast<double>(options_.config.batch_window.count()) / 1e3,
+                        inc.container.stats.usage_bytes.value_or(0));
   log_->info("incident {}: {}{}{} in {} ms", inc.id, to_string(inc.outcome),
              inc.victim ? " victim " + std::to_string(inc.victim->pid) + " (" + printable(inc.victim->comm) + ")" : "",
              inc.capture ? ", snapshot " + std::string(to_string(inc.capture->result.snapshot.status)) : "",

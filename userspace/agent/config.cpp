@@ -65,8 +65,8 @@ const toml::table& get_table(const std::string& key, const toml::node& n) {
   return *n.as_table();
 }
 
-// Seconds as integer or float, converted to whole milliseconds.
-std::chrono::milliseconds get_seconds_ms(const std::string& key, const toml::node& n) {
+// Seconds as integer or float, converted to whole milliseconds (> 0, or >= 0 with allow_zero).
+std::chrono::milliseconds get_seconds_ms(const std::string& key, const toml::node& n, bool allow_zero = false) {
   double s = 0;
   if (n.is_integer()) s = static_cast<double>(n.as_integer()->get());
   else if (n.is_floating_point()) s = n.as_floating_point()->get();
@@ -74,7 +74,8 @@ std::chrono::milliseconds get_seconds_ms(const std::string& key, const toml::nod
   // Upper bound keeps the conversion to an integer well defined (~31 years).
   if (!std::isfinite(s) || s > 1e9) fail(key, n, "value out of range");
   auto ms = static_cast<int64_t>(std::llround(s * 1000.0));
-  if (ms <= 0) fail(key, n, "must be > 0 ms, got " + std::to_string(s) + " s");
+  if (allow_zero ? ms < 0 : ms <= 0)
+    fail(key, n, std::string("must be ") + (allow_zero ? ">= 0" : "> 0") + " ms, got " + std::to_string(s) + " s");
   return std::chrono::milliseconds(ms);
 }
 
@@ -199,6 +200,10 @@ AgentConfig parse_config(const std::string& toml_text) {
     const std::string key(k.str());
     if (key == "ThresholdPercent") {
       cfg.threshold_percent = static_cast<int>(get_int(key, v, 1, 100));
+    } else if (key == "ForecastFloorPercent") {
+      cfg.forecast_floor_percent = static_cast<int>(get_int(key, v, 1, 100));
+    } else if (key == "ForecastMargin") {
+      cfg.forecast_margin = get_seconds_ms(key, v, /*allow_zero=*/true);
     } else if (key == "IntervalTracing") {
       cfg.interval_tracing = std::chrono::seconds(get_int(key, v, 0, INT64_MAX / 1000));
     } else if (key == "NodeMaxCapturesPerMinute") {

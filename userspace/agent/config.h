@@ -16,6 +16,10 @@ struct ConfigError : std::runtime_error {
 
 struct AgentConfig {
   int threshold_percent = 90;                               // ThresholdPercent, 1..100
+  // The predictive trigger (climb_forecast.h): no forecast below this share
+  // of the limit, and this added to the expected capture time.
+  int forecast_floor_percent = 50;                          // ForecastFloorPercent, 1..100
+  std::chrono::milliseconds forecast_margin{200};           // ForecastMargin (s), >= 0
   std::chrono::seconds interval_tracing{300};               // IntervalTracing, >= 0: per container
   unsigned node_max_captures_per_minute = 6;                // NodeMaxCapturesPerMinute, 1..10000: node-wide
   std::chrono::milliseconds run_tracing_tool_timeout{2000}; // RunTracingToolTimeout (s), > 0

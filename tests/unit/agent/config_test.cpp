@@ -166,6 +166,10 @@ TEST(Config, OutOfRange) {
   } cases[] = {
       {"ThresholdPercent = 0", "'ThresholdPercent'"},
       {"ThresholdPercent = 101", "'ThresholdPercent'"},
+      {"ForecastFloorPercent = 0", "'ForecastFloorPercent'"},
+      {"ForecastFloorPercent = 101", "'ForecastFloorPercent'"},
+      {"ForecastMargin = -0.1", "'ForecastMargin'"},
+      {"ForecastMargin = inf", "'ForecastMargin'"},
       {"IntervalTracing = -1", "'IntervalTracing'"},
       {"NodeMaxCapturesPerMinute = 0", "'NodeMaxCapturesPerMinute'"},
       {"NodeMaxCapturesPerMinute = 10001", "'NodeMaxCapturesPerMinute'"},
@@ -291,4 +295,15 @@ TEST(Config, HttpListenRefusesWhatIsNotIpAndPortNamingKeyAndLine) {
     EXPECT_NE(err.find(b.says), std::string::npos) << b.value << ": " << err;
   }
   EXPECT_NE(error_of("[http]\nPort = 9463\n").find("unknown key 'http.Port'"), std::string::npos);
+}
+
+// The forecast trigger's keys: a margin of zero is allowed (the expected
+// capture time alone), fractions are seconds.
+TEST(Config, ForecastKeys) {
+  AgentConfig c = parse_config("ForecastFloorPercent = 70\nForecastMargin = 0");
+  EXPECT_EQ(c.forecast_floor_percent, 70);
+  EXPECT_EQ(c.forecast_margin, std::chrono::milliseconds(0));
+  EXPECT_EQ(parse_config("ForecastMargin = 0.35").forecast_margin, std::chrono::milliseconds(350));
+  EXPECT_EQ(parse_config("[triggers]\nBlacklist = [\"forecast\"]").trigger_blacklist,
+            std::vector<std::string>{"forecast"});
 }

@@ -176,6 +176,8 @@ std::set<std::string> parser_keys() {
 void expect_same_config(const AgentConfig& a, const AgentConfig& b, const std::string& what) {
   SCOPED_TRACE(what);
   EXPECT_EQ(a.threshold_percent, b.threshold_percent);
+  EXPECT_EQ(a.forecast_floor_percent, b.forecast_floor_percent);
+  EXPECT_EQ(a.forecast_margin, b.forecast_margin);
   EXPECT_EQ(a.interval_tracing, b.interval_tracing);
   EXPECT_EQ(a.node_max_captures_per_minute, b.node_max_captures_per_minute);
   EXPECT_EQ(a.run_tracing_tool_timeout, b.run_tracing_tool_timeout);

@@ -6,6 +6,7 @@
 
 #include <boost/asio/posix/descriptor_base.hpp>
 
+#include "agent/incident/capture_cost.h"
 #include "agent/incident/collect.h"
 #include "agent/events/memcg_notify.h"
 #include "base/log_escape.h"
@@ -32,6 +33,7 @@ struct CgroupTriggers::Node {
   // threshold it was on (a trigger is reported on each upward crossing).
   std::chrono::steady_clock::time_point next_poll{};
   bool above_threshold = false;
+  ClimbForecast climb;  // the predictive trigger's samples (both versions)
 };
 
 namespace {
@@ -55,6 +57,19 @@ constexpr int kSlowRechecks = 100;  // the last ones, 100 ms apart
 constexpr double kFastestLeakBytesPerSec = 1024.0 * 1024 * 1024;
 constexpr auto kMinPoll = std::chrono::milliseconds(10);
 constexpr auto kMaxPoll = std::chrono::milliseconds(1000);
+
+// The forecast's poll: below its floor, the time the headroom to the floor
+// would last at kFastestLeak; at or above it, a quarter of the time the
+// headroom to the limit would (so a climb gives the forecast several samples
+// before the limit is near), and no more often than every 25 ms: a climb
+// that outruns that has no time for a capture either, and a container parked
+// close to its limit costs 40 small reads a second at most.
+constexpr auto kMinForecastPoll = std::chrono::milliseconds(25);
+constexpr double kForecastPollShare = 4;
+
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
 
 uint64_t threshold_bytes(uint64_t limit, int percent) {
   return limit / 100 * static_cast<uint64_t>(percent) + limit % 100 * static_cast<uint64_t>(percent) / 100;
@@ -138,7 +153,10 @@ std::string CgroupTriggers::describe() const {
   return "cgroup v" + std::to_string(fs_.version) + " at " + fs_.mount + ", scope " + options_.scope + ": " +
          std::to_string(nodes_.size()) + " memcgs (" + std::to_string(limited) + " with a limit); " +
          std::to_string(thr) + " usage thresholds, " + std::to_string(ev) + " memory.events watches, " +
-         std::to_string(psi) + " PSI triggers";
+         std::to_string(psi) + " PSI triggers" +
+         (options_.forecast ? "; usage polled for the forecast trigger (floor " +
+                                  std::to_string(options_.forecast_options.floor_percent) + "%)"
+                            : "");
 }
 
 void CgroupTriggers::report(const std::string& memcg, Trigger t) { on_trigger_(memcg, std::move(t)); }
@@ -170,7 +188,7 @@ std::vector<std::string> CgroupTriggers::rescan() {
       watch_psi(n);
     }
   }
-  if (fs_.version == 2 && options_.threshold) arm_usage_poll();
+  if ((fs_.version == 2 && options_.threshold) || options_.forecast) arm_usage_poll();
   std::vector<std::string> removed;
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     if (seen.count(it->first)) {
@@ -283,23 +301,58 @@ void CgroupTriggers::arm_usage_poll() {
 
 void CgroupTriggers::poll_usage() {
   const auto now = std::chrono::steady_clock::now();
+  const bool threshold_poll = fs_.version == 2 && options_.threshold;  // v1 has its eventfd
   for (auto& [path, np] : nodes_) {
     Node& n = *np;
     if (!n.stats.limit_bytes || n.next_poll > now) continue;
-    const uint64_t want = threshold_bytes(*n.stats.limit_bytes, options_.threshold_percent);
+    const uint64_t limit = *n.stats.limit_bytes;
     const MemcgStats cur = read_memcg_usage(fs_, n.path);
     const uint64_t usage = cur.usage_bytes.value_or(0);
-    const bool above = cur.usage_bytes && usage >= want;
-    if (above && !n.above_threshold) {
-      Trigger t = make_trigger("threshold", "poll: memory.current at or above the threshold");
-      t.counters = {{"threshold_bytes", want}, {"usage_bytes", usage}};
-      report(n.path, std::move(t));
+    if (cur.usage_bytes && options_.on_usage_sample) {
+      MemcgStats seen = n.stats;
+      seen.usage_bytes = usage;
+      options_.on_usage_sample(n.path, seen);
     }
-    n.above_threshold = above;
-    const double headroom_s = above ? 0.1 : static_cast<double>(want - usage) / kFastestLeakBytesPerSec;
-    auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(headroom_s));
-    n.next_poll = now + std::clamp<std::chrono::steady_clock::duration>(wait, kMinPoll, kMaxPoll);
+    auto wait = std::chrono::steady_clock::duration(kMaxPoll);
+    if (threshold_poll) {
+      const uint64_t want = threshold_bytes(limit, options_.threshold_percent);
+      const bool above = cur.usage_bytes && usage >= want;
+      if (above && !n.above_threshold) {
+        Trigger t = make_trigger("threshold", "poll: memory.current at or above the threshold");
+        t.counters = {{"threshold_bytes", want}, {"usage_bytes", usage}};
+        report(n.path, std::move(t));
+      }
+      n.above_threshold = above;
+      const double headroom_s = above ? 0.1 : static_cast<double>(want - usage) / kFastestLeakBytesPerSec;
+      wait = std::clamp<std::chrono::steady_clock::duration>(seconds(headroom_s), kMinPoll, kMaxPoll);
+    }
+    if (options_.forecast && cur.usage_bytes) {
+      forecast_from(n, usage);
+      const uint64_t floor = threshold_bytes(limit, options_.forecast_options.floor_percent);
+      const double headroom_s =
+          usage < floor ? static_cast<double>(floor - usage) / kFastestLeakBytesPerSec
+                        : static_cast<double>(limit - std::min(usage, limit)) / kFastestLeakBytesPerSec / kForecastPollShare;
+      wait = std::min(wait, std::clamp<std::chrono::steady_clock::duration>(seconds(headroom_s), kMinForecastPoll, kMaxPoll));
+    }
+    n.next_poll = now + wait;
   }
+}
+
+void CgroupTriggers::forecast_from(Node& n, uint64_t usage) {
+  const uint64_t limit = *n.stats.limit_bytes;
+  n.climb.add(monotonic_now_ns(), usage);
+  const double expected =
+      options_.capture_seconds ? options_.capture_seconds(n.path, usage) : default_capture_seconds(usage);
+  auto f = n.climb.due(limit, expected, options_.forecast_options);
+  if (!f) return;
+  Trigger t = make_trigger("forecast", "poll: at the current rate the limit is nearer than a capture's time");
+  t.counters = {{"usage_bytes", usage},
+                {"limit_bytes", limit},
+                {"bytes_per_second", static_cast<uint64_t>(f->bytes_per_second)},
+                {"seconds_to_limit", f->seconds_to_limit},
+                {"expected_capture_seconds", expected},
+                {"needed_seconds", f->needed_seconds}};
+  report(n.path, std::move(t));
 }
 
 void CgroupTriggers::watch_psi(Node& n) {

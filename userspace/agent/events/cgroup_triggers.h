@@ -3,8 +3,12 @@
 // notifications registered on them — v1 usage thresholds (eventfd at
 // ThresholdPercent of the limit), v2 memory.events changes (inotify), v2
 // PSI triggers (memory.pressure), and on v2, which has no usage-threshold
-// notification, an adaptive poll of memory.current against ThresholdPercent. Every notification fd lives in the agent's
-// Boost.Asio loop; each firing becomes a Trigger handed to the callback.
+// notification, an adaptive poll of memory.current against ThresholdPercent.
+// With the predictive trigger on, the poll runs on v1 too: its samples feed
+// each container's ClimbForecast, which fires a "forecast" trigger when the
+// limit is nearer than a capture's time at the current rate. Every
+// notification fd lives in the agent's Boost.Asio loop; each firing becomes
+// a Trigger handed to the callback.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -20,6 +24,7 @@
 #include <spdlog/logger.h>
 
 #include "agent/cgroup/cgroup.h"
+#include "agent/incident/climb_forecast.h"
 #include "agent/incident/policy.h"
 
 namespace oomsnap {
@@ -34,6 +39,14 @@ struct CgroupTriggerOptions {
   bool threshold = true;      // v1 usage thresholds
   bool memory_events = true;  // v2 memory.events
   bool psi = true;            // v2 memory.pressure
+  bool forecast = true;       // the predictive trigger (climb_forecast.h), from the usage poll
+  ForecastOptions forecast_options;
+  // A container's expected capture time at a usage (CaptureCost); the
+  // default (default_capture_seconds) when empty.
+  std::function<double(const std::string& memcg, uint64_t usage_bytes)> capture_seconds;
+  // Each usage figure the poll reads of a limited container (with its limit),
+  // for the policy's growth trend; none when empty.
+  std::function<void(const std::string& memcg, const MemcgStats& stats)> on_usage_sample;
   // PSI trigger: 100 ms of "some" stall within a 1 s window (unprivileged
   // writers need a window that is a multiple of 2 s: tried as the fallback).
   std::chrono::microseconds psi_stall{100000}, psi_window{1000000};
@@ -77,6 +90,7 @@ class CgroupTriggers {
   void arm_threshold(const std::string& memcg);
   void arm_usage_poll();
   void poll_usage();
+  void forecast_from(Node& n, uint64_t usage);
   void recheck_threshold(const std::string& memcg, int left);
   void arm_psi(const std::string& memcg);
   void arm_memory_events();

@@ -166,6 +166,19 @@ nlohmann::json to_json(const Incident& inc, const RecordContext& ctx) {
   if (inc.trigger.pid) t["pid"] = inc.trigger.pid;
   t["counters"] = inc.trigger.counters;
   if (inc.merged_triggers) t["merged"] = inc.merged_triggers;
+  if (!inc.rule.empty()) {
+    t["rule"] = inc.rule;
+    // The predicted time to the limit: the forecast's own, else the policy's
+    // trend (over the container's last two minutes) when it saw growth.
+    const auto& c = inc.trigger.counters;
+    if (inc.trigger.type == "forecast" && c.contains("seconds_to_limit")) {
+      t["seconds_to_limit"] = c["seconds_to_limit"];
+      t["bytes_per_second"] = c.value("bytes_per_second", uint64_t{0});
+    } else if (inc.growth.kind == GrowthKind::kGrowing) {
+      t["seconds_to_limit"] = inc.growth.seconds_to_limit;
+      t["bytes_per_second"] = static_cast<uint64_t>(inc.growth.bytes_per_second);
+    }
+  }
   j["trigger"] = std::move(t);
   if (!inc.triggers_seen.empty()) {
     nlohmann::json seen = nlohmann::json::array();

@@ -132,6 +132,11 @@ struct Incident {
   // Every trigger seen for the container from the first one until the record
   // is written (capped at kMaxSeenTriggers): the incident's timeline.
   std::vector<SeenTrigger> triggers_seen;
+  // The policy's rule that collected it ("threshold" or "forecast"; empty in
+  // a record of a kill or exit with no collection of its own), and the
+  // container's growth as the policy estimated it then.
+  std::string rule;
+  Growth growth;
   IncidentContainer container;
   std::optional<VictimCandidate> victim;
   std::optional<CaptureRecord> capture;

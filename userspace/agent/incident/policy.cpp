@@ -10,8 +10,8 @@
 namespace oomsnap {
 
 const std::vector<std::string>& known_triggers() {
-  static const std::vector<std::string> names = {"memcg_pressure", "oom_kill",      "process_exit",
-                                                 "memory_events",  "psi",           "threshold"};
+  static const std::vector<std::string> names = {"memcg_pressure", "oom_kill", "process_exit", "memory_events",
+                                                 "psi",            "threshold", "forecast"};
   return names;
 }
 
@@ -106,7 +106,8 @@ OfferResult Policy::offer(const std::string& memcg, const Trigger& trigger, cons
   if (!stats.limit_bytes) return OfferResult::kUnlimited;
   sample(memcg, stats, now);  // below the threshold too: the trend starts before the crossing
   auto r = usage_ratio(stats);
-  if (!r || *r * 100.0 < options_.threshold_percent) return OfferResult::kBelowThreshold;
+  const int bar = trigger.type == "forecast" ? options_.forecast_floor_percent : options_.threshold_percent;
+  if (!r || *r * 100.0 < bar) return OfferResult::kBelowThreshold;
   if (auto until = interval_until(memcg, now)) {
     add(deferred_, memcg, trigger);
     Candidate& c = deferred_[memcg];
@@ -180,12 +181,14 @@ Decision Policy::on_deadline(MonoNs now, const Reread& reread) {
       d.dropped.emplace_back(memcg, "no finite limit at re-check");
       continue;
     }
-    if (*r * 100.0 < options_.threshold_percent) {
-      below_at_recheck(std::move(c), *r, now, d);
+    const int bar = bar_percent(c);
+    if (*r * 100.0 < bar) {
+      below_at_recheck(std::move(c), *r, bar, now, d);
       continue;
     }
     c.watch_until = 0;
     c.ratio = *r;
+    c.rule = c.trigger.type == "forecast" || *r * 100.0 < options_.threshold_percent ? "forecast" : "threshold";
     auto trend = trends_.find(memcg);
     c.growth = trend == trends_.end() ? Growth{}
                                       : trend->second.growth(now, c.stats.usage_bytes.value_or(0), *c.stats.limit_bytes);
@@ -229,16 +232,23 @@ Decision Policy::on_deadline(MonoNs now, const Reread& reread) {
   return d;
 }
 
-void Policy::below_at_recheck(Candidate c, double ratio, MonoNs now, Decision& d) {
+int Policy::bar_percent(const Candidate& c) const {
+  for (const SeenTrigger& s : c.seen)
+    if (s.type == "forecast") return std::min(options_.forecast_floor_percent, options_.threshold_percent);
+  return options_.threshold_percent;
+}
+
+void Policy::below_at_recheck(Candidate c, double ratio, int bar_percent, MonoNs now, Decision& d) {
   char buf[160];
+  const char* bar = bar_percent == options_.threshold_percent ? "threshold" : "forecast floor";
   const bool first = c.watch_until == 0;
   if (first) c.watch_until = now + kBelowWatch;
   if (now < c.watch_until) {
     // Said once, when the watch begins; its re-reads are silent.
     if (first) {
       std::snprintf(buf, sizeof buf,
-                    "usage %.1f%% of the limit at re-check, below the %d%% threshold; re-read every %llu ms for %llu s",
-                    ratio * 100.0, options_.threshold_percent,
+                    "usage %.1f%% of the limit at re-check, below the %d%% %s; re-read every %llu ms for %llu s",
+                    ratio * 100.0, bar_percent, bar,
                     static_cast<unsigned long long>(kBelowRecheckEvery / 1'000'000),
                     static_cast<unsigned long long>(kBelowWatch / 1'000'000'000));
       d.dropped.emplace_back(c.memcg, buf);
@@ -248,8 +258,8 @@ void Policy::below_at_recheck(Candidate c, double ratio, MonoNs now, Decision& d
     deferred_.emplace(c.memcg, std::move(c));
     return;
   }
-  std::snprintf(buf, sizeof buf, "usage %.1f%% of the limit, still below the %d%% threshold after %llu s of re-reads",
-                ratio * 100.0, options_.threshold_percent, static_cast<unsigned long long>(kBelowWatch / 1'000'000'000));
+  std::snprintf(buf, sizeof buf, "usage %.1f%% of the limit, still below the %d%% %s after %llu s of re-reads",
+                ratio * 100.0, bar_percent, bar, static_cast<unsigned long long>(kBelowWatch / 1'000'000'000));
   d.dropped.emplace_back(c.memcg, buf);
 }
 

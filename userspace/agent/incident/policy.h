@@ -2,9 +2,11 @@
 // figures and a monotonic clock, so every rule is unit-testable without a
 // kernel. The agent feeds it triggers and asks it at the deadlines it names.
 //
-// Rules (issues #3, #13):
+// Rules (issues #3, #13, #25):
 // - a container is a candidate only with a finite limit and usage/limit at or
-//   above the threshold;
+//   above the threshold, or, for a "forecast" trigger (climb_forecast.h: the
+//   limit is nearer than a capture's time at the current rate), at or above
+//   the forecast's floor;
 // - candidates arriving within a short batch window are merged; at the end of
 //   the window each is re-read and re-checked and they are ranked by how soon
 //   they reach their limit (growth and closeness, policy_rank.h; issue #28);
@@ -58,6 +60,7 @@ const std::vector<std::string>& known_triggers();
 
 struct PolicyOptions {
   int threshold_percent = 90;
+  int forecast_floor_percent = 50;  // the bar of a candidate a "forecast" trigger made
   std::chrono::nanoseconds interval{std::chrono::seconds(300)};  // per container (IntervalTracing)
   unsigned max_per_minute = 6;                                    // node-wide (NodeMaxCapturesPerMinute)
   std::chrono::nanoseconds batch_window{std::chrono::milliseconds(2)};
@@ -97,6 +100,9 @@ struct Candidate {
   MemcgStats stats;    // as re-read when the decision was made
   double ratio = 0;
   Growth growth;                  // from its usage samples, at the decision
+  // The rule it was collected by: "threshold" (at or above ThresholdPercent)
+  // or "forecast" (a forecast trigger made it a candidate, and it may be below).
+  std::string rule;
   bool collected_recently = false; // collected within kRecentCollection before this decision
   std::string tenant;             // whose share of the budget it uses (policy_rank.h tenant_of)
   MonoNs not_before = 0;  // deferred: re-checked from then on
@@ -133,6 +139,10 @@ class Policy {
   // A trigger for `memcg` whose counters right now are `stats`.
   OfferResult offer(const std::string& memcg, const Trigger& trigger, const MemcgStats& stats, MonoNs now);
 
+  // A usage figure read outside any trigger (the usage poll), for the
+  // container's growth trend only.
+  void observe(const std::string& memcg, const MemcgStats& stats, MonoNs now) { sample(memcg, stats, now); }
+
   // When on_deadline() should next be called (batch end, or the earliest
   // time a deferred candidate may be re-checked); nullopt when nothing is pending.
   std::optional<MonoNs> next_deadline() const;
@@ -161,7 +171,10 @@ class Policy {
   void expire_budget(MonoNs now);
   // A candidate read below the threshold: watched (deferred for a re-read
   // soon) while its watch lasts, else dropped with the reason.
-  void below_at_recheck(Candidate c, double ratio, MonoNs now, Decision& d);
+  void below_at_recheck(Candidate c, double ratio, int bar_percent, MonoNs now, Decision& d);
+  // The share of the limit a candidate must be at: the forecast's floor once
+  // a forecast trigger is among its triggers, else the threshold.
+  int bar_percent(const Candidate& c) const;
   void sample(const std::string& memcg, const MemcgStats& stats, MonoNs now);
   bool collected_recently(const std::string& memcg, MonoNs now) const;
 

@@ -13,6 +13,24 @@ const char* to_string(GrowthKind k) {
   return "?";
 }
 
+std::optional<double> median_pair_slope(const std::vector<UsageSample>& points, MonoNs min_span) {
+  std::vector<double> slopes;
+  for (size_t i = 0; i < points.size(); ++i) {
+    for (size_t j = i + 1; j < points.size(); ++j) {
+      const MonoNs dt = points[j].at - points[i].at;
+      if (dt < min_span) continue;
+      const double du = static_cast<double>(points[j].usage) - static_cast<double>(points[i].usage);
+      slopes.push_back(du / (static_cast<double>(dt) / 1e9));
+    }
+  }
+  if (slopes.empty()) return std::nullopt;
+  const size_t mid = slopes.size() / 2;
+  std::nth_element(slopes.begin(), slopes.begin() + static_cast<std::ptrdiff_t>(mid), slopes.end());
+  if (slopes.size() % 2) return slopes[mid];
+  const double lower = *std::max_element(slopes.begin(), slopes.begin() + static_cast<std::ptrdiff_t>(mid));
+  return (lower + slopes[mid]) / 2;
+}
+
 void UsageTrend::expire(MonoNs now) {
   // The newest sample stays even when old: it is what the next one is compared with.
   size_t drop = 0;
@@ -55,21 +73,7 @@ std::optional<double> UsageTrend::slope_per_second(MonoNs now, Sample current) c
   if (!points.empty() && now < points.back().at + kTrendMinSpacing) points.pop_back();
   points.push_back(current);
 
-  std::vector<double> slopes;
-  for (size_t i = 0; i < points.size(); ++i) {
-    for (size_t j = i + 1; j < points.size(); ++j) {
-      const MonoNs dt = points[j].at - points[i].at;
-      if (dt < kTrendMinPairSpan) continue;
-      const double du = static_cast<double>(points[j].usage) - static_cast<double>(points[i].usage);
-      slopes.push_back(du / (static_cast<double>(dt) / 1e9));
-    }
-  }
-  if (slopes.empty()) return std::nullopt;
-  const size_t mid = slopes.size() / 2;
-  std::nth_element(slopes.begin(), slopes.begin() + static_cast<std::ptrdiff_t>(mid), slopes.end());
-  if (slopes.size() % 2) return slopes[mid];
-  const double lower = *std::max_element(slopes.begin(), slopes.begin() + static_cast<std::ptrdiff_t>(mid));
-  return (lower + slopes[mid]) / 2;
+  return median_pair_slope(points, kTrendMinPairSpan);
 }
 
 Growth UsageTrend::growth(MonoNs now, uint64_t usage_bytes, uint64_t limit_bytes) const {

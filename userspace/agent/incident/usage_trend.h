@@ -34,6 +34,16 @@ enum class GrowthKind {
 };
 const char* to_string(GrowthKind k);
 
+// A usage figure at a time.
+struct UsageSample {
+  MonoNs at;
+  uint64_t usage;
+};
+
+// The median of the slopes (bytes a second) between every pair of points
+// at least `min_span` apart (Theil-Sen); nullopt when no pair is.
+std::optional<double> median_pair_slope(const std::vector<UsageSample>& points, MonoNs min_span);
+
 struct Growth {
   GrowthKind kind = GrowthKind::kUnknown;
   double bytes_per_second = 0;  // the estimated rate (known unless kUnknown)
@@ -53,10 +63,7 @@ class UsageTrend {
   size_t size() const { return samples_.size(); }
 
  private:
-  struct Sample {
-    MonoNs at;
-    uint64_t usage;
-  };
+  using Sample = UsageSample;
   void expire(MonoNs now);
   void thin();
   std::optional<double> slope_per_second(MonoNs now, Sample current) const;

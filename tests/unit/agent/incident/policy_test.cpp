@@ -223,3 +223,51 @@ TEST(Policy, ForgetRemovesPendingCandidates) {
   p.forget("/gone");
   EXPECT_FALSE(p.next_deadline());
 }
+
+// A forecast trigger (the limit nearer than a capture's time at the current
+// rate) makes a candidate below the threshold, down to the forecast's floor;
+// any other trigger there still does not. The decision names the rule.
+TEST(Policy, AForecastMakesACandidateBelowTheThresholdDownToItsFloor) {
+  PolicyOptions o = opts();
+  o.forecast_floor_percent = 50;
+  Policy p(o);
+  FakeCgroups cg;
+  EXPECT_EQ(p.offer("/low", trig("forecast", 0), stats(49, 100), 0), OfferResult::kBelowThreshold);
+  EXPECT_EQ(p.offer("/a", trig("memcg_pressure", 0), stats(70, 100), 0), OfferResult::kBelowThreshold);
+  EXPECT_EQ(p.offer("/a", trig("forecast", 0), stats(70, 100), 0), OfferResult::kOpenedBatch);
+  EXPECT_EQ(p.offer("/b", trig("threshold", 0), stats(95, 100), 0), OfferResult::kJoinedBatch);
+  cg.now["/a"] = stats(75, 100);  // still below the threshold at the re-check: the floor is its bar
+  cg.now["/b"] = stats(95, 100);
+  Decision d = p.on_deadline(200 * kMs, cg.reread());
+  ASSERT_EQ(d.collect.size(), 2u) << (d.dropped.empty() ? "" : d.dropped[0].second);
+  for (const Candidate& c : d.collect) EXPECT_EQ(c.rule, c.memcg == "/a" ? "forecast" : "threshold") << c.memcg;
+
+  // Below the floor at its re-check, a forecast candidate is watched like any other, naming its bar.
+  EXPECT_EQ(p.offer("/c", trig("forecast", 300 * kMs), stats(60, 100), 300 * kMs), OfferResult::kOpenedBatch);
+  cg.now["/c"] = stats(40, 100);
+  d = p.on_deadline(500 * kMs, cg.reread());
+  EXPECT_TRUE(d.collect.empty());
+  ASSERT_EQ(d.dropped.size(), 1u);
+  EXPECT_NE(d.dropped[0].second.find("below the 50% forecast floor"), std::string::npos) << d.dropped[0].second;
+  EXPECT_TRUE(std::find(known_triggers().begin(), known_triggers().end(), "forecast") != known_triggers().end());
+}
+
+// The usage poll's figures (observe) go into the growth trend: a container
+// that climbed fast and has been parked for seconds since reads as steady at
+// its decision, not as growing from the one figure its forecast gave.
+TEST(Policy, PolledFiguresShowAClimbThatStoppedAsSteady) {
+  PolicyOptions o = opts();
+  o.batch_window = std::chrono::seconds(5);
+  Policy polled(o), unpolled(o);
+  FakeCgroups cg;
+  for (Policy* p : {&polled, &unpolled})
+    EXPECT_EQ(p->offer("/a", trig("forecast", 0), stats(55, 100), 0), OfferResult::kOpenedBatch);
+  for (MonoNs t = 500 * kMs; t < 5000 * kMs; t += 500 * kMs) polled.observe("/a", stats(90, 100), t);
+  cg.now["/a"] = stats(90, 100);
+  Decision a = polled.on_deadline(5000 * kMs, cg.reread());
+  Decision b = unpolled.on_deadline(5000 * kMs, cg.reread());
+  ASSERT_EQ(a.collect.size(), 1u);
+  ASSERT_EQ(b.collect.size(), 1u);
+  EXPECT_EQ(a.collect[0].growth.kind, GrowthKind::kSteady);
+  EXPECT_EQ(b.collect[0].growth.kind, GrowthKind::kGrowing);  // two figures: one slope, the climb's
+}

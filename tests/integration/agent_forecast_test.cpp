@@ -1,0 +1,76 @@
+// The forecast trigger end to end (issue #25 item 2): real memory cgroups
+// below the test's own, real Go fixtures climbing in them, real OOM kills.
+// With ThresholdPercent at 99 the fixed threshold leaves a 200 MB/s leak
+// ~25 ms before its kill; the forecast sees the climb and collects it while
+// the limit is still about half a second away. A climb that stops well short
+// of the limit is never forecast.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "agent_process.h"
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using namespace oomsnap_test;
+
+TEST(AgentForecast, AFastClimbIsCollectedByTheForecastLongBeforeTheThreshold) {
+  require_fixture();
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 512 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, "OomKillWindow = 60\nRunTracingToolTimeout = 5\nThresholdPercent = 99"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  EXPECT_NE(agent.log().find("usage polled for the forecast trigger (floor 50%)"), std::string::npos) << agent.log();
+
+  auto fixture = leaker(box, 200);
+  json rec = agent.next_record(90s);
+  ASSERT_FALSE(rec.is_null()) << "no record; agent log:\n" << agent.log();
+  const json& t = rec["trigger"];
+  EXPECT_EQ(t["type"], "forecast") << rec.dump(2);
+  EXPECT_EQ(t["rule"], "forecast") << t.dump(2);
+  EXPECT_EQ(t["source"], "poll: at the current rate the limit is nearer than a capture's time");
+  // What the poll saw: a climb near 200 MB/s, the limit within the expected
+  // capture time (nothing learned yet: 0.1 s + 0.35 s/GiB) plus the 0.2 s margin.
+  const json& c = t["counters"];
+  EXPECT_NEAR(c["bytes_per_second"].get<double>(), 200e6, 100e6) << c.dump(2);
+  EXPECT_GT(c["seconds_to_limit"].get<double>(), 0.0) << c.dump(2);
+  EXPECT_LE(c["seconds_to_limit"].get<double>(), c["needed_seconds"].get<double>()) << c.dump(2);
+  EXPECT_NEAR(c["expected_capture_seconds"].get<double>(), 0.1 + 0.35 * c["usage_bytes"].get<double>() / (1 << 30), 1e-6);
+  EXPECT_EQ(t["seconds_to_limit"], c["seconds_to_limit"]);
+  // Decided well below the 99 % threshold, with a complete snapshot of the leak.
+  EXPECT_LT(rec["container"]["usage_bytes"].get<uint64_t>(), 512 * kMiB * 95 / 100) << rec["container"].dump(2);
+  EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
+  const json& snap = rec["tracer_data"]["snapshot"];
+  EXPECT_EQ(snap["status"], "complete") << snap.dump(2);
+  ASSERT_FALSE(snap["entries"].empty());
+  EXPECT_EQ(snap["entries"][0]["name"], "main.leakForever") << snap.dump(2);
+  // And it was before the kill, with time to spare.
+  ASSERT_TRUE(rec.contains("oom_kill")) << rec.dump(2);
+  EXPECT_EQ(rec["oom_kill"]["matches_victim"], true);
+  EXPECT_GT(rec["oom_kill"]["lead_ms"].get<double>(), 100.0) << rec["oom_kill"].dump(2);
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
+  std::filesystem::remove_all(dir);
+}
+
+// 100 MB/s up to 300 MB in a 512 MiB box, then parked: at 59 % the limit is
+// seconds away at that rate, and once parked there is no climb at all.
+TEST(AgentForecast, AClimbThatStopsShortOfTheLimitIsNotForecast) {
+  require_fixture();
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 512 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, "ThresholdPercent = 99"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  auto fixture = leaker(box, 100, 300);
+  json rec = agent.next_record(8s);
+  EXPECT_TRUE(rec.is_null()) << rec.dump(2);
+  EXPECT_GE(usage_of(box), 250 * kMiB);  // it did climb
+  EXPECT_EQ(agent.log().find("forecast ("), std::string::npos) << agent.log();
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
+  std::filesystem::remove_all(dir);
+}
