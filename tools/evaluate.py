@@ -35,6 +35,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree (or the guest's read-only view)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "evaluate"))
 
+import ev_fixtures  # noqa: E402
 import ev_report  # noqa: E402
 import ev_svg  # noqa: E402
 from ev_cgroup import Cgroup, CgroupError, MemoryCgroupFs  # noqa: E402
@@ -90,6 +91,18 @@ def high_value(item):
     return v
 
 
+def runtime_value(item):
+    if item not in ev_fixtures.RUNTIMES:
+        raise ValueError(item)
+    return item
+
+
+def rule_value(item):
+    if item not in ("forecast", "threshold"):
+        raise ValueError(item)
+    return item
+
+
 def threshold_value(item):
     v = int(item)
     if not 1 <= v <= 100:
@@ -99,11 +112,16 @@ def threshold_value(item):
 
 def build_matrix(opts):
     cells = []
-    for rate, rate_mb_s in opts.rate_list:
-        for hp in opts.high_list:
-            for thr in opts.threshold_list:
-                cells.append({"runtime": "go", "rate": rate, "rate_mb_s": rate_mb_s, "threshold": thr,
-                              "high_percent": hp, "limit_mb": opts.limit_mb})
+    for runtime in opts.runtime_list:
+        for rate, rate_mb_s in opts.rate_list:
+            for hp in opts.high_list:
+                for thr in opts.threshold_list:
+                    for rule in opts.rule_list:
+                        cell = {"runtime": runtime, "rate": rate, "rate_mb_s": rate_mb_s, "threshold": thr,
+                                "high_percent": hp, "limit_mb": opts.limit_mb}
+                        if rule != "forecast":
+                            cell["rule"] = rule
+                        cells.append(cell)
     return cells
 
 
@@ -181,6 +199,13 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default="build/oomsnap", help="the oomsnap binary (default build/oomsnap)")
     ap.add_argument("--fixture", default=DEFAULT_FIXTURE, help="Go heapfixture binary")
+    ap.add_argument("--runtimes", default="go",
+                    help="leaking fixtures, comma list of " + ", ".join(ev_fixtures.RUNTIMES) + " (default go)")
+    ap.add_argument("--rules", default="forecast",
+                    help="trigger rules, comma list: forecast (the agent's default: the threshold and the "
+                         "forecast trigger), threshold (the fixed threshold alone: forecast blacklisted)")
+    ap.add_argument("--fixtures-dir", default="/var/cache/oomsnap/fixtures",
+                    help="built fixtures (the Java classes under java/)")
     ap.add_argument("--out", required=True, help="output directory (created)")
     ap.add_argument("--limit-mb", type=int, default=512, help="memory limit of each cell's cgroup (MiB)")
     ap.add_argument("--rates", default="10,50,200,spike", help="leak rates in MB/s, or 'spike' (comma list)")
@@ -217,6 +242,8 @@ def main():
     opts.rate_list = parse_list(a.rates, lambda x: rate_value(x, a.spike_rate), "--rates")
     opts.threshold_list = parse_list(a.thresholds, threshold_value, "--thresholds")
     opts.high_list = parse_list(a.high_percents, high_value, "--high-percents")
+    opts.runtime_list = parse_list(a.runtimes, runtime_value, "--runtimes")
+    opts.rule_list = parse_list(a.rules, rule_value, "--rules")
     if a.run_timeout != "auto":
         try:
             float(a.run_timeout)
@@ -241,7 +268,8 @@ def main():
         raise SystemExit("evaluate: run as root (the agent and the cgroups need it)")
     opts.binary = os.path.abspath(a.binary)
     opts.fixture = os.path.abspath(a.fixture)
-    for p in (opts.binary, opts.fixture):
+    needed = [opts.binary] + [x for r in opts.runtime_list for x in ev_fixtures.executables(r, opts)]
+    for p in needed:
         if not os.access(p, os.X_OK):
             raise SystemExit(f"evaluate: not executable: {p}")
     try:
@@ -260,7 +288,7 @@ def main():
             os.unlink(os.path.join(out, stale))
     # Page cache is charged to whoever reads it in first: read the binaries here, in our own
     # cgroup, so their text is not charged to (and evicted from, and refaulted in) the boxes.
-    for p in (opts.fixture, opts.binary):
+    for p in needed:
         with open(p, "rb") as f:
             while f.read(1 << 20):
                 pass
@@ -318,6 +346,7 @@ def main():
         "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_s": time.monotonic() - t0, "binary": opts.binary, "fixture": opts.fixture, "limit_mb": a.limit_mb,
         "repeat": a.repeat, "rates": a.rates, "thresholds": a.thresholds,
+        "runtimes": opts.runtime_list, "rules": opts.rule_list,
         "high_percents": a.high_percents if fs.version == 2 else "n/a (v1)", "sample_ms": a.sample_ms,
         "oom_group": a.oom_group if fs.version == 2 else None,
         "interval_tracing": a.interval_tracing, "oom_kill_window": a.oom_kill_window,

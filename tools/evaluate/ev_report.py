@@ -2,6 +2,8 @@
 import json
 from collections import Counter, OrderedDict
 
+from ev_fixtures import TOP_ENTRY
+
 KILL_FOLLOW_NS = 60 * 1_000_000_000  # "a snapshot followed by a kill within 60 s"
 
 
@@ -19,7 +21,8 @@ def cell_id(cell):
     rate = cell["rate"]
     rate = rate if rate == "spike" else f"{rate}mbps"
     hp = cell.get("high_percent")
-    return f"{cell.get('runtime', 'go')}-{rate}-thr{cell['threshold']}" + (f"-high{hp}" if hp is not None else "")
+    return (f"{cell.get('runtime', 'go')}-{rate}-thr{cell['threshold']}" + (f"-high{hp}" if hp is not None else "")
+            + (f"-{cell['rule']}only" if cell.get("rule") else ""))
 
 
 def rate_sort_key(rate):
@@ -28,7 +31,8 @@ def rate_sort_key(rate):
 
 def cell_sort_key(cell):
     hp = cell.get("high_percent")
-    return (cell.get("runtime", "go"), rate_sort_key(cell["rate"]), -1 if hp is None else hp, cell["threshold"])
+    return (cell.get("runtime", "go"), rate_sort_key(cell["rate"]), -1 if hp is None else hp, cell["threshold"],
+            cell.get("rule", ""))
 
 
 def snapshot_taken(run):
@@ -175,7 +179,11 @@ def markdown(meta, summaries, overall, recs, plot_files):
     L = [f"# oomsnap trigger-timing evaluation ({meta['label']})", ""]
     L.append(f"- machine: {meta['node']}, kernel {meta['kernel']}, cgroup v{meta['cgroup_version']}, "
              f"{meta['cpus']} CPUs; {meta['started']} – {meta['finished']} ({meta['wall_s']:.0f} s)")
-    L.append(f"- agent: `{meta['binary']}`; fixture: `{meta['fixture']}` (Go, leaks at main.leakForever)")
+    L.append(f"- agent: `{meta['binary']}`; fixtures: "
+             + ", ".join(f"{r}" + (f" (`{meta['fixture']}`)" if r == "go" else "") + f", leaking {TOP_ENTRY.get(r, '?')}"
+                         for r in meta.get("runtimes", ["go"])) + " (tools/evaluate/ev_fixtures.py)")
+    L.append("- rules: the agent's default (ThresholdPercent and the forecast trigger)"
+             + ("; \"threshold only\" cells blacklist the forecast trigger" if "threshold" in meta.get("rules", []) else ""))
     L.append(f"- per run: a fresh memory cgroup with limit {meta['limit_mb']} MiB"
              + (", memory.swap.max 0, memory.high as listed" if v2 else "")
              + (f", memory.oom.group {meta['oom_group']}" if v2 and meta.get("oom_group") is not None else "")
@@ -192,7 +200,7 @@ def markdown(meta, summaries, overall, recs, plot_files):
              "(→ collection start). Rates are what the fixture was asked for; \"achieved\" is the usage slope "
              "between 25 % and 75 % of the limit.")
     L.append("")
-    hdr = ["rate MB/s (achieved)"] + (["memory.high"] if v2 else []) + [
+    hdr = ["runtime", "rate MB/s (achieved)"] + (["memory.high"] if v2 else []) + [
         "threshold", "n", "outcomes", "capture before kill", "lead ms p50 / p99 (min)",
         "trigger→snapshot ms p50 / p99", "trigger→collection start ms p50 / p99", "first trigger",
         "snapshot status"]
@@ -200,10 +208,11 @@ def markdown(meta, summaries, overall, recs, plot_files):
     L.append("|" + "|".join(["---"] * len(hdr)) + "|")
     for s in summaries:
         c = s["cell"]
-        row = [f"{c['rate']} ({fmt(s['achieved_rate_mb_s_p50'], 0)})"]
+        row = [c.get("runtime", "go"), f"{c['rate']} ({fmt(s['achieved_rate_mb_s_p50'], 0)})"]
         if v2:
             row.append("none" if c.get("high_percent") is None else f"{c['high_percent']} %")
-        row += [f"{c['threshold']} %", str(s["n"]), mix(s["outcomes"]),
+        row += [f"{c['threshold']} %" + (" (threshold only)" if c.get("rule") == "threshold" else ""), str(s["n"]),
+                mix(s["outcomes"]),
                 f"{s['captured_before_kill']}/{s['kills']} ({fmt_rate(s['capture_before_kill_rate'])})",
                 f"{fmt(s['lead_ms']['p50'])} / {fmt(s['lead_ms']['p99'])} ({fmt(s['lead_ms']['min'])})",
                 f"{fmt(s['latency_trigger_to_snapshot_ms']['p50'])} / {fmt(s['latency_trigger_to_snapshot_ms']['p99'])}",

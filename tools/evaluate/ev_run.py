@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 
+import ev_fixtures
 from ev_cgroup import Cgroup, UsageReader
 
 MiB = 1 << 20
@@ -141,8 +142,10 @@ class Run:
             f"OomKillWindow = {o.oom_kill_window}",
             f"RunTracingToolTimeout = {o.snapshot_budget}",
         ]
-        if o.blacklist:
-            lines += ["[triggers]", "Blacklist = [" + ", ".join(json.dumps(b) for b in o.blacklist) + "]"]
+        # The "threshold" rule cell is the fixed threshold alone: the forecast trigger off.
+        blacklist = list(o.blacklist) + (["forecast"] if self.cell.get("rule") == "threshold" else [])
+        if blacklist:
+            lines += ["[triggers]", "Blacklist = [" + ", ".join(json.dumps(b) for b in blacklist) + "]"]
         lines += ["[storage]", "Stdout = true", "LocalFile = false", f'Path = "{self.raw_dir}/store"',
                   "[cgroup]", f'Scope = "{self.scope.rel}"']
         return "\n".join(lines) + "\n"
@@ -181,7 +184,8 @@ class Run:
             return b""
 
     def _start_fixture(self):
-        args = [self.opts.fixture, "-leak-mb-per-s", f"{self.cell['rate_mb_s']:g}"]
+        runtime = self.cell.get("runtime", "go")
+        args = ev_fixtures.argv(runtime, self.opts, self.cell)
         err = open(os.path.join(self.raw_dir, "fixture.err"), "wb")
         self.fixture_start_ns = mono_ns()
         # The wrapper moves itself into the box, then execs the fixture (no preexec_fn:
@@ -208,9 +212,9 @@ class Run:
             buf += chunk
         self.fixture_ready_ns = mono_ns()
         ready = json.loads(buf.split(b"\n", 1)[0])
-        if not ready.get("ready"):
+        if not ev_fixtures.is_ready(runtime, ready):
             raise RuntimeError(f"unexpected fixture line: {buf[:200]!r}")
-        self.fixture_pid = ready.get("pid", self.fixture.pid)
+        self.fixture_pid = ready.get("pid", self.fixture.pid) if runtime == "go" else self.fixture.pid
 
     def _wait_fixture(self, timeout_s):
         """Waits for the fixture to exit; True with its reap time, False on timeout."""
