@@ -19,6 +19,9 @@
 namespace oomsnap {
 namespace {
 
+// Walks of the heap one capture may make when collections overlap them.
+constexpr int kMaxHeapWalks = 8;
+
 bool flag_set(ChunkCache& mem, const std::map<std::string, uint64_t>& flags, const char* name) {
   uint8_t v = 0;
   auto it = flags.find(name);
@@ -156,7 +159,7 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   // more than it saves: each capture touches it fresh, and zeroing new pages
   // took ~13% of a 1 GiB walk (perf, JDK 17 Serial; median 587 vs 716 ms).
   ChunkCache mem(target, ChunkCache::kDefaultChunk, size_t{2} << 20);
-  const uint64_t read_limit = target.memory().bytes_read() + opts.max_read_bytes + (64u << 20);
+  uint64_t read_limit = target.memory().bytes_read() + opts.max_read_bytes + (64u << 20);
   mem.set_read_limit(read_limit);
   std::string err;
   auto vm = HotSpotVm::read(mem, jvm_->symbols, deadline, err);
@@ -206,19 +209,6 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
     snap.set_status(SnapshotStatus::kFailed, err);
     return finish();
   }
-  for (int i = 0; active && i < 100 && !deadline.expired(); ++i) {
-    uint8_t busy = 0;
-    if (!target.memory().read(heap + *active, &busy, 1) || !busy) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  uint32_t gc_before = 0, gc_after = 0;
-  if (collections) target.memory().read(heap + *collections, &gc_before, 4);
-  auto holes = read_tlab_holes(mem, *vm, deadline, err);
-  if (!holes) {
-    snap.set_status(SnapshotStatus::kFailed, "cannot read the threads' TLABs: " + err);
-    return finish();
-  }
-  L.holes = std::move(*holes);
   // Klasses outside Metaspace (anonymous memory) come from a mapped CDS
   // archive: the file-backed mappings, for naming its hidden classes.
   for (const Mapping& m : target.maps())
@@ -227,20 +217,55 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   JavaHeapLimits lim;
   lim.max_walk_bytes = opts.max_read_bytes;
   lim.max_entries = opts.max_entries;  // only these are named: a name costs a read and a string
-  // Each name costs a Klass and a Symbol read, two chunks at most: room for
-  // dozens of names (usually thousands: Klasses lie together) after a walk
-  // that used up the budget.
-  lim.name_read_limit = read_limit + (16u << 20);
-  JavaHeapWalk r = walk_java_heap(mem, L, lim, deadline);
+  // A collection moves objects: a walk that one overlapped (the collection
+  // counter moved) is done again on fresh bytes while the deadline leaves
+  // room for another as long, up to kMaxHeapWalks. A busy JVM near its limit
+  // collects every few hundred ms and a walk takes tens to hundreds: one of
+  // the next walks usually fits between two collections (issue #25 item 1).
+  JavaHeapWalk r;
+  int walks = 0;
+  bool moved = false;
+  for (;;) {
+    ++walks;
+    for (int i = 0; active && i < 100 && !deadline.expired(); ++i) {
+      uint8_t busy = 0;
+      if (!target.memory().read(heap + *active, &busy, 1) || !busy) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    uint32_t gc_before = 0, gc_after = 0;
+    if (collections) target.memory().read(heap + *collections, &gc_before, 4);
+    auto holes = read_tlab_holes(mem, *vm, deadline, err);
+    if (!holes) {
+      snap.set_status(SnapshotStatus::kFailed, "cannot read the threads' TLABs: " + err);
+      return finish();
+    }
+    L.holes = std::move(*holes);
+    // Each name costs a Klass and a Symbol read, two chunks at most: room for
+    // dozens of names (usually thousands: Klasses lie together) after a walk
+    // that used up the budget.
+    lim.name_read_limit = read_limit + (16u << 20);
+    const auto walk_start = std::chrono::steady_clock::now();
+    r = walk_java_heap(mem, L, lim, deadline);
+    const auto walk_took = std::chrono::steady_clock::now() - walk_start;
+    moved = collections && target.memory().read(heap + *collections, &gc_after, 4) && gc_after != gc_before;
+    if (!moved || r.status != SnapshotStatus::kComplete || walks >= kMaxHeapWalks ||
+        deadline.remaining() < 2 * walk_took)
+      break;
+    mem.forget_contents();
+    read_limit = target.memory().bytes_read() + opts.max_read_bytes + (64u << 20);
+    mem.set_read_limit(read_limit);
+  }
   mem.set_read_limit(lim.name_read_limit);
   // Metaspace first: one small read, which a long class search (JDK 8's
   // dictionary in a JVM of many class loaders) must not starve.
   read_metaspace_account(mem, *vm, account, account_why);
   read_direct_buffer_account(mem, *vm, L, flag_set(mem, flags, "UseCompressedOops"), deadline, account, account_why);
   snap.set_status(r.status, r.reason);
-  if (collections && target.memory().read(heap + *collections, &gc_after, 4) && gc_after != gc_before &&
-      r.status == SnapshotStatus::kComplete)
-    snap.set_status(SnapshotStatus::kPartial, "a garbage collection ran during the walk: objects may have moved");
+  if (moved && r.status == SnapshotStatus::kComplete)
+    snap.set_status(SnapshotStatus::kPartial,
+                    walks == 1 ? std::string("a garbage collection ran during the walk: objects may have moved")
+                               : "a garbage collection ran during each of the " + std::to_string(walks) +
+                                     " walks: objects may have moved");
   claim_memory(std::move(account), std::move(account_why), r, target, run.out);
   snap.scope = scope_of(*kind, r.sample_stride > 1);
   snap.coverage = r.coverage;
@@ -260,6 +285,7 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
                    {"objects", r.objects},         {"sample_stride", r.sample_stride},
                    {"classes", r.class_count}};
   }
+  snap.totals.emplace_back("walks", static_cast<uint64_t>(walks));  // > 1: collections overlapped the first
   if (r.klass_cap_reached) {
     snap.totals.emplace_back("past_cap_objects", r.past_cap_objects);
     snap.totals.emplace_back("past_cap_bytes", r.past_cap_bytes);
