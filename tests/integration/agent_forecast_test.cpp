@@ -6,6 +6,7 @@
 // of the limit is never forecast.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -53,6 +54,48 @@ TEST(AgentForecast, AFastClimbIsCollectedByTheForecastLongBeforeTheThreshold) {
   ASSERT_TRUE(rec.contains("oom_kill")) << rec.dump(2);
   EXPECT_EQ(rec["oom_kill"]["matches_victim"], true);
   EXPECT_GT(rec["oom_kill"]["lead_ms"].get<double>(), 100.0) << rec["oom_kill"].dump(2);
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
+  std::filesystem::remove_all(dir);
+}
+
+// The expected capture time is learned: after a container's first collection,
+// its next forecast expects what that one took (from the decision to the
+// snapshot, BatchWindow included), scaled by usage, instead of the default
+// 0.1 s + 0.35 s/GiB.
+TEST(AgentForecast, TheNextForecastExpectsWhatTheLastCaptureTook) {
+  require_fixture();
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 512 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir,
+                                     "OomKillWindow = 5\nIntervalTracing = 0\nRunTracingToolTimeout = 5\n"
+                                     "ThresholdPercent = 99"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  json first, second;
+  {
+    auto fixture = leaker(box, 200);
+    first = agent.next_record(90s);
+    ASSERT_FALSE(first.is_null()) << agent.log();
+  }
+  ASSERT_EQ(first["trigger"]["type"], "forecast") << first.dump(2);
+  const json& c1 = first["trigger"]["counters"];
+  EXPECT_NEAR(c1["expected_capture_seconds"].get<double>(), 0.1 + 0.35 * c1["usage_bytes"].get<double>() / (1 << 30),
+              1e-6);
+  const json& tl = first["timeline"];
+  const double took = static_cast<double>(tl["snapshot_complete_ns"].get<uint64_t>() - tl["decided_ns"].get<uint64_t>()) / 1e9 +
+                      0.002;  // BatchWindow
+  const double usage1 = first["container"]["usage_bytes"];
+  {
+    auto fixture = leaker(box, 200);
+    second = agent.next_record(90s);
+    ASSERT_FALSE(second.is_null()) << agent.log();
+  }
+  ASSERT_EQ(second["trigger"]["type"], "forecast") << second.dump(2);
+  const json& c2 = second["trigger"]["counters"];
+  const double usage2 = c2["usage_bytes"];
+  const double expected = std::max(0.02, took) * std::max(1.0, usage2 / usage1);
+  EXPECT_NEAR(c2["expected_capture_seconds"].get<double>(), expected, 1e-6) << c2.dump(2) << "\nfirst took " << took;
+  EXPECT_LT(c2["expected_capture_seconds"].get<double>(), c1["expected_capture_seconds"].get<double>()) << c2.dump(2);
   EXPECT_EQ(agent.stop(), 0) << agent.log();
   std::filesystem::remove_all(dir);
 }
