@@ -19,17 +19,39 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using namespace oomsnap_test;
 
+namespace {
+
+// A 512 MiB container below a scope of its own, and the agent watching the
+// scope with ThresholdPercent 99 (the fixed threshold too late for a fast
+// climb) plus `extra` config.
+struct ForecastBox {
+  struct RemovedDir {  // removed after the agent (declared before it) has stopped
+    std::string path = temp_dir();
+    ~RemovedDir() { std::filesystem::remove_all(path); }
+  };
+  TestMemcg scope{"scope"};
+  TestMemcg box{scope, "box", 512 * kMiB};
+  RemovedDir dir;
+  AgentProcess agent;
+  explicit ForecastBox(const std::string& extra)
+      : agent(dir.path, config_for(scope, dir.path, extra + "\nThresholdPercent = 99")) {}
+  // The record of a Go fixture leaking `mb_per_s` into the box until killed.
+  json record_of_a_leak(double mb_per_s) {
+    auto fixture = leaker(box, mb_per_s);
+    return agent.next_record(90s);
+  }
+};
+
+}  // namespace
+
 TEST(AgentForecast, AFastClimbIsCollectedByTheForecastLongBeforeTheThreshold) {
   require_fixture();
-  TestMemcg scope("scope");
-  TestMemcg box(scope, "box", 512 * kMiB);
-  const std::string dir = temp_dir();
-  AgentProcess agent(dir, config_for(scope, dir, "OomKillWindow = 60\nRunTracingToolTimeout = 5\nThresholdPercent = 99"));
+  ForecastBox f("OomKillWindow = 60\nRunTracingToolTimeout = 5");
+  AgentProcess& agent = f.agent;
   ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
   EXPECT_NE(agent.log().find("usage polled for the forecast trigger (floor 50%)"), std::string::npos) << agent.log();
 
-  auto fixture = leaker(box, 200);
-  json rec = agent.next_record(90s);
+  json rec = f.record_of_a_leak(200);
   ASSERT_FALSE(rec.is_null()) << "no record; agent log:\n" << agent.log();
   const json& t = rec["trigger"];
   EXPECT_EQ(t["type"], "forecast") << rec.dump(2);
@@ -55,7 +77,6 @@ TEST(AgentForecast, AFastClimbIsCollectedByTheForecastLongBeforeTheThreshold) {
   EXPECT_EQ(rec["oom_kill"]["matches_victim"], true);
   EXPECT_GT(rec["oom_kill"]["lead_ms"].get<double>(), 100.0) << rec["oom_kill"].dump(2);
   EXPECT_EQ(agent.stop(), 0) << agent.log();
-  std::filesystem::remove_all(dir);
 }
 
 // The expected capture time is learned: after a container's first collection,
@@ -64,19 +85,11 @@ TEST(AgentForecast, AFastClimbIsCollectedByTheForecastLongBeforeTheThreshold) {
 // 0.1 s + 0.35 s/GiB.
 TEST(AgentForecast, TheNextForecastExpectsWhatTheLastCaptureTook) {
   require_fixture();
-  TestMemcg scope("scope");
-  TestMemcg box(scope, "box", 512 * kMiB);
-  const std::string dir = temp_dir();
-  AgentProcess agent(dir, config_for(scope, dir,
-                                     "OomKillWindow = 5\nIntervalTracing = 0\nRunTracingToolTimeout = 5\n"
-                                     "ThresholdPercent = 99"));
+  ForecastBox f("OomKillWindow = 5\nIntervalTracing = 0\nRunTracingToolTimeout = 5");
+  AgentProcess& agent = f.agent;
   ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
-  json first, second;
-  {
-    auto fixture = leaker(box, 200);
-    first = agent.next_record(90s);
-    ASSERT_FALSE(first.is_null()) << agent.log();
-  }
+  const json first = f.record_of_a_leak(200);
+  ASSERT_FALSE(first.is_null()) << agent.log();
   ASSERT_EQ(first["trigger"]["type"], "forecast") << first.dump(2);
   const json& c1 = first["trigger"]["counters"];
   EXPECT_NEAR(c1["expected_capture_seconds"].get<double>(), 0.1 + 0.35 * c1["usage_bytes"].get<double>() / (1 << 30),
@@ -85,11 +98,8 @@ TEST(AgentForecast, TheNextForecastExpectsWhatTheLastCaptureTook) {
   const double took = static_cast<double>(tl["snapshot_complete_ns"].get<uint64_t>() - tl["decided_ns"].get<uint64_t>()) / 1e9 +
                       0.002;  // BatchWindow
   const double usage1 = first["container"]["usage_bytes"];
-  {
-    auto fixture = leaker(box, 200);
-    second = agent.next_record(90s);
-    ASSERT_FALSE(second.is_null()) << agent.log();
-  }
+  const json second = f.record_of_a_leak(200);
+  ASSERT_FALSE(second.is_null()) << agent.log();
   ASSERT_EQ(second["trigger"]["type"], "forecast") << second.dump(2);
   const json& c2 = second["trigger"]["counters"];
   const double usage2 = c2["usage_bytes"];
@@ -97,23 +107,19 @@ TEST(AgentForecast, TheNextForecastExpectsWhatTheLastCaptureTook) {
   EXPECT_NEAR(c2["expected_capture_seconds"].get<double>(), expected, 1e-6) << c2.dump(2) << "\nfirst took " << took;
   EXPECT_LT(c2["expected_capture_seconds"].get<double>(), c1["expected_capture_seconds"].get<double>()) << c2.dump(2);
   EXPECT_EQ(agent.stop(), 0) << agent.log();
-  std::filesystem::remove_all(dir);
 }
 
 // 100 MB/s up to 300 MB in a 512 MiB box, then parked: at 59 % the limit is
 // seconds away at that rate, and once parked there is no climb at all.
 TEST(AgentForecast, AClimbThatStopsShortOfTheLimitIsNotForecast) {
   require_fixture();
-  TestMemcg scope("scope");
-  TestMemcg box(scope, "box", 512 * kMiB);
-  const std::string dir = temp_dir();
-  AgentProcess agent(dir, config_for(scope, dir, "ThresholdPercent = 99"));
+  ForecastBox f("");
+  AgentProcess& agent = f.agent;
   ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
-  auto fixture = leaker(box, 100, 300);
+  auto fixture = leaker(f.box, 100, 300);
   json rec = agent.next_record(8s);
   EXPECT_TRUE(rec.is_null()) << rec.dump(2);
-  EXPECT_GE(usage_of(box), 250 * kMiB);  // it did climb
+  EXPECT_GE(usage_of(f.box), 250 * kMiB);  // it did climb
   EXPECT_EQ(agent.log().find("forecast ("), std::string::npos) << agent.log();
   EXPECT_EQ(agent.stop(), 0) << agent.log();
-  std::filesystem::remove_all(dir);
 }

@@ -106,7 +106,8 @@ OfferResult Policy::offer(const std::string& memcg, const Trigger& trigger, cons
   if (!stats.limit_bytes) return OfferResult::kUnlimited;
   sample(memcg, stats, now);  // below the threshold too: the trend starts before the crossing
   auto r = usage_ratio(stats);
-  const int bar = trigger.type == "forecast" ? options_.forecast_floor_percent : options_.threshold_percent;
+  const int bar = trigger.type == "forecast" ? std::min(options_.forecast_floor_percent, options_.threshold_percent)
+                                             : options_.threshold_percent;
   if (!r || *r * 100.0 < bar) return OfferResult::kBelowThreshold;
   if (auto until = interval_until(memcg, now)) {
     add(deferred_, memcg, trigger);

@@ -250,6 +250,11 @@ TEST(Policy, AForecastMakesACandidateBelowTheThresholdDownToItsFloor) {
   ASSERT_EQ(d.dropped.size(), 1u);
   EXPECT_NE(d.dropped[0].second.find("below the 50% forecast floor"), std::string::npos) << d.dropped[0].second;
   EXPECT_TRUE(std::find(known_triggers().begin(), known_triggers().end(), "forecast") != known_triggers().end());
+
+  // A floor set above the threshold never makes a forecast's bar higher than the threshold's.
+  o.forecast_floor_percent = 95;
+  Policy q(o);
+  EXPECT_EQ(q.offer("/d", trig("forecast", 0), stats(92, 100), 0), OfferResult::kOpenedBatch);
 }
 
 // The usage poll's figures (observe) go into the growth trend: a container
