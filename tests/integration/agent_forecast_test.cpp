@@ -60,7 +60,11 @@ TEST(AgentForecast, AFastClimbIsCollectedByTheForecastLongBeforeTheThreshold) {
   // What the poll saw: a climb near 200 MB/s, the limit within the expected
   // capture time (nothing learned yet: 0.1 s + 0.35 s/GiB) plus the 0.2 s margin.
   const json& c = t["counters"];
-  EXPECT_NEAR(c["bytes_per_second"].get<double>(), 200e6, 100e6) << c.dump(2);
+  // (The leak asked 200 MB/s; a loaded machine gets less out of the fixture.)
+  EXPECT_GT(c["bytes_per_second"].get<double>(), 20e6) << c.dump(2);
+  EXPECT_LT(c["bytes_per_second"].get<double>(), 300e6) << c.dump(2);
+  EXPECT_NEAR(c["seconds_to_limit"].get<double>() * c["bytes_per_second"].get<double>(),
+              static_cast<double>(512 * kMiB - c["usage_bytes"].get<uint64_t>()), 512.0 * kMiB / 100) << c.dump(2);
   EXPECT_GT(c["seconds_to_limit"].get<double>(), 0.0) << c.dump(2);
   EXPECT_LE(c["seconds_to_limit"].get<double>(), c["needed_seconds"].get<double>()) << c.dump(2);
   EXPECT_NEAR(c["expected_capture_seconds"].get<double>(), 0.1 + 0.35 * c["usage_bytes"].get<double>() / (1 << 30), 1e-6);
