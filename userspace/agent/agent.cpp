@@ -83,7 +83,7 @@ bool Agent::blacklisted(const std::string& trigger) const {
   return std::find(b.begin(), b.end(), trigger) != b.end();
 }
 
-CgroupTriggerOptions Agent::trigger_options() {
+CgroupTriggerOptions Agent::trigger_options() const {
   CgroupTriggerOptions to;
   to.scope = options_.config.cgroup_scope;
   to.threshold_percent = options_.config.threshold_percent;
@@ -96,11 +96,6 @@ CgroupTriggerOptions Agent::trigger_options() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.config.forecast_margin).count());
   to.capture_seconds = [this](const std::string& memcg, uint64_t usage) {
     return capture_cost_.expected_seconds(memcg, usage);
-  };
-  // The poll's figures make the policy's growth trends (policy_rank.h) see a
-  // climb that stopped as steady, not only the figures at triggers.
-  to.on_usage_sample = [this](const std::string& memcg, const MemcgStats& stats) {
-    policy_.observe(memcg, stats, monotonic_now_ns());
   };
   return to;
 }

@@ -175,7 +175,7 @@ class Agent {
   SandboxOptions sandbox_options() const;
   // Why an OOM kill in `container` came without a snapshot, truthfully.
   std::string why_no_snapshot(const std::string& container, MonoNs now) const;
-  CgroupTriggerOptions trigger_options();
+  CgroupTriggerOptions trigger_options() const;
 
   boost::asio::io_context& io_;
   AgentOptions options_;

@@ -308,11 +308,6 @@ void CgroupTriggers::poll_usage() {
     const uint64_t limit = *n.stats.limit_bytes;
     const MemcgStats cur = read_memcg_usage(fs_, n.path);
     const uint64_t usage = cur.usage_bytes.value_or(0);
-    if (cur.usage_bytes && options_.on_usage_sample) {
-      MemcgStats seen = n.stats;
-      seen.usage_bytes = usage;
-      options_.on_usage_sample(n.path, seen);
-    }
     auto wait = std::chrono::steady_clock::duration(kMaxPoll);
     if (threshold_poll) {
       const uint64_t want = threshold_bytes(limit, options_.threshold_percent);

@@ -44,9 +44,6 @@ struct CgroupTriggerOptions {
   // A container's expected capture time at a usage (CaptureCost); the
   // default (default_capture_seconds) when empty.
   std::function<double(const std::string& memcg, uint64_t usage_bytes)> capture_seconds;
-  // Each usage figure the poll reads of a limited container (with its limit),
-  // for the policy's growth trend; none when empty.
-  std::function<void(const std::string& memcg, const MemcgStats& stats)> on_usage_sample;
   // PSI trigger: 100 ms of "some" stall within a 1 s window (unprivileged
   // writers need a window that is a multiple of 2 s: tried as the fallback).
   std::chrono::microseconds psi_stall{100000}, psi_window{1000000};

@@ -104,7 +104,11 @@ bool Policy::collected_recently(const std::string& memcg, MonoNs now) const {
 
 OfferResult Policy::offer(const std::string& memcg, const Trigger& trigger, const MemcgStats& stats, MonoNs now) {
   if (!stats.limit_bytes) return OfferResult::kUnlimited;
-  sample(memcg, stats, now);  // below the threshold too: the trend starts before the crossing
+  // Below the threshold too: the trend starts before the crossing. Not a
+  // forecast's figure: it is one read mid-climb, and with the re-check of a
+  // container parked since, the two would read as growth far steeper than
+  // any (and rank parked containers by where their climbs were sampled).
+  if (trigger.type != "forecast") sample(memcg, stats, now);
   auto r = usage_ratio(stats);
   const int bar = trigger.type == "forecast" ? std::min(options_.forecast_floor_percent, options_.threshold_percent)
                                              : options_.threshold_percent;

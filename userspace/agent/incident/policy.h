@@ -139,10 +139,6 @@ class Policy {
   // A trigger for `memcg` whose counters right now are `stats`.
   OfferResult offer(const std::string& memcg, const Trigger& trigger, const MemcgStats& stats, MonoNs now);
 
-  // A usage figure read outside any trigger (the usage poll), for the
-  // container's growth trend only.
-  void observe(const std::string& memcg, const MemcgStats& stats, MonoNs now) { sample(memcg, stats, now); }
-
   // When on_deadline() should next be called (batch end, or the earliest
   // time a deferred candidate may be re-checked); nullopt when nothing is pending.
   std::optional<MonoNs> next_deadline() const;

@@ -180,32 +180,6 @@ TEST_P(CgroupTriggersForecast, AFastClimbIsForecastOnceBeforeTheThreshold) {
   EXPECT_NEAR(tr.counters["expected_capture_seconds"].get<double>(), 0.3, 1e-9);
 }
 
-// Every figure the poll reads goes to on_usage_sample with the limit (the
-// policy's growth trend), more often the nearer the container is to its limit.
-TEST_P(CgroupTriggersForecast, EveryPolledFigureIsHandedOnWithTheLimit) {
-  Climbing box(GetParam());
-  boost::asio::io_context io;
-  std::vector<MemcgStats> samples;
-  CgroupTriggerOptions o = forecast_only();
-  o.on_usage_sample = [&](const std::string& m, const MemcgStats& s) {
-    EXPECT_EQ(m, "/box");
-    samples.push_back(s);
-  };
-  CgroupTriggers ct(io, CgroupFs{GetParam(), box.t.root}, o, [](const std::string&, Trigger) {},
-                    std::make_shared<spdlog::logger>("test"));
-  EXPECT_TRUE(ct.rescan().empty());
-  box.run(io, 1000ms, [](double) { return 100 * kMiB; });  // 10 %: the floor is 400 ms away at 1 GiB/s
-  const size_t far = samples.size();
-  box.run(io, 1000ms, [](double) { return 1000 * kMiB; });  // 98 %: every 25 ms
-  const size_t near = samples.size() - far;
-  ASSERT_FALSE(samples.empty());
-  EXPECT_LE(far, 5u);
-  EXPECT_GE(near, 20u);
-  EXPECT_LE(near, 45u);
-  EXPECT_EQ(samples.back().usage_bytes, 1000 * kMiB);
-  EXPECT_EQ(samples.back().limit_bytes, 1024 * kMiB);
-}
-
 TEST_P(CgroupTriggersForecast, ParkedNearTheLimitOrBlacklistedIsNeverForecast) {
   Climbing parked(GetParam()), blacklisted(GetParam());
   boost::asio::io_context io;

@@ -257,22 +257,22 @@ TEST(Policy, AForecastMakesACandidateBelowTheThresholdDownToItsFloor) {
   EXPECT_EQ(q.offer("/d", trig("forecast", 0), stats(92, 100), 0), OfferResult::kOpenedBatch);
 }
 
-// The usage poll's figures (observe) go into the growth trend: a container
-// that climbed fast and has been parked for seconds since reads as steady at
-// its decision, not as growing from the one figure its forecast gave.
-TEST(Policy, PolledFiguresShowAClimbThatStoppedAsSteady) {
+// A forecast's figure is one read mid-climb: it is not a trend sample. With
+// the re-check of a container parked since, the two would read as growth far
+// steeper than any, and rank parked containers by where their climbs were
+// sampled rather than by how close they are. A threshold's figure is one.
+TEST(Policy, AForecastsFigureIsNotATrendSample) {
   PolicyOptions o = opts();
   o.batch_window = std::chrono::seconds(5);
-  Policy polled(o), unpolled(o);
+  Policy forecast(o), threshold(o);
   FakeCgroups cg;
-  for (Policy* p : {&polled, &unpolled})
-    EXPECT_EQ(p->offer("/a", trig("forecast", 0), stats(55, 100), 0), OfferResult::kOpenedBatch);
-  for (MonoNs t = 500 * kMs; t < 5000 * kMs; t += 500 * kMs) polled.observe("/a", stats(90, 100), t);
-  cg.now["/a"] = stats(90, 100);
-  Decision a = polled.on_deadline(5000 * kMs, cg.reread());
-  Decision b = unpolled.on_deadline(5000 * kMs, cg.reread());
+  EXPECT_EQ(forecast.offer("/a", trig("forecast", 0), stats(55, 100), 0), OfferResult::kOpenedBatch);
+  EXPECT_EQ(threshold.offer("/a", trig("threshold", 0), stats(90, 100), 0), OfferResult::kOpenedBatch);
+  cg.now["/a"] = stats(93, 100);
+  Decision a = forecast.on_deadline(5000 * kMs, cg.reread());
+  Decision b = threshold.on_deadline(5000 * kMs, cg.reread());
   ASSERT_EQ(a.collect.size(), 1u);
   ASSERT_EQ(b.collect.size(), 1u);
-  EXPECT_EQ(a.collect[0].growth.kind, GrowthKind::kSteady);
-  EXPECT_EQ(b.collect[0].growth.kind, GrowthKind::kGrowing);  // two figures: one slope, the climb's
+  EXPECT_EQ(a.collect[0].growth.kind, GrowthKind::kUnknown);  // the re-check's figure alone
+  EXPECT_EQ(b.collect[0].growth.kind, GrowthKind::kGrowing);  // 90 % then 93 %, 5 s apart
 }
