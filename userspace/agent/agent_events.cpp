@@ -210,6 +210,11 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
                  printable(*memcg), book_.find(m.id)->oom_kill->killed.size());
     return;
   }
+  if (m.kind == IncidentBook::KillMatch::kMarkedAgain) {
+    log_->info("OOM kill mark of {} ({}) in {}: killed already, marked again while it exits: not a new kill", pid,
+               printable(k.comm), printable(*memcg));
+    return;
+  }
   if (m.kind == IncidentBook::KillMatch::kAttached) {
     Incident& inc = *book_.find(m.id);
     inc.oom_kill->memory_stat = read_memory_stat(cgroups_->fs(), inc.container.cgroup_path);

@@ -71,6 +71,7 @@ bool IncidentBook::collected(Incident done, MonoNs now) {
 
 IncidentBook::KillMatch IncidentBook::oom_kill(const OomKillInfo& k, MonoNs now) {
   KillMatch m;
+  const bool killed_before = oom_killed_recently(k.pid, k.kernel_ns);
   note_oom_killed(k.pid, k.kernel_ns);
   // A further mark of an OOM event already recorded (a group kill's members,
   // the chosen victim marked again): the same event, the same record.
@@ -83,6 +84,10 @@ IncidentBook::KillMatch IncidentBook::oom_kill(const OomKillInfo& k, MonoNs now)
     m.id = id;
     m.added = inc.oom_kill->add_killed({k.pid, k.comm, k.rss_bytes, k.pid_source});
     if (m.added && !o.collecting && inc.victim && inc.victim->pid == k.pid) inc.oom_kill->matches_victim = true;
+    return m;
+  }
+  if (killed_before) {
+    m.kind = KillMatch::kMarkedAgain;
     return m;
   }
   // An open incident of a container that holds the killed process: the

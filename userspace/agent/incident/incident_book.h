@@ -56,6 +56,11 @@ class IncidentBook {
       kSameEvent,  // a further mark of an event an open incident has (its `killed` list)
       kAttached,   // the first mark, attached to an open collection of its container
       kNone,       // no open incident takes it: the agent opens one of its own
+      // A process killed in an OOM event within kOomKilledKeepNs, marked
+      // again after its event's record was written: the kernel marks a
+      // victim still exiting (its memory not yet freed) instead of killing
+      // another when the memcg is still over its limit. Not a new kill.
+      kMarkedAgain,
     } kind = kNone;
     uint64_t id = 0;
     bool added = false;       // kSameEvent: the process was not yet in `killed`
