@@ -82,7 +82,12 @@ void fuzz_small_layout(uint64_t base) {
   oomsnap::JavaHeapLimits lim;
   lim.max_walk_bytes = 1 << 20;
   oomsnap::Deadline deadline{std::chrono::milliseconds(200)};
-  oomsnap::walk_java_heap(cache, L, lim, deadline);
+  oomsnap::JavaHeapWalker walker(cache, L, lim, deadline);
+  walker.walk();
+  // Brought up to date as after a young collection: the crafted regions
+  // matched against the ones walked, the counts restored, the rest walked.
+  cache.forget_contents();
+  walker.walk_young_again();
 }
 
 // The values of part 2: successive 8-byte words of the raw input from byte

@@ -31,6 +31,16 @@ class Deadline {
   Clock::time_point end_;
 };
 
+// Whether a walk that the runtime overlapped (a collection moved objects, a
+// list changed under it) is done again: while fewer than max_walks were
+// made and the deadline leaves room for two more as long as the last (the
+// next, and what follows it). A busy runtime changes its heap every few
+// hundred ms, a walk takes tens to hundreds: one of the next usually fits.
+inline bool room_for_another_walk(const Deadline& deadline, Deadline::Clock::duration last_walk, unsigned walks,
+                                  unsigned max_walks) {
+  return walks < max_walks && deadline.remaining() >= 2 * last_walk;
+}
+
 // Measures one capture: its duration and the reads it cost, from construction
 // to finish(), written into the snapshot (every collector reports both).
 class CaptureMeter {

@@ -66,7 +66,7 @@ size_t klass_record_bytes(const JavaHeapLayout& L) {
 }  // namespace
 
 
-namespace {
+namespace java_walk {
 
 // What decode() found at an address.
 enum class Decoded {
@@ -80,6 +80,7 @@ class Walker {
   Walker(ChunkCache& mem, const JavaHeapLayout& L, const JavaHeapLimits& lim, const Deadline& d)
       : mem_(mem), L_(L), lim_(lim), deadline_(d), klasses_(lim.max_klasses) {}
   JavaHeapWalk run();
+  std::optional<JavaHeapWalk> run_young_again();
 
  private:
   struct Region {
@@ -87,7 +88,38 @@ class Walker {
     uint64_t bottom, top;
     Kind kind;
     const char* space = nullptr;  // G1: g1_region_space's name, when the types are named
+    int64_t tag = 0;              // G1: HeapRegionType's tag, when VMStructs describes it
+    // A young collection leaves it as it is, but for objects it appends:
+    // the old space, G1's old regions and humongous objects (only when the
+    // region types are named, JavaHeapLayout::region_spaces).
+    bool stable = false;
   };
+  // A stable region as walked: where it was walked up to.
+  struct Walked {
+    uint64_t bottom, top;
+    Region::Kind kind;
+    int64_t tag;
+  };
+  // The figures a walk adds up, kept once the stable regions are walked.
+  struct Checkpoint {
+    std::vector<Counts> klass_counts;  // klasses_' exact counts, by entry number
+    Counts past_cap;
+    uint64_t regions_walked = 0, parsed_bytes = 0, unparsed_bytes = 0, objects = 0, filler_bytes = 0;
+    uint64_t humongous_objects = 0, humongous_bytes = 0;
+  };
+  // A full walk: the stable regions first (each remembered in stable_), a
+  // checkpoint, then the others.
+  void walk_whole(const std::vector<Region>& regions);
+  // A sampled walk: 1 of every r.sample_stride windows; the bytes of the
+  // windows walked into window_bytes.
+  void walk_sampled(const std::vector<Region>& regions, uint64_t& window_bytes);
+  // One region of a full walk, whatever its kind.
+  void walk_one(const Region& g);
+  void save_checkpoint();
+  void restore_checkpoint();
+  // The end of every walk: sampled counts scaled, the classes chosen and
+  // named, the coverage and the status.
+  JavaHeapWalk finish(uint64_t walkable_used, uint64_t window_bytes);
   KlassEntry* klass_at(uint64_t klass);
   // The entry of a klass met once the table is full: decoded again unless
   // it is still in the small cache of such klasses, flagged kPastCap.
@@ -193,7 +225,12 @@ class Walker {
   static size_t known_slot(uint64_t klass) {
     return static_cast<size_t>(((klass >> 3) * 0x9E3779B97F4A7C15ull) >> (64 - kKnownBits));
   }
-  size_t hole_ = 0;  // next TLAB hole to consider (holes sorted, regions walked in address order)
+  size_t hole_ = 0;  // next TLAB hole to consider (holes sorted; found again at each region's start)
+  std::vector<Walked> stable_;
+  Checkpoint checkpoint_;
+  // The last walk was whole (not sampled) and complete: run_young_again may
+  // bring it up to date.
+  bool rewalkable_ = false;
 };
 
 bool Walker::keep_going() {
@@ -429,6 +466,11 @@ void Walker::walk_region(uint64_t from, uint64_t top, uint64_t count_until, bool
   const uint64_t end = std::min(top, count_until);
   uint64_t a = from;
   bool unreadable = false;
+  // Regions are not always walked in address order (stable ones first).
+  hole_ = static_cast<size_t>(
+      std::lower_bound(L_.holes.begin(), L_.holes.end(), from,
+                       [](const std::pair<uint64_t, uint64_t>& h, uint64_t x) { return h.second <= x; }) -
+      L_.holes.begin());
   if (resync_first) {
     // A sampling window starts anywhere: the bytes up to the first object
     // that starts in it belong to an object that started before.
@@ -550,11 +592,13 @@ std::vector<Walker::Region> Walker::read_regions(uint64_t& walkable_used) {
     if (L_.region_types && tag == L_.tag_starts_humongous) g.kind = Region::kStartsHumongous;
     if (L_.region_types && tag == L_.tag_continues_humongous) g.kind = Region::kContinuesHumongous;
     if (L_.region_types && L_.region_spaces) g.space = g1_region_space(L_, tag);
+    g.tag = tag;
     regions.push_back(g);
   }
   std::sort(regions.begin(), regions.end(), [](const Region& x, const Region& y) { return x.bottom < y.bottom; });
   if (!L_.region_types) classify_untyped(regions);
-  for (const Region& g : regions) {
+  for (Region& g : regions) {
+    g.stable = g.space && (g.kind != Region::kWalkable || std::string_view(g.space) == "old");
     ++r.regions;
     r.used_bytes += g.top - g.bottom;
     if (g.kind == Region::kWalkable) walkable_used += g.top - g.bottom;
@@ -613,7 +657,8 @@ std::vector<Walker::Region> Walker::read_spaces(uint64_t& walkable_used) {
     r.used_bytes += s.top - s.bottom;
     r.spaces.push_back({s.ref->name, AddressRange{s.bottom, s.top}, s.end});
     walkable_used += s.top - s.bottom;
-    if (s.top > s.bottom) regions.push_back(Region{s.bottom, s.top, Region::kWalkable});
+    if (s.top > s.bottom)
+      regions.push_back(Region{s.bottom, s.top, Region::kWalkable, s.ref->name.c_str(), 0, s.ref->name == "old"});
   }
   return regions;
 }
@@ -721,29 +766,57 @@ JavaHeapWalk Walker::run() {
   const std::vector<Region> regions =
       L_.kind == HeapKind::kG1 ? read_regions(walkable_used) : read_spaces(walkable_used);
   if (!r.reason.empty()) return r;  // no region table, or a space not to be believed
+  r.sample_stride = std::max<uint64_t>(1, (walkable_used + lim_.max_walk_bytes - 1) / std::max<uint64_t>(1, lim_.max_walk_bytes));
+  uint64_t window_bytes = 0;
+  if (r.sample_stride > 1)
+    walk_sampled(regions, window_bytes);
+  else
+    walk_whole(regions);
+  finish(walkable_used, window_bytes);
+  rewalkable_ = r.sample_stride == 1 && r.status == SnapshotStatus::kComplete;
+  return r;
+}
+
+void Walker::walk_one(const Region& g) {
+  if (g.kind == Region::kContinuesHumongous) {
+    res_.parsed_bytes += g.top - g.bottom;  // covered by the object of its starts-humongous region
+  } else if (g.kind == Region::kStartsHumongous) {
+    walk_humongous(g);
+  } else {
+    ++res_.regions_walked;
+    walk_region(g.bottom, g.top, g.top, false, false);
+  }
+}
+
+void Walker::walk_whole(const std::vector<Region>& regions) {
+  stable_.clear();
+  for (const Region& g : regions) {
+    if (!g.stable) continue;
+    if (!keep_going()) return;
+    walk_one(g);
+    stable_.push_back({g.bottom, g.top, g.kind, g.tag});
+  }
+  save_checkpoint();
+  for (const Region& g : regions) {
+    if (g.stable) continue;
+    if (!keep_going()) return;
+    walk_one(g);
+  }
+}
+
+void Walker::walk_sampled(const std::vector<Region>& regions, uint64_t& window_bytes) {
   // Heaps above the walk budget are sampled: 64 KiB windows spread evenly
   // over every walkable region (1 of every k), each entered by
   // resynchronising on its first object; what they hold is scaled by the
   // walkable bytes over the window bytes. Windows rather than whole regions,
   // because regions differ a lot (one holds arrays, the next small objects).
   constexpr uint64_t kWindow = 64 << 10;
-  r.sample_stride = std::max<uint64_t>(1, (walkable_used + lim_.max_walk_bytes - 1) / std::max<uint64_t>(1, lim_.max_walk_bytes));
-  const bool sampled = r.sample_stride > 1;
-  const uint64_t k = r.sample_stride;
-  uint64_t window_no = 0, window_bytes = 0;
+  const uint64_t k = res_.sample_stride;
+  uint64_t window_no = 0;
   for (const Region& g : regions) {
     if (!keep_going()) break;
-    if (g.kind == Region::kContinuesHumongous) {
-      r.parsed_bytes += g.top - g.bottom;  // covered by the object of its starts-humongous region
-      continue;
-    }
-    if (g.kind == Region::kStartsHumongous) {
-      walk_humongous(g);
-      continue;
-    }
-    if (!sampled) {
-      ++r.regions_walked;
-      walk_region(g.bottom, g.top, g.top, false, false);
+    if (g.kind != Region::kWalkable) {
+      walk_one(g);  // humongous objects stay exact
       continue;
     }
     // Window numbers run on across regions; this region's first sampled
@@ -759,8 +832,85 @@ JavaHeapWalk Walker::run() {
       walked = true;
     }
     window_no += windows;
-    r.regions_walked += walked;
+    res_.regions_walked += walked;
   }
+}
+
+void Walker::save_checkpoint() {
+  Checkpoint& c = checkpoint_;
+  c.klass_counts.resize(klasses_.size());
+  for (size_t i = 0; i < klasses_.size(); ++i) c.klass_counts[i] = klasses_.at(i).exact;
+  c.past_cap = past_cap_.exact;
+  c.regions_walked = res_.regions_walked, c.parsed_bytes = res_.parsed_bytes, c.unparsed_bytes = res_.unparsed_bytes;
+  c.objects = res_.objects, c.filler_bytes = res_.filler_bytes;
+  c.humongous_objects = res_.humongous_objects, c.humongous_bytes = res_.humongous_bytes;
+}
+
+void Walker::restore_checkpoint() {
+  const Checkpoint& c = checkpoint_;
+  for (size_t i = 0; i < klasses_.size(); ++i) klasses_.at(i).exact = i < c.klass_counts.size() ? c.klass_counts[i] : Counts{};
+  past_cap_.exact = c.past_cap;
+  res_.regions_walked = c.regions_walked, res_.parsed_bytes = c.parsed_bytes, res_.unparsed_bytes = c.unparsed_bytes;
+  res_.objects = c.objects, res_.filler_bytes = c.filler_bytes;
+  res_.humongous_objects = c.humongous_objects, res_.humongous_bytes = c.humongous_bytes;
+}
+
+std::optional<JavaHeapWalk> Walker::run_young_again() {
+  if (!rewalkable_) return std::nullopt;
+  rewalkable_ = false;
+  JavaHeapWalk& r = res_;
+  r.status = SnapshotStatus::kFailed;
+  r.reason.clear();
+  r.classes.clear();
+  r.spaces.clear();
+  r.regions = r.used_bytes = 0;
+  uint64_t walkable_used = 0;
+  const std::vector<Region> regions =
+      L_.kind == HeapKind::kG1 ? read_regions(walkable_used) : read_spaces(walkable_used);
+  if (!r.reason.empty()) return r;
+  if (walkable_used > lim_.max_walk_bytes) return std::nullopt;  // to be sampled now: walked afresh
+  // Every stable region walked must still be there as it was, grown at most
+  // by what was appended (objects promoted), or the walk is not brought up
+  // to date but done again: a region a mixed collection evacuated is free
+  // (or young) now, a humongous object reclaimed is gone.
+  std::vector<size_t> at(stable_.size());
+  std::vector<uint8_t> known(regions.size());
+  for (size_t i = 0; i < stable_.size(); ++i) {
+    const Walked& s = stable_[i];
+    const auto it = std::lower_bound(regions.begin(), regions.end(), s.bottom,
+                                     [](const Region& g, uint64_t b) { return g.bottom < b; });
+    if (it == regions.end() || it->bottom != s.bottom || !it->stable || it->kind != s.kind || it->tag != s.tag ||
+        it->top < s.top || (s.kind != Region::kWalkable && it->top != s.top))
+      return std::nullopt;
+    at[i] = static_cast<size_t>(it - regions.begin());
+    known[at[i]] = 1;
+  }
+  restore_checkpoint();
+  for (size_t i = 0; i < stable_.size() && keep_going(); ++i) {
+    const Region& g = regions[at[i]];
+    if (g.kind == Region::kWalkable && g.top > stable_[i].top) walk_region(stable_[i].top, g.top, g.top, false, false);
+    stable_[i].top = g.top;
+  }
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const Region& g = regions[i];
+    if (!g.stable || known[i]) continue;
+    if (!keep_going()) break;
+    walk_one(g);  // an old region or a humongous object new since
+    stable_.push_back({g.bottom, g.top, g.kind, g.tag});
+  }
+  save_checkpoint();
+  for (const Region& g : regions) {
+    if (g.stable) continue;
+    if (!keep_going()) break;
+    walk_one(g);
+  }
+  finish(walkable_used, 0);
+  rewalkable_ = r.status == SnapshotStatus::kComplete;
+  return r;
+}
+
+JavaHeapWalk Walker::finish(uint64_t walkable_used, uint64_t window_bytes) {
+  JavaHeapWalk& r = res_;
   // A read that failed for the budget or the target's exit ends a region as
   // unreadable memory does; on the last region no later step would say why.
   keep_going();
@@ -792,11 +942,17 @@ JavaHeapWalk Walker::run() {
   return r;
 }
 
-}  // namespace
+}  // namespace java_walk
+
+JavaHeapWalker::JavaHeapWalker(ChunkCache& mem, const JavaHeapLayout& layout, const JavaHeapLimits& limits,
+                               const Deadline& deadline)
+    : walker_(std::make_unique<java_walk::Walker>(mem, layout, limits, deadline)) {}
+JavaHeapWalker::~JavaHeapWalker() = default;
+JavaHeapWalk JavaHeapWalker::walk() { return walker_->run(); }
+std::optional<JavaHeapWalk> JavaHeapWalker::walk_young_again() { return walker_->run_young_again(); }
 
 JavaHeapWalk walk_java_heap(ChunkCache& mem, const JavaHeapLayout& layout, const JavaHeapLimits& limits, const Deadline& deadline) {
-  Walker w(mem, layout, limits, deadline);
-  return w.run();
+  return JavaHeapWalker(mem, layout, limits, deadline).walk();
 }
 
 }  // namespace oomsnap

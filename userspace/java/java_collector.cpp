@@ -1,11 +1,9 @@
 #include "java/java_collector.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <optional>
-#include <thread>
 
 #include "base/reason.h"
 #include "core/chunk_cache.h"
@@ -15,12 +13,10 @@
 #include "java/hotspot_vmstructs.h"
 #include "java/java_memory_claims.h"
 #include "java/perf_data.h"
+#include "java/walk_between_collections.h"
 
 namespace oomsnap {
 namespace {
-
-// Walks of the heap one capture may make when collections overlap them.
-constexpr int kMaxHeapWalks = 8;
 
 bool flag_set(ChunkCache& mem, const std::map<std::string, uint64_t>& flags, const char* name) {
   uint8_t v = 0;
@@ -159,7 +155,7 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   // more than it saves: each capture touches it fresh, and zeroing new pages
   // took ~13% of a 1 GiB walk (perf, JDK 17 Serial; median 587 vs 716 ms).
   ChunkCache mem(target, ChunkCache::kDefaultChunk, size_t{2} << 20);
-  uint64_t read_limit = target.memory().bytes_read() + opts.max_read_bytes + (64u << 20);
+  const uint64_t read_limit = target.memory().bytes_read() + opts.max_read_bytes + (64u << 20);
   mem.set_read_limit(read_limit);
   std::string err;
   auto vm = HotSpotVm::read(mem, jvm_->symbols, deadline, err);
@@ -202,12 +198,20 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   std::string account_why;
   JavaMemoryAccount account = read_memory_account(mem, *vm, *kind, heap, account_why);
   // A stop-the-world pause moves objects: wait it out briefly, and notice one
-  // that starts during the walk by the collection counter.
-  std::optional<uint64_t> active, collections;
-  if (!optional_heap_field(*vm, {"_is_gc_active", "_is_stw_gc_active"}, 1, active, err) ||
-      !optional_heap_field(*vm, {"_total_collections"}, 4, collections, err)) {
+  // that starts during the walk by the collection counters.
+  CollectionCounters counters;
+  counters.heap = heap;
+  counters.kind = *kind;
+  if (!optional_heap_field(*vm, {"_is_gc_active", "_is_stw_gc_active"}, 1, counters.active, err) ||
+      !optional_heap_field(*vm, {"_total_collections"}, 4, counters.collections, err)) {
     snap.set_status(SnapshotStatus::kFailed, err);
     return finish();
+  }
+  {
+    std::map<std::string, uint64_t> at;
+    std::string no_counter;
+    if (read_perf_counters(mem, *vm, {kFullCollectionsCounter}, no_counter, &at))
+      if (auto it = at.find(std::string(kFullCollectionsCounter)); it != at.end()) counters.full_collections = it->second;
   }
   // Klasses outside Metaspace (anonymous memory) come from a mapped CDS
   // archive: the file-backed mappings, for naming its hidden classes.
@@ -217,44 +221,15 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   JavaHeapLimits lim;
   lim.max_walk_bytes = opts.max_read_bytes;
   lim.max_entries = opts.max_entries;  // only these are named: a name costs a read and a string
-  // A collection moves objects: a walk that one overlapped (the collection
-  // counter moved) is done again on fresh bytes while the deadline leaves
-  // room for another as long, up to kMaxHeapWalks. A busy JVM near its limit
-  // collects every few hundred ms and a walk takes tens to hundreds: one of
-  // the next walks usually fits between two collections (issue #25 item 1).
-  JavaHeapWalk r;
-  int walks = 0;
-  bool moved = false;
-  for (;;) {
-    ++walks;
-    for (int i = 0; active && i < 100 && !deadline.expired(); ++i) {
-      uint8_t busy = 0;
-      if (!target.memory().read(heap + *active, &busy, 1) || !busy) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    uint32_t gc_before = 0, gc_after = 0;
-    if (collections) target.memory().read(heap + *collections, &gc_before, 4);
-    auto holes = read_tlab_holes(mem, *vm, deadline, err);
-    if (!holes) {
-      snap.set_status(SnapshotStatus::kFailed, "cannot read the threads' TLABs: " + err);
-      return finish();
-    }
-    L.holes = std::move(*holes);
-    // Each name costs a Klass and a Symbol read, two chunks at most: room for
-    // dozens of names (usually thousands: Klasses lie together) after a walk
-    // that used up the budget.
-    lim.name_read_limit = read_limit + (16u << 20);
-    const auto walk_start = std::chrono::steady_clock::now();
-    r = walk_java_heap(mem, L, lim, deadline);
-    const auto walk_took = std::chrono::steady_clock::now() - walk_start;
-    moved = collections && target.memory().read(heap + *collections, &gc_after, 4) && gc_after != gc_before;
-    if (!moved || r.status != SnapshotStatus::kComplete || walks >= kMaxHeapWalks ||
-        deadline.remaining() < 2 * walk_took)
-      break;
-    mem.forget_contents();
-    read_limit = target.memory().bytes_read() + opts.max_read_bytes + (64u << 20);
-    mem.set_read_limit(read_limit);
+  auto walked = walk_between_collections(target.memory(), mem, *vm, counters, L, lim,
+                                         opts.max_read_bytes + (64u << 20), deadline, err);
+  if (!walked) {
+    snap.set_status(SnapshotStatus::kFailed, "cannot read the threads' TLABs: " + err);
+    return finish();
   }
+  JavaHeapWalk& r = walked->walk;
+  const unsigned walks = walked->walks;
+  const bool moved = walked->moved;
   mem.set_read_limit(lim.name_read_limit);
   // Metaspace first: one small read, which a long class search (JDK 8's
   // dictionary in a JVM of many class loaders) must not starve.
@@ -286,6 +261,8 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
                    {"classes", r.class_count}};
   }
   snap.totals.emplace_back("walks", static_cast<uint64_t>(walks));  // > 1: collections overlapped the first
+  // Of those, the ones after young collections only, of what they changed.
+  snap.totals.emplace_back("young_walks", static_cast<uint64_t>(walked->young_walks));
   if (r.klass_cap_reached) {
     snap.totals.emplace_back("past_cap_objects", r.past_cap_objects);
     snap.totals.emplace_back("past_cap_bytes", r.past_cap_bytes);

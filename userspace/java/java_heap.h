@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -202,6 +203,42 @@ const char* g1_region_space(const JavaHeapLayout& layout, int64_t tag);
 // cannot be read. Past it, only the names of the top limits.max_entries
 // classes are still read.
 JavaHeapWalk walk_java_heap(ChunkCache& mem, const JavaHeapLayout& layout, const JavaHeapLimits& limits, const Deadline& deadline);
+
+namespace java_walk {
+class Walker;
+}
+
+// The same walk, which can be brought up to date after young collections
+// at the cost of what they change. A young collection (Serial's, Parallel's,
+// or one G1 pause) moves objects out of the young regions and appends them
+// to old ones; what lay below an old region's top stays where it was. So
+// after one, walk_young_again() keeps the counts of the old regions and the
+// humongous objects as walked, walks what was appended to them since and
+// every young region afresh: the same histogram as a whole new walk, in a
+// fraction of its time. The caller must know that only young collections
+// ran since the last walk (a full one compacts the old regions too; a mixed
+// G1 pause evacuates some, which is seen here, but two pauses could reuse
+// one): the JVM's counters say so, not the heap.
+class JavaHeapWalker {
+ public:
+  // All four are referenced, not copied: layout's TLAB holes may be read
+  // again between walks, limits' name_read_limit changed.
+  JavaHeapWalker(ChunkCache& mem, const JavaHeapLayout& layout, const JavaHeapLimits& limits,
+                 const Deadline& deadline);
+  ~JavaHeapWalker();
+  JavaHeapWalker(const JavaHeapWalker&) = delete;
+  JavaHeapWalker& operator=(const JavaHeapWalker&) = delete;
+  // The whole heap, as walk_java_heap.
+  JavaHeapWalk walk();
+  // The last walk brought up to date; nullopt when it cannot be (the last
+  // walk was sampled or not complete, the heap is to be sampled now, or an
+  // old region or humongous object walked is no longer there as it was):
+  // then the heap is walked afresh, by a new walker.
+  std::optional<JavaHeapWalk> walk_young_again();
+
+ private:
+  std::unique_ptr<java_walk::Walker> walker_;
+};
 
 // Klass names in the JVM's internal form to Java's: "java/lang/String" ->
 // "java.lang.String", "[B" -> "byte[]", "[[Ljava/lang/Object;" -> "java.lang.Object[][]".

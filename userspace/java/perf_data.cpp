@@ -16,7 +16,8 @@ constexpr uint8_t kTypeLong = 'J';
 
 std::optional<std::map<std::string, int64_t>> parse_perf_data(ByteView buf, const PerfDataLayout& L,
                                                               const std::vector<std::string_view>& wanted,
-                                                              std::string& error) {
+                                                              std::string& error,
+                                                              std::map<std::string, uint64_t>* offsets) {
   uint8_t magic[4];
   uint32_t used = 0, first = 0, count = 0;
   if (!buf.copy(L.magic, magic, 4) || !buf.read_u32(L.used, used) || !buf.read_u32(L.entry_offset, first) ||
@@ -54,6 +55,7 @@ std::optional<std::map<std::string, int64_t>> parse_perf_data(ByteView buf, cons
     int64_t v = 0;
     if (!entry.read_i64(static_cast<uint64_t>(data_off), v)) break;
     found.emplace(n, v);
+    if (offsets) offsets->emplace(n, static_cast<uint64_t>(entry.data() - buf.data()) + static_cast<uint64_t>(data_off));
   }
   return found;
 }
@@ -79,7 +81,8 @@ std::optional<PerfDataLayout> resolve_perf_data_layout(const HotSpotVm& vm, std:
 
 std::optional<std::map<std::string, int64_t>> read_perf_counters(ChunkCache& mem, const HotSpotVm& vm,
                                                                  const std::vector<std::string_view>& wanted,
-                                                                 std::string& error) {
+                                                                 std::string& error,
+                                                                 std::map<std::string, uint64_t>* addresses) {
   auto layout = resolve_perf_data_layout(vm, error);
   if (!layout) return std::nullopt;
   const VmField* start_f = vm.field("PerfMemory", "_start");
@@ -103,7 +106,11 @@ std::optional<std::map<std::string, int64_t>> read_perf_counters(ChunkCache& mem
     error = "cannot read the performance counters' " + std::to_string(buf.size()) + " bytes";
     return std::nullopt;
   }
-  return parse_perf_data(ByteView(buf.data(), buf.size()), *layout, wanted, error);
+  std::map<std::string, uint64_t> offsets;
+  auto found = parse_perf_data(ByteView(buf.data(), buf.size()), *layout, wanted, error, addresses ? &offsets : nullptr);
+  if (addresses)
+    for (const auto& [name, off] : offsets) addresses->emplace(name, *start + off);
+  return found;
 }
 
 std::optional<MetaspaceUse> metaspace_use(const std::map<std::string, int64_t>& counters, std::string& error) {

@@ -34,9 +34,11 @@ inline constexpr uint32_t kMaxPerfDataEntries = 1u << 16;
 // buffer among `wanted`, by name. nullopt + error when the buffer is not one
 // (its magic), or its prologue or an entry lies outside it; an entry with a
 // name or value outside itself ends the list there, with what was found.
+// offsets (when given): where each value found lies in the buffer.
 std::optional<std::map<std::string, int64_t>> parse_perf_data(ByteView buffer, const PerfDataLayout& layout,
                                                               const std::vector<std::string_view>& wanted,
-                                                              std::string& error);
+                                                              std::string& error,
+                                                              std::map<std::string, uint64_t>* offsets = nullptr);
 
 // The offsets from VMStructs; nullopt + error when a field is missing or does
 // not fit its type.
@@ -44,9 +46,12 @@ std::optional<PerfDataLayout> resolve_perf_data_layout(const HotSpotVm& vm, std:
 
 // Reads PerfMemory's buffer (its used bytes) and parses it. nullopt + error
 // when the JVM keeps none (-XX:-UsePerfData), or it cannot be read or parsed.
+// addresses (when given): where each value found lies in the target, to be
+// read again as it changes (8 bytes, the JVM updates them in place).
 std::optional<std::map<std::string, int64_t>> read_perf_counters(ChunkCache& mem, const HotSpotVm& vm,
                                                                  const std::vector<std::string_view>& wanted,
-                                                                 std::string& error);
+                                                                 std::string& error,
+                                                                 std::map<std::string, uint64_t>* addresses = nullptr);
 
 // Metaspace as the JVM counts it (what jstat -gc prints as MU and MC):
 // sun.gc.metaspace.used and .capacity (class space included), updated at
@@ -56,6 +61,10 @@ struct MetaspaceUse {
 };
 inline constexpr std::string_view kMetaspaceUsedCounter = "sun.gc.metaspace.used";
 inline constexpr std::string_view kMetaspaceCommittedCounter = "sun.gc.metaspace.capacity";
+// The full collections, whatever the collector: HotSpot's collector 1 is
+// Serial's and Parallel's old-generation collector and G1's full one (its
+// collector 0 the young pauses), counted as each starts.
+inline constexpr std::string_view kFullCollectionsCounter = "sun.gc.collector.1.invocations";
 // More than this is not believed (the address space of x86-64's user half).
 inline constexpr uint64_t kMaxMetaspaceBytes = uint64_t{1} << 47;
 // From parsed counters: nullopt + error when one is missing, negative,

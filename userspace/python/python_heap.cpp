@@ -536,7 +536,7 @@ PyHeapResult walk_python_heap(ChunkCache& mem, const PyLayout& layout, const PyH
     res.walks = walk;
     const bool changed = res.status == SnapshotStatus::kPartial &&
                          res.reason.find(py_walk::kListChanged) != std::string::npos;
-    if (!changed || walk >= in.max_walks || deadline.remaining() < 2 * (std::chrono::steady_clock::now() - start))
+    if (!changed || !room_for_another_walk(deadline, std::chrono::steady_clock::now() - start, walk, in.max_walks))
       return res;
     mem.forget_contents();
     if (in.before_rewalk) in.before_rewalk();

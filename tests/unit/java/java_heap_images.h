@@ -327,6 +327,16 @@ class FakeG1 {
   std::vector<uint64_t> regions_;
 };
 
+// Serial / Parallel: the fake's region records serve as space records
+// (bottom, end, top at the same offsets as a ContiguousSpace's or
+// MutableSpace's would be), named as the resolution names them.
+inline void use_spaces(FakeG1& h, HeapKind kind, const std::vector<std::pair<std::string, uint64_t>>& spaces) {
+  h.L.kind = kind;
+  h.L.space_bottom = h.L.region_bottom, h.L.space_end = h.L.region_end, h.L.space_top = h.L.region_top;
+  h.L.spaces.clear();
+  for (const auto& [name, rec] : spaces) h.L.spaces.push_back({name, "DefNewGeneration::_" + name + "_space", rec});
+}
+
 inline std::map<std::string, std::pair<uint64_t, uint64_t>> classes(const JavaHeapWalk& r) {
   std::map<std::string, std::pair<uint64_t, uint64_t>> m;
   for (const auto& c : r.classes) m[c.name] = {c.objects, c.bytes};

@@ -20,15 +20,6 @@ using namespace oomsnap::java_test;
 
 namespace {
 
-// Serial / Parallel: the fake's region records serve as space records
-// (bottom, end, top at the same offsets as a ContiguousSpace's or
-// MutableSpace's would be), named as the resolution names them.
-void use_spaces(FakeG1& h, HeapKind kind, const std::vector<std::pair<std::string, uint64_t>>& spaces) {
-  h.L.kind = kind;
-  h.L.space_bottom = h.L.region_bottom, h.L.space_end = h.L.region_end, h.L.space_top = h.L.region_top;
-  h.L.spaces.clear();
-  for (const auto& [name, rec] : spaces) h.L.spaces.push_back({name, "DefNewGeneration::_" + name + "_space", rec});
-}
 
 TEST(GenerationalHeap, SerialSpacesAreWalkedWhole) {
   FakeG1 h;

@@ -266,5 +266,40 @@ TEST(PerfData, MetaspaceIsClaimedAsRuntimeByCount) {
   EXPECT_TRUE(java_memory_claims(a, {}).claims.empty());
 }
 
+// A counter's address, to be read again as the JVM updates it in place
+// (the full collections, read before and after each heap walk).
+TEST(PerfData, ACountersAddressIsWhereItsValueChanges) {
+  PerfImage p;
+  p.entry("sun.gc.collector.0.invocations", 40);
+  p.entry("sun.gc.collector.1.invocations", 2);
+  FakeVm v = java_test::generic_vm(20, 20);
+  const uint64_t at = v.a.alloc(p.bytes().size() + 4096);
+  std::memcpy(reinterpret_cast<void*>(at), p.bytes().data(), p.bytes().size());
+  describe_perf_memory(v, at, p.bytes().size() + 4096);
+  v.build();
+  RemoteMemory mem(getpid());
+  auto cache = java_test::cache_of_self(mem);
+  std::string err;
+  auto vm = HotSpotVm::read(cache, v.syms, java_test::no_deadline(), err);
+  ASSERT_TRUE(vm) << err;
+  std::map<std::string, uint64_t> addresses;
+  auto m = read_perf_counters(cache, *vm, {kFullCollectionsCounter}, err, &addresses);
+  ASSERT_TRUE(m) << err;
+  EXPECT_EQ(m->at(std::string(kFullCollectionsCounter)), 2);
+  ASSERT_EQ(addresses.size(), 1u);
+  const uint64_t full = addresses.at(std::string(kFullCollectionsCounter));
+  ASSERT_GE(full, at);
+  ASSERT_LE(full + 8, at + p.bytes().size());
+  java_test::Arena::put<int64_t>(full, 3);  // a full collection starts
+  int64_t now = 0;
+  ASSERT_TRUE(mem.read(full, &now, 8));
+  EXPECT_EQ(now, 3);
+  // Parsed alone, the same offset in the buffer.
+  std::map<std::string, uint64_t> offsets;
+  ASSERT_TRUE(parse_perf_data(ByteView(p.bytes().data(), p.bytes().size()), PerfDataLayout{},
+                              {kFullCollectionsCounter}, err, &offsets));
+  EXPECT_EQ(offsets.at(std::string(kFullCollectionsCounter)), full - at);
+}
+
 }  // namespace
 }  // namespace oomsnap

@@ -1,0 +1,92 @@
+#include "java/walk_between_collections.h"
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+namespace oomsnap {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+CollectionCounts read_counts(RemoteMemory& live, const CollectionCounters& c) {
+  CollectionCounts n;
+  if (c.collections) live.read(c.heap + *c.collections, &n.all, 4);
+  int64_t full = 0;
+  if (c.full_collections && live.read(*c.full_collections, &full, 8)) n.full = full;
+  return n;
+}
+
+// The counters once no collection runs (waited for up to ~100 ms): read
+// first, then the flag, so that a collection they count has ended, and one
+// that starts after is counted by the next read. The flag is set before a
+// collection counts itself and cleared when it ends.
+CollectionCounts settled_counts(RemoteMemory& live, const CollectionCounters& c, const Deadline& deadline) {
+  CollectionCounts n = read_counts(live, c);
+  for (int i = 0; c.active && i < 100 && !deadline.expired(); ++i) {
+    uint8_t busy = 0;
+    if (!live.read(c.heap + *c.active, &busy, 1) || !busy) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    n = read_counts(live, c);
+  }
+  return n;
+}
+
+}  // namespace
+
+bool only_young_collections_between(HeapKind kind, const CollectionCounts& before, const CollectionCounts& after) {
+  if (!before.full || !after.full || *before.full != *after.full) return false;
+  return kind != HeapKind::kG1 || after.all - before.all == 1;
+}
+
+std::optional<HeapWalks> walk_between_collections(RemoteMemory& live, ChunkCache& mem, const HotSpotVm& vm,
+                                                  const CollectionCounters& counters, JavaHeapLayout& L,
+                                                  JavaHeapLimits& lim, uint64_t read_budget,
+                                                  const Deadline& deadline, std::string& error) {
+  // The first walk reads at most read_budget, as one walk always did; the
+  // ones after it share one more.
+  const uint64_t first_limit = live.bytes_read() + read_budget, walk_limit = first_limit + read_budget;
+  // Each name costs a Klass and a Symbol read, two chunks at most: room for
+  // dozens of names (usually thousands: Klasses lie together) after a walk
+  // that used up the budget.
+  lim.name_read_limit = walk_limit + (16u << 20);
+  HeapWalks out;
+  std::unique_ptr<JavaHeapWalker> walker;
+  CollectionCounts last;                       // before the last walk
+  Clock::duration whole_took{};      // the last whole walk's time
+  uint64_t whole_read = 0;           // and its reads
+  for (;;) {
+    const CollectionCounts before = settled_counts(live, counters, deadline);
+    auto holes = read_tlab_holes(mem, vm, deadline, error);
+    if (!holes) return std::nullopt;
+    L.holes = std::move(*holes);
+    mem.set_read_limit(walker ? walk_limit : first_limit);  // naming the classes raised it
+    const auto start = Clock::now();
+    std::optional<JavaHeapWalk> r;
+    if (walker && only_young_collections_between(counters.kind, last, before)) {
+      r = walker->walk_young_again();
+      out.young_walks += r.has_value();
+    }
+    if (!r) {
+      const uint64_t read0 = live.bytes_read();
+      if (walker && (!room_for_another_walk(deadline, whole_took, out.walks, kMaxHeapWalks) ||
+                     read0 + whole_read > walk_limit))
+        break;  // the last walk stands, overlapped
+      walker = std::make_unique<JavaHeapWalker>(mem, L, lim, deadline);
+      r = walker->walk();
+      whole_took = Clock::now() - start;
+      whole_read = live.bytes_read() - read0;
+    }
+    ++out.walks;
+    out.walk = std::move(*r);
+    out.moved = counters.collections && read_counts(live, counters).all != before.all;
+    last = before;
+    if (!out.moved || out.walk.status != SnapshotStatus::kComplete ||
+        !room_for_another_walk(deadline, Clock::now() - start, out.walks, kMaxHeapWalks))
+      break;
+    mem.forget_contents();
+  }
+  return out;
+}
+
+}  // namespace oomsnap
