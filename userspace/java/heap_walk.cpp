@@ -110,6 +110,9 @@ class Walker {
   // A full walk: the stable regions first (each remembered in stable_), a
   // checkpoint, then the others.
   void walk_whole(const std::vector<Region>& regions);
+  // The stable regions not `walked` yet (each remembered in stable_), a
+  // checkpoint, then every region that is not stable.
+  void walk_stable_then_young(const std::vector<Region>& regions, const std::vector<uint8_t>& walked);
   // A sampled walk: 1 of every r.sample_stride windows; the bytes of the
   // windows walked into window_bytes.
   void walk_sampled(const std::vector<Region>& regions, uint64_t& window_bytes);
@@ -790,8 +793,13 @@ void Walker::walk_one(const Region& g) {
 
 void Walker::walk_whole(const std::vector<Region>& regions) {
   stable_.clear();
-  for (const Region& g : regions) {
-    if (!g.stable) continue;
+  walk_stable_then_young(regions, std::vector<uint8_t>(regions.size()));
+}
+
+void Walker::walk_stable_then_young(const std::vector<Region>& regions, const std::vector<uint8_t>& walked) {
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const Region& g = regions[i];
+    if (!g.stable || walked[i]) continue;
     if (!keep_going()) return;
     walk_one(g);
     stable_.push_back({g.bottom, g.top, g.kind, g.tag});
@@ -891,19 +899,7 @@ std::optional<JavaHeapWalk> Walker::run_young_again() {
     if (g.kind == Region::kWalkable && g.top > stable_[i].top) walk_region(stable_[i].top, g.top, g.top, false, false);
     stable_[i].top = g.top;
   }
-  for (size_t i = 0; i < regions.size(); ++i) {
-    const Region& g = regions[i];
-    if (!g.stable || known[i]) continue;
-    if (!keep_going()) break;
-    walk_one(g);  // an old region or a humongous object new since
-    stable_.push_back({g.bottom, g.top, g.kind, g.tag});
-  }
-  save_checkpoint();
-  for (const Region& g : regions) {
-    if (g.stable) continue;
-    if (!keep_going()) break;
-    walk_one(g);
-  }
+  walk_stable_then_young(regions, known);  // the old regions and humongous objects new since, whole
   finish(walkable_used, 0);
   rewalkable_ = r.status == SnapshotStatus::kComplete;
   return r;
