@@ -210,8 +210,11 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   {
     std::map<std::string, uint64_t> at;
     std::string no_counter;
-    if (read_perf_counters(mem, *vm, {kFullCollectionsCounter}, no_counter, &at))
+    if (read_perf_counters(mem, *vm, {kFullCollectionsCounter, kG1RemarkPausesCounter}, no_counter, &at)) {
       if (auto it = at.find(std::string(kFullCollectionsCounter)); it != at.end()) counters.full_collections = it->second;
+      if (auto it = at.find(std::string(kG1RemarkPausesCounter)); it != at.end() && *kind == HeapKind::kG1)
+        counters.g1_remark_pauses = it->second;
+    }
   }
   // Klasses outside Metaspace (anonymous memory) come from a mapped CDS
   // archive: the file-backed mappings, for naming its hidden classes.

@@ -65,6 +65,8 @@ inline constexpr std::string_view kMetaspaceCommittedCounter = "sun.gc.metaspace
 // Serial's and Parallel's old-generation collector and G1's full one (its
 // collector 0 the young pauses), counted as each starts.
 inline constexpr std::string_view kFullCollectionsCounter = "sun.gc.collector.1.invocations";
+// G1's collector 2: its remark and cleanup pauses (the concurrent cycle's).
+inline constexpr std::string_view kG1RemarkPausesCounter = "sun.gc.collector.2.invocations";
 // More than this is not believed (the address space of x86-64's user half).
 inline constexpr uint64_t kMaxMetaspaceBytes = uint64_t{1} << 47;
 // From parsed counters: nullopt + error when one is missing, negative,

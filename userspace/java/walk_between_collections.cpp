@@ -12,8 +12,9 @@ using Clock = std::chrono::steady_clock;
 CollectionCounts read_counts(RemoteMemory& live, const CollectionCounters& c) {
   CollectionCounts n;
   if (c.collections) live.read(c.heap + *c.collections, &n.all, 4);
-  int64_t full = 0;
-  if (c.full_collections && live.read(*c.full_collections, &full, 8)) n.full = full;
+  int64_t v = 0;
+  if (c.full_collections && live.read(*c.full_collections, &v, 8)) n.full = v;
+  if (c.g1_remark_pauses && live.read(*c.g1_remark_pauses, &v, 8)) n.g1_remarks = v;
   return n;
 }
 
@@ -36,7 +37,8 @@ CollectionCounts settled_counts(RemoteMemory& live, const CollectionCounters& c,
 
 bool only_young_collections_between(HeapKind kind, const CollectionCounts& before, const CollectionCounts& after) {
   if (!before.full || !after.full || *before.full != *after.full) return false;
-  return kind != HeapKind::kG1 || after.all - before.all == 1;
+  if (kind != HeapKind::kG1) return true;
+  return after.all - before.all == 1 && before.g1_remarks && after.g1_remarks && *before.g1_remarks == *after.g1_remarks;
 }
 
 std::optional<HeapWalks> walk_between_collections(RemoteMemory& live, ChunkCache& mem, const HotSpotVm& vm,

@@ -31,6 +31,10 @@ struct CollectionCounters {
   // young ones, G1's mixed pauses among them). Without it (-XX:-UsePerfData)
   // every re-walk is whole.
   std::optional<uint64_t> full_collections;
+  // G1's sun.gc.collector.2.invocations: its remark and cleanup pauses,
+  // which free old regions found empty without counting as collections
+  // (_total_collections). Without it, G1 re-walks are whole.
+  std::optional<uint64_t> g1_remark_pauses;
   HeapKind kind = HeapKind::kG1;
 };
 
@@ -38,13 +42,15 @@ struct CollectionCounters {
 struct CollectionCounts {
   uint32_t all = 0;
   std::optional<int64_t> full;
+  std::optional<int64_t> g1_remarks;
 };
 
 // Whether only young collections ran between the two reads, such that what
 // lay below the old regions' tops at the first is still there at the
 // second: the full collections are known and did not move. G1: exactly one
 // pause, since over two, a region one mixed pause evacuated could be an old
-// one again (the walker sees it gone only if it still is).
+// one again (the walker sees it gone only if it still is); and no remark or
+// cleanup pause, whose empty old regions freed could be reused by that one.
 bool only_young_collections_between(HeapKind kind, const CollectionCounts& before, const CollectionCounts& after);
 
 struct HeapWalks {

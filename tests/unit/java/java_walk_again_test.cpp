@@ -176,17 +176,21 @@ TEST(JavaWalkAgain, AfterAYoungCollectionSerialsWalkIsBroughtUpToDate) {
 }
 
 TEST(JavaWalkAgain, OnlyYoungCollectionsAreToldByTheFullCollectionCounter) {
-  const CollectionCounts at{10, 3};
+  const CollectionCounts at{10, 3, 5};
   for (HeapKind kind : {HeapKind::kSerial, HeapKind::kParallel}) {
-    EXPECT_TRUE(only_young_collections_between(kind, at, {11, 3}));
-    EXPECT_TRUE(only_young_collections_between(kind, at, {17, 3}));   // any number of young ones
-    EXPECT_FALSE(only_young_collections_between(kind, at, {12, 4}));  // a full one among them
-    EXPECT_FALSE(only_young_collections_between(kind, {10, std::nullopt}, {11, std::nullopt}));  // no counters
+    EXPECT_TRUE(only_young_collections_between(kind, at, {11, 3, 5}));
+    EXPECT_TRUE(only_young_collections_between(kind, at, {17, 3, 5}));   // any number of young ones
+    EXPECT_FALSE(only_young_collections_between(kind, at, {12, 4, 5}));  // a full one among them
+    EXPECT_FALSE(only_young_collections_between(kind, {10, std::nullopt, 5}, {11, std::nullopt, 5}));  // no counters
+    EXPECT_TRUE(only_young_collections_between(kind, {10, 3, std::nullopt}, {11, 3, std::nullopt}));  // not G1's
   }
-  EXPECT_TRUE(only_young_collections_between(HeapKind::kG1, at, {11, 3}));
-  EXPECT_FALSE(only_young_collections_between(HeapKind::kG1, at, {12, 3}));  // two pauses
-  EXPECT_FALSE(only_young_collections_between(HeapKind::kG1, at, {11, 4}));
-  EXPECT_TRUE(only_young_collections_between(HeapKind::kSerial, {UINT32_MAX, 3}, {2, 3}));  // the u32 wraps
+  EXPECT_TRUE(only_young_collections_between(HeapKind::kG1, at, {11, 3, 5}));
+  EXPECT_FALSE(only_young_collections_between(HeapKind::kG1, at, {12, 3, 5}));  // two pauses
+  EXPECT_FALSE(only_young_collections_between(HeapKind::kG1, at, {11, 4, 5}));
+  // A remark or cleanup pause freed empty old regions, which the pause could reuse.
+  EXPECT_FALSE(only_young_collections_between(HeapKind::kG1, at, {11, 3, 6}));
+  EXPECT_FALSE(only_young_collections_between(HeapKind::kG1, {10, 3, std::nullopt}, {11, 3, std::nullopt}));
+  EXPECT_TRUE(only_young_collections_between(HeapKind::kSerial, {UINT32_MAX, 3, 5}, {2, 3, 5}));  // the u32 wraps
 }
 
 // A counter that moves all the time (a JVM collecting without pause, or one
