@@ -54,9 +54,9 @@ std::optional<HeapWalks> walk_between_collections(RemoteMemory& live, ChunkCache
   lim.name_read_limit = walk_limit + (16u << 20);
   HeapWalks out;
   std::unique_ptr<JavaHeapWalker> walker;
-  CollectionCounts last;                       // before the last walk
-  Clock::duration whole_took{};      // the last whole walk's time
-  uint64_t whole_read = 0;           // and its reads
+  CollectionCounts last;         // before the last walk
+  Clock::duration whole_took{};  // the last whole walk's time
+  uint64_t whole_read = 0;       // and its reads
   for (;;) {
     const CollectionCounts before = settled_counts(live, counters, deadline);
     auto holes = read_tlab_holes(mem, vm, deadline, error);
