@@ -94,12 +94,6 @@ class Walker {
     // region types are named, JavaHeapLayout::region_spaces).
     bool stable = false;
   };
-  // A stable region as walked: where it was walked up to.
-  struct Walked {
-    uint64_t bottom, top;
-    Region::Kind kind;
-    int64_t tag;
-  };
   // The figures a walk adds up, kept once the stable regions are walked.
   struct Checkpoint {
     std::vector<Counts> klass_counts;  // klasses_' exact counts, by entry number
@@ -110,7 +104,8 @@ class Walker {
   // A full walk: the stable regions first (each remembered in stable_), a
   // checkpoint, then the others.
   void walk_whole(const std::vector<Region>& regions);
-  // The stable regions not `walked` yet (each remembered in stable_), a
+  // The stable regions not `walked` yet (each remembered in stable_, as
+  // far as it was walked), a
   // checkpoint, then every region that is not stable.
   void walk_stable_then_young(const std::vector<Region>& regions, const std::vector<uint8_t>& walked);
   // A sampled walk: 1 of every r.sample_stride windows; the bytes of the
@@ -229,11 +224,8 @@ class Walker {
     return static_cast<size_t>(((klass >> 3) * 0x9E3779B97F4A7C15ull) >> (64 - kKnownBits));
   }
   size_t hole_ = 0;  // next TLAB hole to consider (holes sorted; found again at each region's start)
-  std::vector<Walked> stable_;
+  std::vector<Region> stable_;
   Checkpoint checkpoint_;
-  // The last walk was whole (not sampled) and complete: run_young_again may
-  // bring it up to date.
-  bool rewalkable_ = false;
 };
 
 bool Walker::keep_going() {
@@ -775,9 +767,7 @@ JavaHeapWalk Walker::run() {
     walk_sampled(regions, window_bytes);
   else
     walk_whole(regions);
-  finish(walkable_used, window_bytes);
-  rewalkable_ = r.sample_stride == 1 && r.status == SnapshotStatus::kComplete;
-  return r;
+  return finish(walkable_used, window_bytes);
 }
 
 void Walker::walk_one(const Region& g) {
@@ -802,7 +792,7 @@ void Walker::walk_stable_then_young(const std::vector<Region>& regions, const st
     if (!g.stable || walked[i]) continue;
     if (!keep_going()) return;
     walk_one(g);
-    stable_.push_back({g.bottom, g.top, g.kind, g.tag});
+    stable_.push_back(g);
   }
   save_checkpoint();
   for (const Region& g : regions) {
@@ -864,9 +854,9 @@ void Walker::restore_checkpoint() {
 }
 
 std::optional<JavaHeapWalk> Walker::run_young_again() {
-  if (!rewalkable_) return std::nullopt;
-  rewalkable_ = false;
   JavaHeapWalk& r = res_;
+  // Only a whole walk that completed is brought up to date.
+  if (r.sample_stride != 1 || r.status != SnapshotStatus::kComplete) return std::nullopt;
   r.status = SnapshotStatus::kFailed;
   r.reason.clear();
   r.classes.clear();
@@ -884,7 +874,7 @@ std::optional<JavaHeapWalk> Walker::run_young_again() {
   std::vector<size_t> at(stable_.size());
   std::vector<uint8_t> known(regions.size());
   for (size_t i = 0; i < stable_.size(); ++i) {
-    const Walked& s = stable_[i];
+    const Region& s = stable_[i];
     const auto it = std::lower_bound(regions.begin(), regions.end(), s.bottom,
                                      [](const Region& g, uint64_t b) { return g.bottom < b; });
     if (it == regions.end() || it->bottom != s.bottom || !it->stable || it->kind != s.kind || it->tag != s.tag ||
@@ -900,9 +890,7 @@ std::optional<JavaHeapWalk> Walker::run_young_again() {
     stable_[i].top = g.top;
   }
   walk_stable_then_young(regions, known);  // the old regions and humongous objects new since, whole
-  finish(walkable_used, 0);
-  rewalkable_ = r.status == SnapshotStatus::kComplete;
-  return r;
+  return finish(walkable_used, 0);
 }
 
 JavaHeapWalk Walker::finish(uint64_t walkable_used, uint64_t window_bytes) {

@@ -80,13 +80,21 @@ void read_direct_buffer_account(ChunkCache& mem, const HotSpotVm& vm, const Java
   if (!a.direct_buffers) append_reason(why, "java.nio direct buffers are not named: " + err);
 }
 
-// Metaspace from the JVM's performance counters (perf_data.h): a few KiB
-// read after the walk, like the direct buffers.
-void read_metaspace_account(ChunkCache& mem, const HotSpotVm& vm, JavaMemoryAccount& a, std::string& why) {
+// The JVM's performance counters (perf_data.h), their buffer read once:
+// Metaspace's use into the account, and where the collection counters lie,
+// which the walks read again around each one.
+void read_perf_data(ChunkCache& mem, const HotSpotVm& vm, HeapKind kind, JavaMemoryAccount& a, std::string& why,
+                    CollectionCounters& counters) {
   std::string err;
-  auto counters = read_perf_counters(mem, vm, {kMetaspaceUsedCounter, kMetaspaceCommittedCounter}, err);
-  if (counters) a.metaspace = metaspace_use(*counters, err);
+  std::map<std::string, uint64_t> at;
+  auto found = read_perf_counters(
+      mem, vm, {kMetaspaceUsedCounter, kMetaspaceCommittedCounter, kFullCollectionsCounter, kG1RemarkPausesCounter},
+      err, &at);
+  if (found) a.metaspace = metaspace_use(*found, err);
   if (!a.metaspace) append_reason(why, "metaspace is not named: " + err);
+  if (auto it = at.find(std::string(kFullCollectionsCounter)); it != at.end()) counters.full_collections = it->second;
+  if (auto it = at.find(std::string(kG1RemarkPausesCounter)); it != at.end() && kind == HeapKind::kG1)
+    counters.g1_remark_pauses = it->second;
 }
 
 // The claims on the process's memory, with the heap's used bytes as the walk
@@ -207,15 +215,7 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
     snap.set_status(SnapshotStatus::kFailed, err);
     return finish();
   }
-  {
-    std::map<std::string, uint64_t> at;
-    std::string no_counter;
-    if (read_perf_counters(mem, *vm, {kFullCollectionsCounter, kG1RemarkPausesCounter}, no_counter, &at)) {
-      if (auto it = at.find(std::string(kFullCollectionsCounter)); it != at.end()) counters.full_collections = it->second;
-      if (auto it = at.find(std::string(kG1RemarkPausesCounter)); it != at.end() && *kind == HeapKind::kG1)
-        counters.g1_remark_pauses = it->second;
-    }
-  }
+  read_perf_data(mem, *vm, *kind, account, account_why, counters);
   // Klasses outside Metaspace (anonymous memory) come from a mapped CDS
   // archive: the file-backed mappings, for naming its hidden classes.
   for (const Mapping& m : target.maps())
@@ -234,9 +234,6 @@ CaptureResult JavaCollector::collect(Target& target, const CaptureOptions& opts)
   const unsigned walks = walked->walks;
   const bool moved = walked->moved;
   mem.set_read_limit(lim.name_read_limit);
-  // Metaspace first: one small read, which a long class search (JDK 8's
-  // dictionary in a JVM of many class loaders) must not starve.
-  read_metaspace_account(mem, *vm, account, account_why);
   read_direct_buffer_account(mem, *vm, L, flag_set(mem, flags, "UseCompressedOops"), deadline, account, account_why);
   snap.set_status(r.status, r.reason);
   if (moved && r.status == SnapshotStatus::kComplete)

@@ -3,32 +3,48 @@
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <vector>
 
 namespace oomsnap {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-CollectionCounts read_counts(RemoteMemory& live, const CollectionCounters& c) {
+// The counters in one read, and after them the busy flag when asked
+// (process_vm_readv copies its ranges in order). A counter that cannot be
+// read is unknown; a flag that cannot be read is not busy.
+CollectionCounts read_counts(RemoteMemory& live, const CollectionCounters& c, bool* busy = nullptr) {
+  uint32_t all = 0;
+  int64_t full = 0, remarks = 0;
+  uint8_t active = 0;
+  std::vector<RemoteMemory::Request> reqs;
+  reqs.push_back({c.collections ? c.heap + *c.collections : 0, &all, 4});
+  reqs.push_back({c.full_collections.value_or(0), &full, 8});
+  reqs.push_back({c.g1_remark_pauses.value_or(0), &remarks, 8});
+  reqs.push_back({busy && c.active ? c.heap + *c.active : 0, &active, 1});
+  std::erase_if(reqs, [](const RemoteMemory::Request& r) { return r.addr == 0; });
+  live.read_batch(reqs);
   CollectionCounts n;
-  if (c.collections) live.read(c.heap + *c.collections, &n.all, 4);
-  int64_t v = 0;
-  if (c.full_collections && live.read(*c.full_collections, &v, 8)) n.full = v;
-  if (c.g1_remark_pauses && live.read(*c.g1_remark_pauses, &v, 8)) n.g1_remarks = v;
+  for (const RemoteMemory::Request& r : reqs) {
+    if (!r.ok) continue;
+    if (r.buf == &all) n.all = all;
+    if (r.buf == &full) n.full = full;
+    if (r.buf == &remarks) n.g1_remarks = remarks;
+  }
+  if (busy) *busy = active != 0;  // unread: 0
   return n;
 }
 
 // The counters once no collection runs (waited for up to ~100 ms): read
-// first, then the flag, so that a collection they count has ended, and one
-// that starts after is counted by the next read. The flag is set before a
-// collection counts itself and cleared when it ends.
+// with the flag after them, so that a collection they count has ended, and
+// one that starts after is counted by the next read. The flag is set before
+// a collection counts itself and cleared when it ends.
 CollectionCounts settled_counts(RemoteMemory& live, const CollectionCounters& c, const Deadline& deadline) {
-  CollectionCounts n = read_counts(live, c);
-  for (int i = 0; c.active && i < 100 && !deadline.expired(); ++i) {
-    uint8_t busy = 0;
-    if (!live.read(c.heap + *c.active, &busy, 1) || !busy) break;
+  bool busy = false;
+  CollectionCounts n = read_counts(live, c, &busy);
+  for (int i = 0; busy && i < 100 && !deadline.expired(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    n = read_counts(live, c);
+    n = read_counts(live, c, &busy);
   }
   return n;
 }
