@@ -145,14 +145,20 @@ std::optional<GoBuildInfo> read_go_buildinfo(const ElfFile& elf) {
     if (const auto* s = elf.section(".go.buildinfo"); s && s->type != SHT_NOBITS) {
       if (auto r = decode(elf, elf.section_data(*s))) return r;
     }
-    // No (usable) section: scan the file-backed data of the load segments at
-    // 16-byte aligned addresses.
+    // No (usable) section: scan the file-backed data segments at 16-byte
+    // aligned addresses. Go's linker puts the blob in writable data (first
+    // in it; debug/buildinfo searches there too): scanning every segment read
+    // and scanned the whole of each program that is not Go (a CPython's 7 MB,
+    // the tenth of its snapshot's time).
     std::optional<GoBuildInfo> found;
-    elf.scan_loaded(16, kHeaderSize, [&](uint64_t, std::span<const uint8_t> rest) {
-      if (rest[0] != 0xff || std::memcmp(rest.data(), kMagic, kMagicLen) != 0) return false;
-      found = decode(elf, rest);
-      return found.has_value();
-    });
+    elf.scan_loaded(
+        16, kHeaderSize,
+        [&](uint64_t, std::span<const uint8_t> rest) {
+          if (rest[0] != 0xff || std::memcmp(rest.data(), kMagic, kMagicLen) != 0) return false;
+          found = decode(elf, rest);
+          return found.has_value();
+        },
+        /*writable_data_only=*/true);
     if (found) return found;
   } catch (const ElfError&) {
   }
