@@ -5,6 +5,7 @@
 // 1M-object CPython walk). Bounded: after max_regions regions, further
 // addresses go to a hash set.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -54,17 +55,53 @@ class AddressBitmap {
     return true;
   }
 
+  // Marks addr only in a bitmap region, never in the fallback set: false
+  // (nothing marked) when its region does not exist and no more may be made.
+  // For marks that may be dropped, such as work put off for later.
+  bool insert_if_room(uint64_t addr) {
+    uint64_t* words = addr ? region(addr >> kRegionShift, true) : nullptr;
+    if (!words) return false;
+    const uint64_t bit = (addr & ((uint64_t{1} << kRegionShift) - 1)) >> 3;
+    words[bit >> 6] |= uint64_t{1} << (bit & 63);
+    return true;
+  }
+
+  // Calls f(addr) for each address marked in a region (not those in the
+  // fallback set), in address order, until f returns false. f must not mark.
+  template <typename F>
+  void for_each_in_regions(F&& f) const {
+    std::vector<std::pair<uint64_t, const uint64_t*>> regions(index_.begin(), index_.end());
+    std::sort(regions.begin(), regions.end());
+    for (const auto& [r, words] : regions)
+      for (size_t i = 0; i < kWordsPerRegion; ++i)
+        for (uint64_t w = words[i]; w; w &= w - 1) {
+          const uint64_t bit = i * 64 + static_cast<uint64_t>(__builtin_ctzll(w));
+          if (!f((r << kRegionShift) | (bit << 3))) return;
+        }
+  }
+
  private:
   // The bitmap of region r; created when `create` (and the limit allows),
   // else nullptr when it has none.
-  uint64_t* region(uint64_t r, bool create) {
+  // Inlined: a walk asks several times per object, nearly always of a recent
+  // region (out of line, the call was a tenth of a CPython walk). A region
+  // found not to exist is remembered too: a walk asks about a million
+  // objects before it marks the first of their regions.
+  [[gnu::always_inline]] uint64_t* region(uint64_t r, bool create) {
+    const auto& hot = recent_[r & (recent_.size() - 1)];
+    if (hot.first == r && (hot.second || !create)) return hot.second;
+    return region_slow(r, create);
+  }
+  [[gnu::noinline]] uint64_t* region_slow(uint64_t r, bool create) {
     auto& hot = recent_[r & (recent_.size() - 1)];
-    if (hot.first == r) return hot.second;
     uint64_t* words = nullptr;
     if (auto it = index_.find(r); it != index_.end()) {
       words = it->second;
+    } else if (!create) {
+      hot = {r, nullptr};
+      return nullptr;
     } else {
-      if (!create || index_.size() >= max_regions_) return nullptr;
+      if (index_.size() >= max_regions_) return nullptr;
       words = allocate_region();
       index_.emplace(r, words);
     }

@@ -1,8 +1,9 @@
 // A set of non-zero 64-bit addresses (open addressing, linear probing), for
 // "count each remote object once" and cycle checks over millions of objects
-// without a node allocation per entry. The table is huge-page backed: first
-// touch of fresh pages dominated a 1M-object walk otherwise (see
-// huge_page_allocator.h).
+// without a node allocation per entry. A large table is huge-page backed:
+// first touch of fresh pages dominated a 1M-object walk otherwise (see
+// huge_page_allocator.h); a small one comes from malloc, or an empty
+// fallback set would fault in (and zero) a 2 MiB page of its own.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -46,7 +47,7 @@ class AddressSet {
     a ^= a >> 33;
     return static_cast<size_t>(a);
   }
-  using Table = std::vector<uint64_t, HugePageAllocator<uint64_t>>;
+  using Table = ScratchVector<uint64_t>;
   bool place(Table& table, uint64_t addr) {
     const size_t mask = table.size() - 1;
     for (size_t i = hash(addr) & mask;; i = (i + 1) & mask) {

@@ -66,6 +66,13 @@ class ChunkCache {
     end = s->hi;
     return data_ + static_cast<size_t>(s - slots_.data()) * chunk_ + (addr - s->base);
   }
+  // Are the bytes at addr in the cache now (no read is made to tell)? A walk
+  // may then put off what would cost a read out of order.
+  bool holds(uint64_t addr) const {
+    if (last_ && addr >= last_->lo && addr < last_->hi) return true;
+    const auto it = index_.find(addr & ~(uint64_t{chunk_} - 1));
+    return it != index_.end() && addr >= slots_[it->second].lo && addr < slots_[it->second].hi;
+  }
   // Is addr inside a readable mapping of the target (as of the maps snapshot)?
   bool mapped(uint64_t addr) { return find_or_refresh(addr) != nullptr; }
   // Bytes from addr to the end of the readable mapping holding it (0 when

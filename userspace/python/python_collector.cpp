@@ -78,7 +78,7 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
   run.out.memory_claims = std::move(arenas.claims);
   run.out.memory_claims_reason = std::move(arenas.reason);
 
-  ChunkCache cache(target);
+  ChunkCache cache(target, ChunkCache::kDefaultChunk, size_t{4} << 20);
   cache.set_read_limit(read_at_start + opts.max_read_bytes);
   // A collection in progress rewires the lists; it is usually over within
   // milliseconds, so wait a little (bounded by the budget) before walking.

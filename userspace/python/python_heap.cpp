@@ -320,11 +320,12 @@ bool Walker::visit_ref(uint64_t r) {
     refs_truncated_ = true;
     return false;
   }
+  if (defer_ && !mem_.holds(r) && mem_.mapped(r) && deferred_.insert_if_room(r)) return true;
   // Marked only once it reads as an object of a valid type whose size fits
   // its memory: a reference is the target's word (a container's count can
   // run past its items into any memory), and marks cost the agent memory.
   uint8_t buf[kObjView];
-  if (!load(r, buf, sizeof buf)) return reject(r);
+  if (!load(r, buf)) return reject(r);
   const ByteView o(buf, sizeof buf);
   TypeInfo& t = type_info(u64(o, 8));
   if (!t.valid) return reject(r);
@@ -348,6 +349,17 @@ bool Walker::visit_ref(uint64_t r) {
   return true;
 }
 
+void Walker::visit_deferred() {
+  defer_ = false;
+  deferred_.for_each_in_regions([&](uint64_t r) {
+    if ((++steps_ & 1023) == 0 && deadline_.expired()) return !halt("deadline reached while following references");
+    if (seen_.contains(r)) return true;
+    if (!visit_ref(r)) return false;  // the object cap
+    visit_refs();
+    return !halt_;
+  });
+}
+
 void Walker::count_size(TypeInfo& t, uint64_t size) {
   t.bytes = sat_add(t.bytes, size);
   if (size > kPySmallRequestThreshold) {
@@ -364,7 +376,7 @@ bool Walker::walk_list(uint64_t head) {
   while (g != head) {
     if (over_budget()) return false;
     uint8_t buf[kGcHead + kObjView];
-    if (g == 0 || (g & 7) || !load(g, buf, sizeof buf)) {
+    if (g == 0 || (g & 7) || !load(g, buf)) {
       if (over_budget()) return false;  // the read failed for a budget or exit reason
       return !stop(std::string(kListChanged) + " (unreadable next link)");
     }
@@ -487,6 +499,7 @@ PyHeapResult Walker::run() {
     if (!mem_.get(interp + L_.interp_next, interp)) break;
   }
   if (!halt_) visit_refs();
+  if (!halt_) visit_deferred();
   if (implausible_sizes_)
     stop(std::to_string(implausible_sizes_) +
          " GC-tracked objects claim sizes that do not fit the memory they lie in (counted at their fixed size)");

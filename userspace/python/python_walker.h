@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,11 +52,14 @@ constexpr size_t kBatchRecords = 1024;
 // the snapshot says so.
 constexpr size_t kMaxPendingPointers = size_t{1} << 19;
 constexpr size_t kMaxPendingRanges = size_t{1} << 16;
-constexpr size_t kFollowPointersAt = kMaxPendingPointers / 2, kFollowRangesAt = kMaxPendingRanges / 2;
+constexpr size_t kFollowPointersAt = 1024, kFollowRangesAt = 64;
 // Words that did not read as an object are remembered in a small
 // direct-mapped table (32 KiB), so a value repeated through junk memory
 // costs one read, not one per occurrence, and never a seen mark.
 constexpr size_t kRejectSlots = 4096;
+// Bitmap regions (16 KiB, 1 MiB of heap each) for references put off until
+// after the lists: 16 MiB for 1 GiB of heap at most.
+constexpr size_t kMaxDeferredRegions = 1024;
 constexpr unsigned kMaxStride = 3;
 constexpr size_t kMaxSlots = 256;         // __slots__ members per type, bases included
 constexpr size_t kMaxNameBytes = 1024;    // a type's name, marker included
@@ -126,6 +130,17 @@ class Walker {
   PyHeapResult run();
 
  private:
+  // Copies the `want` bytes at addr into out, or fewer (zero-filled) near the
+  // end of a mapping; false when not even 24 are readable. Inline for the
+  // walk's fixed sizes: a call to memmove per object was a tenth of a walk.
+  template <size_t N>
+  bool load(uint64_t addr, uint8_t (&out)[N]) {
+    if (const uint8_t* p = mem_.view(addr, N)) {
+      std::memcpy(out, p, N);
+      return true;
+    }
+    return load(addr, out, N);
+  }
   bool load(uint64_t addr, uint8_t* out, size_t want);
   std::optional<DictKeys> read_keys(uint64_t addr);
   // depth: how far up a tp_base chain this lookup is (bounded).
@@ -153,6 +168,9 @@ class Walker {
   void collect_refs(uint64_t obj, ByteView o, const TypeInfo& t);
   // Follows every pending reference (and what they reference) depth-first.
   void visit_refs();
+  // Visits the references put off while the lists were walked (deferred_)
+  // that no list reached since, in address order.
+  void visit_deferred();
   // false: stop following (the object cap is reached).
   bool visit_ref(uint64_t r);
   // An object whose size, as its own fields give it, does not fit the
@@ -214,6 +232,13 @@ class Walker {
   };
   std::vector<uint64_t> refs_;
   std::vector<PendingRange> ranges_;
+  // References met while the lists are walked whose memory is not in the
+  // cache: most are tracked objects a list reaches later (a list's items),
+  // which would otherwise be read twice, once out of order. Put off in a
+  // bitmap (bounded by its regions; past them a reference is visited at
+  // once) and visited after the lists in address order (visit_deferred).
+  AddressBitmap deferred_{kMaxDeferredRegions};
+  bool defer_ = true;
   std::vector<uint64_t> reject_ = std::vector<uint64_t>(kRejectSlots, 0);
   uint64_t implausible_sizes_ = 0;
   // Objects over obmalloc's small-request threshold (malloc'd): count, bytes.

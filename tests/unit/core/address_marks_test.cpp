@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <vector>
 
 #include "core/address_bitmap.h"
 #include "core/address_set.h"
@@ -50,4 +51,52 @@ TEST(AddressBitmap, LookupsAllocateNothing) {
   EXPECT_FALSE(b.contains(0x7f0000001008ull));
   EXPECT_FALSE(b.contains(0x7f0000401000ull));  // another region: still none allocated
   EXPECT_EQ(b.regions(), 1u);
+}
+
+// A region found missing is remembered as missing, yet a mark there still
+// makes it: the negative entry must not stand in for the region (else the
+// mark would go to the fallback set and the next lookup miss it).
+TEST(AddressBitmap, ARegionFoundMissingIsMadeByTheNextMark) {
+  AddressBitmap b;
+  const uint64_t a = 0x7f0000201000ull;
+  EXPECT_FALSE(b.contains(a));
+  EXPECT_FALSE(b.contains(a + 8));
+  ASSERT_TRUE(b.insert(a));
+  EXPECT_EQ(b.regions(), 1u);
+  EXPECT_TRUE(b.contains(a));
+  EXPECT_FALSE(b.contains(a + 8));
+  // A region whose cache entry another region took over in between.
+  const uint64_t c = a + (uint64_t{1024} << AddressBitmap::kRegionShift);
+  EXPECT_FALSE(b.contains(c));
+  ASSERT_TRUE(b.insert(c));
+  EXPECT_TRUE(b.contains(a));
+  EXPECT_TRUE(b.contains(c));
+  EXPECT_EQ(b.regions(), 2u);
+}
+
+// Marks that may be dropped (work put off for later) never go to the
+// fallback set, which grows without bound; they are listed in address order.
+TEST(AddressBitmap, MarksIfRoomStayInRegionsAndAreListedInOrder) {
+  AddressBitmap b(2);
+  const uint64_t r1 = 0x7f0000000000ull, r2 = 0x550000000000ull, r3 = 0x7f0000300000ull;
+  EXPECT_TRUE(b.insert_if_room(r1 + 0x40));
+  EXPECT_TRUE(b.insert_if_room(r2 + 0x18));
+  EXPECT_TRUE(b.insert_if_room(r1 + 0x8));
+  EXPECT_TRUE(b.insert_if_room(r1 + 0x8));  // again: still marked
+  EXPECT_FALSE(b.insert_if_room(r3));       // a third region: no room, nothing marked
+  EXPECT_FALSE(b.insert_if_room(0));
+  EXPECT_FALSE(b.contains(r3));
+  EXPECT_EQ(b.regions(), 2u);
+  std::vector<uint64_t> seen;
+  b.for_each_in_regions([&](uint64_t a) {
+    seen.push_back(a);
+    return true;
+  });
+  EXPECT_EQ(seen, (std::vector<uint64_t>{r2 + 0x18, r1 + 0x8, r1 + 0x40}));
+  seen.clear();
+  b.for_each_in_regions([&](uint64_t a) {
+    seen.push_back(a);
+    return seen.size() < 2;  // stops when asked
+  });
+  EXPECT_EQ(seen.size(), 2u);
 }

@@ -81,16 +81,19 @@ class FakeHeap {
   }
 
   PyHeapResult walk(uint64_t max_objects = 1'000'000, int budget_ms = 5000,
-                    std::function<void()> before_rewalk = {}) {
+                    std::function<void()> before_rewalk = {}, size_t cache_bytes = ChunkCache::kDefaultMaxCached) {
     RemoteMemory mem(getpid());
-    ChunkCache cache(mem, read_maps(getpid()));
+    ChunkCache cache(mem, read_maps(getpid()), ChunkCache::kDefaultChunk, cache_bytes);
     PyHeapInput in;
     in.runtime_addr = runtime_;
     in.max_objects = max_objects;
     in.before_rewalk = std::move(before_rewalk);
     Deadline d{std::chrono::milliseconds(budget_ms)};
-    return walk_python_heap(cache, L, in, d);
+    PyHeapResult r = walk_python_heap(cache, L, in, d);
+    bytes_read = mem.bytes_read();
+    return r;
   }
+  uint64_t bytes_read = 0;  // by the last walk
 
   static void put(uint64_t addr, uint64_t v) { std::memcpy(reinterpret_cast<void*>(addr), &v, 8); }
   static uint64_t get(uint64_t addr) {
@@ -508,6 +511,47 @@ TEST(PythonHeap, ReferencesFollowedDuringTheListWalkCountTrackedObjectsOnce) {
   EXPECT_EQ(r.tracked_objects, n);
   EXPECT_EQ(r.untracked_objects, n);
   EXPECT_LE(r.ref_queue_peak_bytes, 4u << 20);  // before: 40k ranges queued to the end
+}
+
+// A container walked before the tracked objects it holds (a list made
+// before its items, first on the oldest list) used to read each of them
+// once for its items and again on the list walk: 2x the heap through a
+// cache smaller than it. Items whose memory is not in the cache are put off
+// and found counted by the list walk; untracked objects read next to their
+// referrer are counted at once, and the rest after the lists, in address
+// order. Each byte is read about once.
+TEST(PythonHeap, AContainerBeforeItsItemsDoesNotReadThemTwice) {
+  FakeHeap h;
+  const uint64_t list = h.type("list", 40, 0, kHaveGc | kListSub);
+  const uint64_t bytes = h.type("bytes", 33, 1, 0);
+  const uint64_t n = 65'536, stride = 128;  // 8 MiB of lists (tracked), each holding one bytes (untracked)
+  const uint64_t holder_items = h.zeros(n * 8), holder_g = h.zeros(64);
+  h.link(holder_g, list);  // first on the list, before its items
+  FakeHeap::put(holder_g + 16 + 16, n), FakeHeap::put(holder_g + 16 + 24, holder_items),
+      FakeHeap::put(holder_g + 16 + 32, n);
+  const uint64_t block = h.zeros(n * stride);
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t g = block + i * stride, obj = g + 16, items = g + 64, b = g + 80;
+    h.link(g, list);
+    FakeHeap::put(holder_items + i * 8, obj);
+    FakeHeap::put(b + 8, bytes), FakeHeap::put(b + 16, 0);
+    FakeHeap::put(items, b);
+    FakeHeap::put(obj + 16, 1), FakeHeap::put(obj + 24, items), FakeHeap::put(obj + 32, 1);
+  }
+  // A few of them hold a bytes object of the holder's block instead: far
+  // from them, so put off and counted after the lists.
+  const uint64_t far = h.zeros(4096) + 1024;
+  FakeHeap::put(far + 8, bytes), FakeHeap::put(far + 16, 0);
+  for (uint64_t i = 0; i < n; i += 8192) FakeHeap::put(block + i * stride + 64, far + i / 8192 * 64);
+  for (uint64_t k = 1; k < n / 8192; ++k) FakeHeap::put(far + k * 64 + 8, bytes), FakeHeap::put(far + k * 64 + 16, 0);
+
+  auto r = h.walk(20'000'000, 5000, {}, size_t{1} << 20);
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  auto m = by_name(r);
+  EXPECT_EQ(m["list"].first, n + 1);
+  EXPECT_EQ(m["bytes"], std::make_pair(n, n * 33));
+  const uint64_t heap = n * stride + n * 8;
+  EXPECT_LE(h.bytes_read, heap + heap / 4) << "read " << h.bytes_read << " bytes for " << heap << " of heap";
 }
 
 // Sizes come from the target's fields: an untracked object whose size does
