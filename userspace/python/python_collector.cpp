@@ -78,6 +78,9 @@ CaptureResult PythonCollector::collect(Target& target, const CaptureOptions& opt
   run.out.memory_claims = std::move(arenas.claims);
   run.out.memory_claims_reason = std::move(arenas.reason);
 
+  // 4 MiB: the walk reads each part of the heap about once, in order
+  // (deferred references), so a larger cache mostly costs fresh pages; 2, 4
+  // and 8 MiB measured alike, 32 MiB a quarter of a 1M-object profile.
   ChunkCache cache(target, ChunkCache::kDefaultChunk, size_t{4} << 20);
   cache.set_read_limit(read_at_start + opts.max_read_bytes);
   // A collection in progress rewires the lists; it is usually over within

@@ -46,12 +46,14 @@ constexpr int kT_OBJECT = 6, kT_OBJECT_EX = 16;  // PyMemberDef.type
 constexpr uint64_t kMaxItemsPerContainer = uint64_t{1} << 24;
 constexpr size_t kBatchRecords = 1024;
 // Pending work while references are followed (depth-first): pointers and
-// container ranges. The GC-list walk hands its references over in bulk; past
-// these sizes they are followed at once (4 MiB and 2.5 MiB at most). Beyond
-// them (a chain of nested containers this deep), the rest is left out and
-// the snapshot says so.
+// container ranges (4 MiB and 2.5 MiB at most). Beyond these sizes (a chain
+// of nested containers this deep), the rest is left out and the snapshot
+// says so.
 constexpr size_t kMaxPendingPointers = size_t{1} << 19;
 constexpr size_t kMaxPendingRanges = size_t{1} << 16;
+// The GC-list walk hands its references over in small batches, while the
+// bytes they point at (an int allocated beside its instance) are likely
+// still in the cache; what is not is put off (deferred_).
 constexpr size_t kFollowPointersAt = 1024, kFollowRangesAt = 64;
 // Words that did not read as an object are remembered in a small
 // direct-mapped table (32 KiB), so a value repeated through junk memory
@@ -222,9 +224,8 @@ class Walker {
   AddressBitmap seen_;
   uint64_t last_type_addr_ = ~uint64_t{0};
   TypeInfo* last_type_ = nullptr;
-  // References pending while the GC lists are walked, followed after them
-  // (or once there are kFollow*At of them), so references to tracked objects
-  // are mostly recognised from the seen marks without a second read.
+  // References pending while the GC lists are walked, followed once there
+  // are kFollow*At of them, and after the lists.
   struct PendingRange {
     uint64_t addr, count, claimed, done;
     uint32_t stride, keep;
