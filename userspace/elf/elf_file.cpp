@@ -82,15 +82,14 @@ std::unique_ptr<ElfFile> ElfFile::open_fd(int fd, std::string label) {
     throw ElfError(f->label_ + ": file of " + mib(st.st_size) + " is larger than the " + mib(kMaxFileSize) +
                    " this reader accepts");
   f->size_ = static_cast<size_t>(st.st_size);
-  // Address space only: pages cost memory when a pread fills them, in 4 KiB
-  // pages unless a read covers whole huge pages (read_chunks).
+  // Address space only: pages cost memory when a pread fills them. Huge pages
+  // (where enabled) make that one fault per chunk rather than per 4 KiB page.
   void* m = nullptr;
   try {
     m = huge_page_alloc(f->size_, f->reserved_);
   } catch (const std::bad_alloc&) {
     throw ElfError(f->label_ + ": cannot reserve " + mib(f->size_) + " of address space: " + std::strerror(errno));
   }
-  madvise(m, f->reserved_, MADV_NOHUGEPAGE);  // advisory, as in huge_page_alloc
   f->data_ = static_cast<uint8_t*>(m);
   f->chunk_read_.assign((f->size_ + kChunk - 1) / kChunk, false);
   f->parse();
@@ -148,10 +147,6 @@ void ElfFile::read_chunks(uint64_t first, uint64_t last) const {
   if (bytes_read_ + (to - from) > kMaxReadBytes)
     throw ElfError(label_ + ": reading " + std::to_string(to - from) + " bytes at offset " + std::to_string(from) +
                    " would pass the read budget of " + mib(kMaxReadBytes) + " per file");
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const uintptr_t huge_lo = (reinterpret_cast<uintptr_t>(data_ + from) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t huge_hi = reinterpret_cast<uintptr_t>(data_ + to) & ~(kHuge - 1);
-  if (huge_hi > huge_lo) madvise(reinterpret_cast<void*>(huge_lo), huge_hi - huge_lo, MADV_HUGEPAGE);
   uint64_t at = from;
   while (at < to) {
     ssize_t n = ::pread(fd_, data_ + at, to - at, static_cast<off_t>(at));

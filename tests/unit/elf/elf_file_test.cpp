@@ -90,25 +90,6 @@ TEST_P(ElfFixtureTest, SymbolsMatchGoToolNm) {
   EXPECT_FALSE(elf->symbol(""));
 }
 
-// A symbol costs the symbol table and its strings, not whole 2 MiB pieces
-// of the file around them: fresh pages are what a capture pays most for
-// (a CPython's 740 KiB of tables used to read and fault in 6 MiB).
-TEST_P(ElfFixtureTest, ASymbolCostsItsTablesNotTheFileAroundThem) {
-  const auto& [v, mode] = GetParam();
-  std::string path = fixture_path(v, mode);
-  OOMSNAP_REQUIRE_FIXTURE(path);
-  auto elf = open_elf(path);
-  uint64_t tables = 0;  // none in a stripped fixture: the lookup then finds nothing
-  for (const auto& s : elf->sections())
-    if (s.type == SHT_SYMTAB || s.type == SHT_DYNSYM || (s.type == SHT_STRTAB && s.name != ".shstrtab"))
-      tables += s.size;
-  const uint64_t before = elf->bytes_read();
-  ASSERT_EQ(elf->symbol("runtime.mbuckets").has_value(), elf->has_symtab());
-  const uint64_t read = elf->bytes_read() - before;
-  // At most a 64 KiB read piece at each end of each table.
-  EXPECT_LE(read, tables + (uint64_t{256} << 10)) << "tables " << tables;
-}
-
 INSTANTIATE_TEST_SUITE_P(GoFixtures, ElfFixtureTest, testing::ValuesIn(all_go_fixtures()),
                          fixture_name);
 
