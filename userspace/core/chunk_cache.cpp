@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "core/target.h"
 
@@ -19,6 +21,12 @@ ChunkCache::ChunkCache(RemoteMemory& mem, const std::vector<Mapping>& maps, size
   set_maps(maps);
   slots_.assign(nslots_, Slot{~uint64_t{0}, ~uint64_t{0}, 0, 0, false, 0});
   index_.reserve(nslots_ * 2);
+  if (chunk_ < 64 || (chunk_ & (chunk_ - 1)))  // chunk bases are addresses with the low bits cleared
+    throw std::invalid_argument("ChunkCache: a chunk of " + std::to_string(chunk_) + " bytes is no power of two");
+  chunk_shift_ = static_cast<unsigned>(__builtin_ctzll(chunk_));
+  size_t entries = 64;
+  while (entries < nslots_ * 4) entries <<= 1;
+  by_chunk_.assign(entries, 0);
   scratch_.resize(chunk_);
 }
 
@@ -37,6 +45,7 @@ void ChunkCache::set_maps(const std::vector<Mapping>& maps) {
 
 void ChunkCache::forget_contents() {
   index_.clear();
+  std::fill(by_chunk_.begin(), by_chunk_.end(), 0);
   for (Slot& s : slots_) s = Slot{~uint64_t{0}, ~uint64_t{0}, 0, 0, false, 0};
   last_ = nullptr;
 }
@@ -119,7 +128,8 @@ ChunkCache::Slot* ChunkCache::lookup(uint64_t addr) {
 
 ChunkCache::Slot* ChunkCache::lookup_in_maps(uint64_t addr, bool& read_failed) {
   const uint64_t base = addr & ~(uint64_t{chunk_} - 1);
-  // Fast path: the chunk is keyed by its aligned base.
+  // Fast paths: the chunk by its number, or keyed by its aligned base.
+  if (const Slot* s = by_chunk(addr)) return &slots_[static_cast<size_t>(s - slots_.data())];
   if (auto it = index_.find(base); it != index_.end()) {
     Slot& s = slots_[it->second];
     if (addr >= s.lo && addr < s.hi) return &s;
@@ -151,6 +161,7 @@ ChunkCache::Slot* ChunkCache::lookup_in_maps(uint64_t addr, bool& read_failed) {
   if (s.key != ~uint64_t{0}) {
     auto it = index_.find(s.key);
     if (it != index_.end() && it->second == victim) index_.erase(it);
+    if (uint32_t& e = by_chunk_entry(s.base); e == victim + 1) e = 0;
   }
   s = Slot{lo, base, lo, hi, false, maps_generation_};
   if (!mem_.read(lo, slot_data(victim) + (lo - base), hi - lo)) {
@@ -160,6 +171,7 @@ ChunkCache::Slot* ChunkCache::lookup_in_maps(uint64_t addr, bool& read_failed) {
     read_failed = true;
   }
   index_[lo] = static_cast<uint32_t>(victim);
+  by_chunk_entry(base) = static_cast<uint32_t>(victim) + 1;
   return addr >= s.lo && addr < s.hi ? &s : nullptr;
 }
 

@@ -70,8 +70,7 @@ class ChunkCache {
   // may then put off what would cost a read out of order.
   bool holds(uint64_t addr) const {
     if (last_ && addr >= last_->lo && addr < last_->hi) return true;
-    const auto it = index_.find(addr & ~(uint64_t{chunk_} - 1));
-    return it != index_.end() && addr >= slots_[it->second].lo && addr < slots_[it->second].hi;
+    return by_chunk(addr) != nullptr;
   }
   // Is addr inside a readable mapping of the target (as of the maps snapshot)?
   bool mapped(uint64_t addr) { return find_or_refresh(addr) != nullptr; }
@@ -126,6 +125,15 @@ class ChunkCache {
   Slot* lookup(uint64_t addr);
   Slot* lookup_in_maps(uint64_t addr, bool& read_failed);
   uint8_t* slot_data(size_t i) { return data_ + i * chunk_; }
+  // The slot holding addr by its chunk number, direct-mapped: no hash map
+  // (whose modulo was most of a CPython walk's question, per reference, of
+  // whether its bytes are cached). nullptr also when another chunk took the
+  // entry: then index_ still finds it.
+  const Slot* by_chunk(uint64_t addr) const {
+    const uint32_t i = by_chunk_[(addr >> chunk_shift_) & (by_chunk_.size() - 1)];
+    return i && addr >= slots_[i - 1].lo && addr < slots_[i - 1].hi ? &slots_[i - 1] : nullptr;
+  }
+  uint32_t& by_chunk_entry(uint64_t addr) { return by_chunk_[(addr >> chunk_shift_) & (by_chunk_.size() - 1)]; }
   bool budget_ok(size_t len);
 
   RemoteMemory& mem_;
@@ -138,6 +146,8 @@ class ChunkCache {
   size_t mapped_bytes_ = 0;
   std::vector<Slot> slots_;
   std::unordered_map<uint64_t, uint32_t> index_;  // chunk base -> slot
+  std::vector<uint32_t> by_chunk_;                // chunk number mod its size -> slot + 1 (0: none)
+  unsigned chunk_shift_ = 0;
   size_t next_victim_ = 0;
   Slot* last_ = nullptr;  // the slot of the previous access
   std::vector<uint8_t> scratch_;

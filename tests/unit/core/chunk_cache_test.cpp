@@ -122,6 +122,33 @@ TEST(ChunkCache, EvictionKeepsResultsCorrect) {
     }
 }
 
+// holds() answers without a read: true for the chunks in the cache, false
+// once one is evicted, and false for a chunk whose number shares its
+// direct-mapped entry with a cached one (64 entries for 3 slots here).
+TEST(ChunkCache, HoldsAnswersForCachedChunksOnlyAndReadsNothing) {
+  Region r(80);
+  RemoteMemory mem(getpid());
+  ChunkCache c(mem, read_maps(getpid()), kChunk, 3 * kChunk);
+  uint8_t b[8];
+  EXPECT_FALSE(c.holds(r.at(0)));
+  ASSERT_TRUE(c.read(r.at(0), b, sizeof b));
+  ASSERT_TRUE(c.read(r.at(kChunk), b, sizeof b));
+  const uint64_t calls = mem.syscalls();
+  EXPECT_TRUE(c.holds(r.at(10)));
+  EXPECT_TRUE(c.holds(r.at(kChunk + kChunk - 1)));  // not the last chunk read: found by its number
+  EXPECT_FALSE(c.holds(r.at(2 * kChunk)));
+  EXPECT_FALSE(c.holds(r.at(64 * kChunk + 10)));  // the same entry as chunk 0, another chunk
+  EXPECT_EQ(mem.syscalls(), calls);
+  for (size_t i = 2; i < 6; ++i) ASSERT_TRUE(c.read(r.at(i * kChunk), b, sizeof b));  // evicts chunks 0 and 1
+  EXPECT_FALSE(c.holds(r.at(10)));
+  EXPECT_TRUE(c.holds(r.at(5 * kChunk)));
+  ASSERT_TRUE(c.read(r.at(64 * kChunk + 8), b, sizeof b));
+  EXPECT_TRUE(same(b, r.base + 64 * kChunk + 8, sizeof b));
+  EXPECT_TRUE(c.holds(r.at(64 * kChunk)));
+  c.forget_contents();
+  EXPECT_FALSE(c.holds(r.at(64 * kChunk)));
+}
+
 TEST(ChunkCache, ExitedTargetIsReported) {
   pid_t child = fork();
   if (child == 0) {
