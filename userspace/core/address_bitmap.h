@@ -35,8 +35,7 @@ class AddressBitmap {
     if (addr == 0) return false;
     uint64_t* words = region(addr >> kRegionShift, false);
     if (!words) return overflow_.size() && overflow_.contains(addr);
-    const uint64_t bit = (addr & ((uint64_t{1} << kRegionShift) - 1)) >> 3;
-    return words[bit >> 6] & (uint64_t{1} << (bit & 63));
+    return words[word_of(addr)] & bit_of(addr);
   }
 
   // Bitmap regions allocated (16 KiB each).
@@ -47,9 +46,8 @@ class AddressBitmap {
     if (addr == 0) return false;
     uint64_t* words = region(addr >> kRegionShift, true);
     if (!words) return overflow_.insert(addr);
-    const uint64_t bit = (addr & ((uint64_t{1} << kRegionShift) - 1)) >> 3;
-    uint64_t& w = words[bit >> 6];
-    const uint64_t m = uint64_t{1} << (bit & 63);
+    uint64_t& w = words[word_of(addr)];
+    const uint64_t m = bit_of(addr);
     if (w & m) return false;
     w |= m;
     return true;
@@ -61,8 +59,7 @@ class AddressBitmap {
   bool insert_if_room(uint64_t addr) {
     uint64_t* words = addr ? region(addr >> kRegionShift, true) : nullptr;
     if (!words) return false;
-    const uint64_t bit = (addr & ((uint64_t{1} << kRegionShift) - 1)) >> 3;
-    words[bit >> 6] |= uint64_t{1} << (bit & 63);
+    words[word_of(addr)] |= bit_of(addr);
     return true;
   }
 
@@ -81,6 +78,9 @@ class AddressBitmap {
   }
 
  private:
+  // addr's word in its region's bitmap, and its bit in that word (one bit per 8 bytes).
+  static size_t word_of(uint64_t addr) { return (addr & ((uint64_t{1} << kRegionShift) - 1)) >> 9; }
+  static uint64_t bit_of(uint64_t addr) { return uint64_t{1} << ((addr >> 3) & 63); }
   // The bitmap of region r; created when `create` (and the limit allows),
   // else nullptr when it has none.
   // Inlined: a walk asks several times per object, nearly always of a recent

@@ -104,9 +104,8 @@ class Walker {
   // A full walk: the stable regions first (each remembered in stable_), a
   // checkpoint, then the others.
   void walk_whole(const std::vector<Region>& regions);
-  // The stable regions not `walked` yet (each remembered in stable_, as
-  // far as it was walked), a
-  // checkpoint, then every region that is not stable.
+  // The stable regions not `walked` yet (each remembered in stable_, as far
+  // as it was walked), a checkpoint, then every region that is not stable.
   void walk_stable_then_young(const std::vector<Region>& regions, const std::vector<uint8_t>& walked);
   // A sampled walk: 1 of every r.sample_stride windows; the bytes of the
   // windows walked into window_bytes.

@@ -15,6 +15,7 @@
 #include "core/chunk_cache.h"
 #include "python/python_heap.h"
 #include "python/python_layout.h"
+#include "python/python_walker.h"
 
 using namespace oomsnap;
 
@@ -552,6 +553,35 @@ TEST(PythonHeap, AContainerBeforeItsItemsDoesNotReadThemTwice) {
   EXPECT_EQ(m["bytes"], std::make_pair(n, n * 33));
   const uint64_t heap = n * stride + n * 8;
   EXPECT_LE(h.bytes_read, heap + heap / 4) << "read " << h.bytes_read << " bytes for " << heap << " of heap";
+}
+
+// References put off are bounded by the bitmap's regions (1,024 of 1 MiB):
+// a target whose references spread over more regions has the rest read at
+// once, every object still counted once; and the objects visited after the
+// lists count toward the object cap like any other.
+TEST(PythonHeap, ReferencesPutOffStayBoundedAndWithinTheObjectCap) {
+  FakeHeap h;
+  const uint64_t list = h.type("list", 40, 0, kHaveGc | kListSub);
+  const uint64_t bytes = h.type("bytes", 33, 1, 0);
+  const uint64_t n = py_walk::kMaxDeferredRegions + 100;  // one object per 1 MiB region
+  const uint64_t spread = h.zeros((n + 1) << 20);          // address space; a page of it touched per object
+  const uint64_t first = (spread + (1 << 20) - 1) & ~uint64_t{(1 << 20) - 1};
+  const uint64_t items = h.zeros(n * 8), g = h.zeros(64);
+  h.link(g, list);
+  FakeHeap::put(g + 16 + 16, n), FakeHeap::put(g + 16 + 24, items), FakeHeap::put(g + 16 + 32, n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t b = first + (i << 20) + 64;
+    FakeHeap::put(b + 8, bytes), FakeHeap::put(b + 16, 0);
+    FakeHeap::put(items + i * 8, b);
+  }
+  auto r = h.walk(20'000'000, 5000, {}, size_t{1} << 20);
+  ASSERT_EQ(r.status, SnapshotStatus::kComplete) << r.reason;
+  EXPECT_EQ(by_name(r)["bytes"], std::make_pair(n, n * 33));
+  EXPECT_EQ(r.untracked_objects, n);
+
+  auto capped = h.walk(n / 2, 5000, {}, size_t{1} << 20);
+  EXPECT_EQ(capped.status, SnapshotStatus::kPartial);
+  EXPECT_LE(capped.tracked_objects + capped.untracked_objects, n / 2);
 }
 
 // Sizes come from the target's fields: an untracked object whose size does
