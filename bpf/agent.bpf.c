@@ -7,6 +7,9 @@
  *   OOMSNAP_EV_PROCESS_EXIT    sched:sched_process_exit (whole group dead; by signal or tracked):
  *                              tracked processes                             -> oom_events
  *                              others (rate-limited per memcg)               -> events
+ *   OOMSNAP_EV_USAGE_THRESHOLD kmem:rss_stat, when a watched container's usage
+ *                              crossed its threshold (once per crossing,
+ *                              rate-limited per container)                   -> events
  *
  * Why two buffers: pressure and exit traffic is driven by what containers do
  * (a container can kill its own processes thousands of times a second), so it
@@ -174,27 +177,36 @@ static __always_inline void track_victim(__u32 tgid)
 		bpf_map_update_elem(&tracked, &tgid, &one, BPF_ANY);
 }
 
-/* The memory cgroup's kernfs id (= st_ino of its directory, v1 and v2). The
- * controller's index in css_set->subsys[] depends on the kernel config, so it
- * is a CO-RE enum relocation, not vmlinux.h's constant. */
-static __always_inline __u64 task_memcg_id(struct task_struct *task)
+/* The task's memory cgroup (its css), or NULL. The controller's index in
+ * css_set->subsys[] depends on the kernel config, so it is a CO-RE enum
+ * relocation, not vmlinux.h's constant. */
+static __always_inline struct cgroup_subsys_state *task_memcg_css(struct task_struct *task)
 {
 	struct cgroup_subsys_state *css = NULL;
 	struct css_set *cgroups;
 	int idx;
 
 	if (!bpf_core_enum_value_exists(enum cgroup_subsys_id, memory_cgrp_id))
-		return 0;
+		return NULL;
 	idx = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
 	if (idx < 0 || idx >= bpf_core_enum_value(enum cgroup_subsys_id, CGROUP_SUBSYS_COUNT))
-		return 0;
+		return NULL;
 	cgroups = BPF_CORE_READ(task, cgroups);
 	if (!cgroups)
-		return 0;
+		return NULL;
 	bpf_core_read(&css, sizeof(css), &cgroups->subsys[idx]);
-	if (!css)
-		return 0;
-	return BPF_CORE_READ(css, cgroup, kn, id);
+	return css;
+}
+
+/* A memcg's kernfs id (= st_ino of its directory, v1 and v2), 0 for NULL. */
+static __always_inline __u64 css_memcg_id(struct cgroup_subsys_state *css)
+{
+	return css ? BPF_CORE_READ(css, cgroup, kn, id) : 0;
+}
+
+static __always_inline __u64 task_memcg_id(struct task_struct *task)
+{
+	return css_memcg_id(task_memcg_css(task));
 }
 
 /* ---- OOM kill: oom:mark_victim ---------------------------------------- */
@@ -520,4 +532,164 @@ SEC("tp/sched/sched_process_exit")
 int exit_tp_old(void *ctx)
 {
 	return handle_exit((struct task_struct *)bpf_get_current_task(), false);
+}
+
+/* ---- usage thresholds in the kernel: kmem:rss_stat ---------------------- */
+
+/* Memcgs whose charges are watched: memcg inode -> its limited container.
+ * Filled by user space (every memcg of its scope below a limit); a memcg not
+ * in it costs one lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct oomsnap_usage_watch);
+} usage_watch SEC(".maps");
+
+/* Containers' thresholds and whether each is armed: container inode -> state. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct oomsnap_usage_threshold);
+} usage_thresholds SEC(".maps");
+
+/* rss_stat fires at every page fault of every process on the node, and the
+ * whole check (the task's memcg and a map lookup: ~6 probe reads) cost ~120
+ * ns per event here, ~220 ns for a watched memcg, against a ~3 us fault
+ * (measured with kernel.bpf_stats_enabled, net of an empty program's ~105).
+ * So each CPU checks one event in usage_check_every, and the first event of
+ * each new tick (jiffy): a process faulting 4 KiB pages is checked every ~64
+ * KiB of its growth, one faulting 2 MiB huge pages (every ~2 ms at 1 GB/s) at
+ * least every tick. That costs ~10-40 ns per event. Per CPU, so the counts
+ * need no atomics. */
+struct usage_sampling {
+	__u64 last_check_jiffies;
+	__u32 since_check;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct usage_sampling);
+} usage_sampling SEC(".maps");
+
+const volatile __u32 usage_check_every = 16;
+
+/* Is this event one to check (see usage_sampling)? Jiffies, not ktime:
+ * reading the clock costs as much as the check saves on a VM's kvm-clock,
+ * and a tick (1-4 ms) is fine enough. */
+static __always_inline bool usage_check_due(void)
+{
+	__u32 zero = 0;
+	struct usage_sampling *s = bpf_map_lookup_elem(&usage_sampling, &zero);
+	__u64 now;
+
+	if (!s)
+		return false;
+	now = bpf_jiffies64();
+	if (++s->since_check < usage_check_every && now == s->last_check_jiffies)
+		return false;
+	s->since_check = 0;
+	s->last_check_jiffies = now;
+	return true;
+}
+
+/* At most one USAGE_THRESHOLD event per container per this many ns, however
+ * fast its usage swings across the threshold and back below the re-arm level
+ * (a container can do that at will). Set by user space between open and load. */
+const volatile __u64 threshold_min_interval_ns = 100000000;
+
+/* Why here: cgroup v2 has no usage-threshold notification, so without this
+ * the agent learns of a climb by polling memory.current, at most every 10 ms.
+ * rss_stat fires whenever a process's mm counters change: every page-fault
+ * batch of a growing heap, in the faulting task (current), whose memcg is
+ * charged. The container's page_counter is read right there, so the crossing
+ * is seen within one charge batch of the kernel's own accounting. What this
+ * does not see: usage that grows without touching an mm counter (page cache
+ * of read()/write(), kernel memory); the poll and pressure events stay for
+ * those.
+ *
+ * Races: `armed` and `last_sent_ns` are plain stores, so two CPUs crossing
+ * together may both send (user space merges triggers of one container); the
+ * rate limit bounds what that can cost. */
+static __always_inline int handle_rss_stat(void)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	struct cgroup_subsys_state *css = task_memcg_css(cur);
+	struct oomsnap_usage_threshold *t;
+	struct oomsnap_usage_watch *w;
+	struct mem_cgroup *memcg;
+	struct oomsnap_event *e;
+	__u64 id, usage, now;
+	__u32 hops;
+	int i;
+
+	id = css_memcg_id(css);
+	w = bpf_map_lookup_elem(&usage_watch, &id);
+	if (!w)
+		return 0;
+	hops = w->hops;
+	id = w->container_id;
+	for (i = 0; i < OOMSNAP_MAX_WATCH_HOPS; i++) {
+		if ((__u32)i >= hops || !css)
+			break;
+		css = BPF_CORE_READ(css, parent);
+	}
+	/* The map may be stale (a container removed, its inode reused): the
+	 * memcg reached must be the container named. */
+	if (!css || css_memcg_id(css) != id)
+		return 0;
+	t = bpf_map_lookup_elem(&usage_thresholds, &id);
+	if (!t)
+		return 0;
+	memcg = (struct mem_cgroup *)((void *)css - bpf_core_field_offset(struct mem_cgroup, css));
+	usage = (__u64)BPF_CORE_READ(memcg, memory.usage.counter);
+	if (usage < t->threshold_pages) {
+		if (!t->armed && usage < t->rearm_pages)
+			t->armed = 1;
+		return 0;
+	}
+	if (!t->armed)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (t->last_sent_ns && (__s64)(now - t->last_sent_ns) < (__s64)threshold_min_interval_ns)
+		return 0;
+	t->armed = 0;
+	t->last_sent_ns = now;
+	e = reserve_event(OOMSNAP_EV_USAGE_THRESHOLD);
+	if (!e)
+		return 0;
+	e->ktime_ns = now;
+	e->tgid = bpf_get_current_pid_tgid() >> 32;
+	e->cgroup_id = id;
+	e->usage_pages = usage;
+	e->threshold_pages = t->threshold_pages;
+	BPF_CORE_READ_STR_INTO(&e->comm, cur, group_leader, comm);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* TP_PROTO(struct mm_struct *mm, int member[, long count before 6.2]).
+ * Counters of another process's mm (e.g. one being torn down by its last
+ * user) charge nobody now: only current's own count. */
+SEC("raw_tp/rss_stat")
+int usage_raw(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+
+	if (!usage_check_due() || (void *)ctx->args[0] != (void *)BPF_CORE_READ(cur, mm))
+		return 0;
+	return handle_rss_stat();
+}
+
+/* The entry says whether the mm is current's (curr). */
+SEC("tp/kmem/rss_stat")
+int usage_tp(struct trace_event_raw_rss_stat *ctx)
+{
+	if (!usage_check_due() || !BPF_CORE_READ(ctx, curr))
+		return 0;
+	return handle_rss_stat();
 }

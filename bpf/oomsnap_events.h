@@ -15,6 +15,8 @@ enum oomsnap_event_type {
 	OOMSNAP_EV_MEMCG_PRESSURE = 2, /* vmscan:mm_vmscan_memcg_reclaim_begin (rate-limited per memcg) */
 	OOMSNAP_EV_PROCESS_EXIT = 3,   /* sched:sched_process_exit, whole thread group, by signal or tracked
 	                                  (rate-limited per memcg unless tracked) */
+	OOMSNAP_EV_USAGE_THRESHOLD = 4, /* kmem:rss_stat saw a watched container's memcg usage at or above its
+	                                   threshold (once per crossing, rate-limited per container) */
 };
 
 /* OOM_KILL: how `tgid` was obtained (the event carries a process id, never a
@@ -49,6 +51,29 @@ struct oomsnap_event {
 	                       OOM invocation (a group kill) comes from it, in one call */
 	char comm[OOMSNAP_COMM_LEN];
 	__u32 pid_source;   /* OOM_KILL: enum oomsnap_pid_source */
+	__u32 pad;
+	__u64 usage_pages;      /* USAGE_THRESHOLD: the container's memcg usage (page_counter) when seen */
+	__u64 threshold_pages;  /* USAGE_THRESHOLD: the threshold it was compared with */
+};
+
+/* Usage thresholds kept in the kernel (USAGE_THRESHOLD), filled by user space.
+ * A charge is seen in the memcg of the task that makes it, which may be a
+ * child of the container whose limit counts: usage_watch maps every watched
+ * memcg (by inode) to that container, `hops` parents up. */
+#define OOMSNAP_MAX_WATCH_HOPS 8
+
+struct oomsnap_usage_watch {
+	__u64 container_id;  /* memcg inode of the limited container (the key itself when hops is 0) */
+	__u32 hops;          /* parents between the key's memcg and the container (<= OOMSNAP_MAX_WATCH_HOPS) */
+	__u32 pad;
+};
+
+/* usage_thresholds: container memcg inode -> its threshold and state. */
+struct oomsnap_usage_threshold {
+	__u64 threshold_pages;  /* fire when usage >= this ... */
+	__u64 rearm_pages;      /* ... once, until usage fell below this (hysteresis) */
+	__u64 last_sent_ns;     /* ktime of the last event (BPF's; 0 from user space) */
+	__u32 armed;            /* 1: the next crossing fires (user space inserts it armed) */
 	__u32 pad;
 };
 

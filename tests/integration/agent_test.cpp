@@ -45,11 +45,12 @@ TEST(AgentEndToEnd, RealOomKillFollowsSnapshotOfLeakingGoProgram) {
   json rec = agent.next_record(90s);
   ASSERT_FALSE(rec.is_null()) << "no record; agent log:\n" << agent.log();
 
-  // The trigger came from the kernel: a v1 usage-threshold eventfd or the
-  // BPF memcg reclaim tracepoint.
+  // The trigger came from the kernel: a v1 usage-threshold eventfd, the
+  // threshold kept in BPF or the BPF memcg reclaim tracepoint.
   const std::string type = rec["trigger"]["type"];
   EXPECT_TRUE(type == "threshold" || type == "memcg_pressure") << rec.dump(2);
-  EXPECT_EQ(rec["trigger"]["timestamp"], type == "memcg_pressure" ? "bpf_event" : "notification_read");
+  const bool from_bpf = rec["trigger"]["source"].get<std::string>().rfind("bpf ", 0) == 0;
+  EXPECT_EQ(rec["trigger"]["timestamp"], from_bpf ? "bpf_event" : "notification_read");
   EXPECT_GT(rec["trigger"]["kernel_ts_ns"].get<uint64_t>(), 0u);
   EXPECT_EQ(rec["container"]["cgroup_path"], box.rel_path());
   EXPECT_EQ(rec["container"]["cgroup_inode"], box.inode());
@@ -112,6 +113,38 @@ TEST(AgentEndToEnd, RealOomKillFollowsSnapshotOfLeakingGoProgram) {
   std::string file = oomsnap_test::slurp(dir + "/records/oomsnap.jsonl");
   ASSERT_FALSE(file.empty());
   EXPECT_EQ(json::parse(file.substr(0, file.find('\n'))), rec);
+  std::filesystem::remove_all(dir);
+}
+
+// The usage threshold kept in BPF: a Go program climbing through 90 % of its
+// container's limit is seen by the kernel-side check (rss_stat) as it
+// crosses, beside the v1 eventfd, and the record's timeline names both.
+TEST(AgentEndToEnd, UsageThresholdIsSeenInTheKernelAsTheContainerCrossesIt) {
+  require_fixture();
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 256 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, "OomKillWindow = 2\nRunTracingToolTimeout = 5"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  EXPECT_NE(agent.log().find("usage thresholds: also checked in the kernel"), std::string::npos) << agent.log();
+  auto fixture = leaker(box, 50, 240);  // holds at 240 MiB: no kill
+  json rec = agent.next_record(60s);
+  ASSERT_FALSE(rec.is_null()) << "no record; agent log:\n" << agent.log();
+  EXPECT_EQ(rec["container"]["cgroup_path"], box.rel_path());
+  EXPECT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
+  const std::string bpf_source = "bpf raw_tp: rss_stat: usage at or above the threshold";
+  bool in_kernel = false;
+  for (const auto& s : rec["triggers_seen"])
+    in_kernel |= s["type"] == "threshold" && s.value("source", "") == bpf_source;
+  EXPECT_TRUE(in_kernel) << rec["triggers_seen"].dump(2);
+  if (rec["trigger"]["source"] == bpf_source) {
+    EXPECT_EQ(rec["trigger"]["timestamp"], "bpf_event");
+    EXPECT_EQ(rec["trigger"]["pid"], fixture->pid()) << "the charging process";
+    // The threshold as the kernel compares it: in whole pages, rounded up.
+    EXPECT_EQ(rec["trigger"]["counters"]["threshold_bytes"], (256 * kMiB * 90 / 100 + 4095) / 4096 * 4096);
+    EXPECT_GE(rec["trigger"]["counters"]["usage_bytes"].get<uint64_t>(), 256 * kMiB * 90 / 100);
+  }
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
   std::filesystem::remove_all(dir);
 }
 

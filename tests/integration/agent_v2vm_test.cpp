@@ -356,7 +356,7 @@ void check_phase3(const std::string& dir, const std::string& bpf_mode, const std
     EXPECT_EQ(facts["bpf_attached"].rfind("BPF attached: tracepoint: oom/mark_victim", 0), 0u) << facts["bpf_attached"];
     for (const auto& kp : k["killed"]) EXPECT_TRUE(resolved(kp)) << k.dump(2);
   } else {
-    EXPECT_EQ(facts["bpf_attached"].rfind("BPF attached: raw_tp: mark_victim, mm_vmscan_memcg_reclaim_begin, sched_process_exit", 0), 0u)
+    EXPECT_EQ(facts["bpf_attached"].rfind("BPF attached: raw_tp: mark_victim, mm_vmscan_memcg_reclaim_begin, sched_process_exit, rss_stat", 0), 0u)
         << facts["bpf_attached"];
     for (const auto& kp : k["killed"]) EXPECT_TRUE(kp.value("pid_source", "") == "task" || resolved(kp)) << k.dump(2);
   }
@@ -398,12 +398,12 @@ void check_bpf_attach(const std::string& dir, const std::string& kernel) {
   EXPECT_EQ(f["btf"], "yes");
   for (const char* mode : {"raw_tp", "tracepoint", "auto"})
     EXPECT_EQ(f[mode], "attached") << mode << ": " << f[std::string(mode) + "_desc"];
-  EXPECT_EQ(f["raw_tp_desc"].rfind("BPF attached: raw_tp: mark_victim, mm_vmscan_memcg_reclaim_begin, sched_process_exit", 0),
+  EXPECT_EQ(f["raw_tp_desc"].rfind("BPF attached: raw_tp: mark_victim, mm_vmscan_memcg_reclaim_begin, sched_process_exit, rss_stat", 0),
             0u)
       << f["raw_tp_desc"];
   EXPECT_EQ(f["auto_desc"], f["raw_tp_desc"]) << "auto must not fall back on " << kernel;
   EXPECT_EQ(f["tracepoint_desc"].rfind("BPF attached: tracepoint: oom/mark_victim, vmscan/mm_vmscan_memcg_reclaim_begin, "
-                                       "sched/sched_process_exit", 0), 0u)
+                                       "sched/sched_process_exit, kmem/rss_stat", 0), 0u)
       << f["tracepoint_desc"];
   EXPECT_EQ(f["loader_rc"], "0") << slurp(dir + "/loader.log");
 }

@@ -187,7 +187,7 @@ TEST(BpfEvents, AutoModePicksRawTracepoints) {
   ASSERT_NE(log.source(), nullptr) << log.error();
   EXPECT_EQ(log.source()->mode(), BpfAttachMode::RawTracepoint);
   EXPECT_EQ(log.source()->description(),
-            "raw_tp: mark_victim, mm_vmscan_memcg_reclaim_begin, sched_process_exit");
+            "raw_tp: mark_victim, mm_vmscan_memcg_reclaim_begin, sched_process_exit, rss_stat");
   EXPECT_GE(log.source()->fd(), 0);
   EXPECT_GE(log.source()->consume(), 0);
   EXPECT_EQ(log.source()->dropped(), 0u);
@@ -200,7 +200,8 @@ TEST(BpfEvents, ForcedTracepointModeAttachesAndDelivers) {
   ASSERT_NE(log.source(), nullptr) << log.error();
   EXPECT_EQ(log.source()->mode(), BpfAttachMode::Tracepoint);
   const std::string d = log.source()->description();
-  EXPECT_EQ(d.rfind("tracepoint: oom/mark_victim, vmscan/mm_vmscan_memcg_reclaim_begin, sched/sched_process_exit", 0), 0u)
+  EXPECT_EQ(d.rfind("tracepoint: oom/mark_victim, vmscan/mm_vmscan_memcg_reclaim_begin, sched/sched_process_exit, "
+                    "kmem/rss_stat", 0), 0u)
       << d;
   EXPECT_EQ(d.find("fallback"), std::string::npos) << "forced mode never falls back: " << d;
   struct stat st {};
@@ -512,4 +513,94 @@ TEST(BpfEvents, RejectsMissingHandler) {
   std::string error;
   EXPECT_EQ(BpfEventSource::open({}, nullptr, error), nullptr);
   EXPECT_NE(error.find("handler"), std::string::npos) << error;
+}
+
+namespace {
+
+// A process in `cgroup_dir` that touches `mib` MiB of its own heap and waits.
+std::unique_ptr<oomsnap_test::Process> toucher(const std::string& cgroup_dir, int mib) {
+  auto p = std::make_unique<oomsnap_test::Process>(
+      std::vector<std::string>{"/usr/bin/python3", "-c",
+                               "import sys, time\nb = b'x' * (" + std::to_string(mib) +
+                                   " << 20)\nprint('ready', flush=True)\ntime.sleep(120)\n"},
+      std::vector<std::string>{}, cgroup_dir);
+  return p;
+}
+
+std::vector<oomsnap_event> thresholds_of(const EventLog& log, uint64_t memcg) {
+  return log.matching(OOMSNAP_EV_USAGE_THRESHOLD, [memcg](const oomsnap_event& e) { return e.cgroup_id == memcg; });
+}
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+}  // namespace
+
+// The usage threshold kept in BPF: a process in a child of the container
+// charges it past the threshold, and the event names the container, once,
+// with the usage the kernel counted; a process that stays below another
+// container's threshold is never reported.
+TEST(BpfEvents, UsageThresholdNamesTheContainerOncePerCrossing) {
+  EventLog log;
+  ASSERT_NE(log.source(), nullptr) << log.error();
+  ASSERT_TRUE(log.source()->usage_thresholds()) << log.source()->description();
+  oomsnap_test::TestMemcg box("usage", 512 * kMiB), quiet("usage-quiet", 512 * kMiB);
+  oomsnap_test::TestMemcg inner(box, "inner");
+  std::string error;
+  const std::vector<oomsnap::UsageWatch> watches = {
+      {box.inode(), box.inode(), 0, 48 * kMiB, 40 * kMiB},
+      {inner.inode(), box.inode(), 1, 48 * kMiB, 40 * kMiB},
+      {quiet.inode(), quiet.inode(), 0, 200 * kMiB, 190 * kMiB},
+  };
+  ASSERT_EQ(log.source()->set_usage_watches(watches, error), 3u) << error;
+
+  auto p = toucher(inner.dir(), 64);
+  auto q = toucher(quiet.dir(), 64);
+  ASSERT_EQ(p->read_line(30s), "ready");
+  ASSERT_EQ(q->read_line(30s), "ready");
+  ASSERT_TRUE(log.wait_until([&] { return !thresholds_of(log, box.inode()).empty(); }))
+      << "no USAGE_THRESHOLD for the container " << box.inode();
+  log.drain_for(500ms);  // still above: nothing more
+  auto ev = thresholds_of(log, box.inode());
+  ASSERT_EQ(ev.size(), 1u) << "one event per crossing";
+  EXPECT_EQ(ev[0].tgid, uint32_t(p->pid())) << "the charging process";
+  EXPECT_EQ(comm_of(ev[0]), "python3");
+  EXPECT_EQ(ev[0].threshold_pages * 4096, 48 * kMiB);
+  EXPECT_GE(ev[0].usage_pages * 4096, 48 * kMiB);
+  EXPECT_LT(ev[0].usage_pages * 4096, 512 * kMiB);
+  EXPECT_TRUE(thresholds_of(log, inner.inode()).empty()) << "the child is not a container";
+  EXPECT_TRUE(thresholds_of(log, quiet.inode()).empty()) << "64 MiB stayed below the 200 MiB threshold";
+  EXPECT_EQ(log.source()->dropped(), 0u);
+}
+
+// After usage fell below the re-arm level the next crossing is reported
+// again; a container no longer watched is not.
+TEST(BpfEvents, UsageThresholdRearmsBelowItsLevelAndStopsWhenUnwatched) {
+  EventLog log;
+  ASSERT_NE(log.source(), nullptr) << log.error();
+  ASSERT_TRUE(log.source()->usage_thresholds()) << log.source()->description();
+  oomsnap_test::TestMemcg box("rearm", 512 * kMiB);
+  std::string error;
+  ASSERT_EQ(log.source()->set_usage_watches({{box.inode(), box.inode(), 0, 48 * kMiB, 40 * kMiB}}, error), 1u)
+      << error;
+  for (int round = 1; round <= 2; ++round) {
+    auto p = toucher(box.dir(), 64);
+    ASSERT_EQ(p->read_line(30s), "ready") << "round " << round;
+    ASSERT_TRUE(log.wait_until([&] { return thresholds_of(log, box.inode()).size() == size_t(round); }))
+        << "round " << round << ": " << thresholds_of(log, box.inode()).size() << " events";
+    p.reset();  // killed: its heap is uncharged, below the re-arm level
+  }
+  // A memcg deeper below its container than BPF follows is refused, named.
+  EXPECT_EQ(log.source()->set_usage_watches({{box.inode(), box.inode(), 0, 48 * kMiB, 40 * kMiB},
+                                             {box.inode() + 1, box.inode(), OOMSNAP_MAX_WATCH_HOPS + 1, 48 * kMiB,
+                                              40 * kMiB}},
+                                            error),
+            1u);
+  EXPECT_NE(error.find("levels below its container"), std::string::npos) << error;
+  // The same watches again keep the state: no event for what is already known.
+  ASSERT_EQ(log.source()->set_usage_watches({{box.inode(), box.inode(), 0, 48 * kMiB, 40 * kMiB}}, error), 1u);
+  ASSERT_EQ(log.source()->set_usage_watches({}, error), 0u) << error;
+  auto p = toucher(box.dir(), 64);
+  ASSERT_EQ(p->read_line(30s), "ready");
+  log.drain_for(500ms);
+  EXPECT_EQ(thresholds_of(log, box.inode()).size(), 2u) << "unwatched: no third event";
 }

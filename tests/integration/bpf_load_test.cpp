@@ -41,6 +41,7 @@ TEST(BpfMachinery, AgentSkeletonLoadsAndAttachesRawTracepoints) {
   EXPECT_NE(skel->links.oom_kill_raw, nullptr);
   EXPECT_NE(atomics ? skel->links.pressure_raw : skel->links.pressure_raw_old, nullptr);
   EXPECT_NE(atomics ? skel->links.exit_raw : skel->links.exit_raw_old, nullptr);
+  EXPECT_NE(skel->links.usage_raw, nullptr);
   EXPECT_GE(bpf_map__fd(skel->maps.events), 0);
   EXPECT_EQ(skel->bss->dropped_events, 0u);
   agent_bpf__destroy(skel);
@@ -65,5 +66,7 @@ TEST(BpfMachinery, AgentSkeletonLoadsEveryProgramVariant) {
   EXPECT_GE(bpf_program__fd(atomics ? skel->progs.exit_raw : skel->progs.exit_raw_old), 0);
   EXPECT_GE(bpf_program__fd(atomics ? skel->progs.exit_tp : skel->progs.exit_tp_old), 0);
   if (atomics) EXPECT_GE(bpf_program__fd(skel->progs.exit_tp_old), 0);
+  EXPECT_GE(bpf_program__fd(skel->progs.usage_raw), 0);
+  EXPECT_GE(bpf_program__fd(skel->progs.usage_tp), 0);
   agent_bpf__destroy(skel);
 }

@@ -251,6 +251,8 @@ bool Agent::start(std::string& error) {
   bpf_ = BpfEventSource::open(bo, [this](const oomsnap_event& e) { on_bpf_event(e); }, error);
   if (!bpf_) return false;
   log_->info("BPF attached: {}", bpf_->description());
+  if (bpf_->usage_thresholds())
+    log_->info("usage thresholds: also checked in the kernel, at each change of a process's page counts (rss_stat)");
   health_.set_bpf_attached(true);
   // Before the deny-list: /dev/kmsg checks CAP_SYSLOG at open only, and the
   // filter lets syslog(2) read only.
@@ -456,6 +458,28 @@ void Agent::rescan_cgroups() {
     last_collection_.erase(gone);
     forget_limited_records(gone);
   }
+  update_usage_watches();
+}
+
+// The in-kernel usage thresholds follow the cgroups and limits of each
+// rescan. What cannot be watched there is still polled (v2) or has its
+// eventfd (v1); a failure is logged when it first appears or changes.
+void Agent::update_usage_watches() {
+  if (!bpf_ || !bpf_->usage_thresholds()) return;
+  size_t too_deep = 0;
+  std::string error;
+  const auto watches = cgroups_->usage_watches(OOMSNAP_MAX_WATCH_HOPS, &too_deep);
+  const size_t set = bpf_->set_usage_watches(watches, error);
+  if (too_deep && error.empty())
+    error = std::to_string(too_deep) + " cgroups more than " + std::to_string(OOMSNAP_MAX_WATCH_HOPS) +
+            " levels below their limit are not watched in the kernel";
+  if (error != usage_watch_error_) {
+    if (!error.empty()) log_->warn("usage thresholds in the kernel: {} (the usage poll stays)", printable(error));
+    usage_watch_error_ = error;
+  }
+  if (set != usage_watches_set_)
+    log_->debug("usage thresholds in the kernel: {} cgroups watched", set);
+  usage_watches_set_ = set;
 }
 
 void Agent::reload_config() {

@@ -133,6 +133,8 @@ class Agent {
 
   void on_bpf_event(const oomsnap_event& e);
   void on_pressure(const oomsnap_event& e);
+  void on_usage_threshold(const oomsnap_event& e);
+  void update_usage_watches();
   void on_oom_kill(const oomsnap_event& e);
   void on_exit(const oomsnap_event& e);
   // Exit records and OOM-kill records without a snapshot: bounded per
@@ -194,6 +196,8 @@ class Agent {
   IncidentBook book_;  // the open incidents and which one each event belongs to
   uint64_t next_id_ = 1;
   MonoNs last_unknown_rescan_ = 0;
+  std::string usage_watch_error_;  // the last failure of update_usage_watches, logged once
+  size_t usage_watches_set_ = 0;
   // Per container: what the policy said to its last trigger, and how its
   // last collection ended (for the reason of a kill without a snapshot).
   // Entries go when the cgroup goes.

@@ -4,6 +4,8 @@
 // timers and shutdown are in agent.cpp.
 #include "agent/agent.h"
 
+#include <unistd.h>
+
 #include <ctime>
 
 #include <boost/asio/post.hpp>
@@ -62,6 +64,7 @@ void Agent::on_bpf_event(const oomsnap_event& e) {
     case OOMSNAP_EV_MEMCG_PRESSURE: on_pressure(e); break;
     case OOMSNAP_EV_OOM_KILL: on_oom_kill(e); break;
     case OOMSNAP_EV_PROCESS_EXIT: on_exit(e); break;
+    case OOMSNAP_EV_USAGE_THRESHOLD: on_usage_threshold(e); break;
     default: log_->warn("unknown BPF event type {}", e.type);
   }
 }
@@ -85,6 +88,24 @@ void Agent::on_pressure(const oomsnap_event& e) {
   offer(*container, std::move(t));
 }
 
+// The kernel saw a watched container's usage at or above its threshold (the
+// event names the container itself, not the charging task's memcg).
+void Agent::on_usage_threshold(const oomsnap_event& e) {
+  if (blacklisted("threshold")) return;
+  auto memcg = memcg_of_event(e.cgroup_id, 0);
+  if (!memcg) return;
+  const uint64_t page = static_cast<uint64_t>(::getpagesize());
+  Trigger t;
+  t.type = "threshold";
+  t.source = std::string("bpf ") + to_string(bpf_->mode_of(e.type)) + ": rss_stat: usage at or above the threshold";
+  t.kernel_ns = e.ktime_ns;
+  t.from_bpf_clock = true;
+  t.received_ns = monotonic_now_ns();
+  t.pid = static_cast<pid_t>(e.tgid);
+  t.counters = {{"threshold_bytes", e.threshold_pages * page}, {"usage_bytes", e.usage_pages * page}};
+  offer(*memcg, std::move(t));
+}
+
 void Agent::offer(const std::string& memcg, Trigger trigger) {
   if (stopping_) return;
   last_event_unix_ = unix_now();
@@ -92,7 +113,7 @@ void Agent::offer(const std::string& memcg, Trigger trigger) {
   // An incident is an episode of one container: while it is open (collecting,
   // or waiting for the kill within OomKillWindow), the container's triggers
   // belong to its timeline, not to new incidents.
-  if (book_.merge_trigger(memcg, {trigger.type, trigger.kernel_ns})) {
+  if (book_.merge_trigger(memcg, {trigger.type, trigger.kernel_ns, trigger.source})) {
     log_->debug("trigger {} ({}) for {}: part of its open incident", trigger.type, trigger.source, printable(memcg));
     return;
   }

@@ -103,14 +103,22 @@ bool permission_error(int err) { return err == EPERM || err == EACCES; }
 const char* kPermissionHint =
     "loading and attaching BPF programs needs root (CAP_BPF + CAP_PERFMON, or CAP_SYS_ADMIN)";
 
-// The three events and their two program variants, in a fixed order.
+// The events in the order of event_progs: their raw tracepoints and their
+// tracepoints (category/name).
+constexpr const char* kEventNames[kBpfEvents] = {"mark_victim", "mm_vmscan_memcg_reclaim_begin", "sched_process_exit",
+                                                 "rss_stat"};
+constexpr const char* kTracepointNames[kBpfEvents] = {"oom/mark_victim", "vmscan/mm_vmscan_memcg_reclaim_begin",
+                                                      "sched/sched_process_exit", "kmem/rss_stat"};
+// The usage threshold is optional: without it the agent polls usage (its
+// fallback on cgroup v2, beside the eventfd on v1). The others are required.
+bool optional_event(size_t i) { return i == kUsageThresholdEvent; }
+
+// The four events and their two program variants, in a fixed order.
 struct EventProgs {
   bpf_program* raw;
   bpf_link** raw_link;
-  const char* raw_name;  // the raw tracepoint
   bpf_program* tp;
   bpf_link** tp_link;
-  const char* tp_name;   // category/name
 };
 
 // atomics: the kernel runs BPF cmpxchg/xchg (5.12+, kernel_has_bpf_atomics);
@@ -122,12 +130,12 @@ std::vector<EventProgs> event_progs(agent_bpf* s, bool atomics) {
   auto& p = s->progs;
   auto& l = s->links;
   return {
-      {p.oom_kill_raw, &l.oom_kill_raw, "mark_victim", p.oom_kill_tp, &l.oom_kill_tp, "oom/mark_victim"},
+      {p.oom_kill_raw, &l.oom_kill_raw, p.oom_kill_tp, &l.oom_kill_tp},
       {atomics ? p.pressure_raw : p.pressure_raw_old, atomics ? &l.pressure_raw : &l.pressure_raw_old,
-       "mm_vmscan_memcg_reclaim_begin", atomics ? p.pressure_tp : p.pressure_tp_old,
-       atomics ? &l.pressure_tp : &l.pressure_tp_old, "vmscan/mm_vmscan_memcg_reclaim_begin"},
-      {atomics ? p.exit_raw : p.exit_raw_old, atomics ? &l.exit_raw : &l.exit_raw_old, "sched_process_exit",
-       atomics ? p.exit_tp : p.exit_tp_old, atomics ? &l.exit_tp : &l.exit_tp_old, "sched/sched_process_exit"},
+       atomics ? p.pressure_tp : p.pressure_tp_old, atomics ? &l.pressure_tp : &l.pressure_tp_old},
+      {atomics ? p.exit_raw : p.exit_raw_old, atomics ? &l.exit_raw : &l.exit_raw_old,
+       atomics ? p.exit_tp : p.exit_tp_old, atomics ? &l.exit_tp : &l.exit_tp_old},
+      {p.usage_raw, &l.usage_raw, p.usage_tp, &l.usage_tp},
   };
 }
 
@@ -155,18 +163,18 @@ bool kernel_has_bpf_atomics() {
 
 namespace {
 
-// The events' names in the order of event_progs (the raw tracepoints').
-constexpr const char* kEventNames[3] = {"mark_victim", "mm_vmscan_memcg_reclaim_begin", "sched_process_exit"};
 
 void set_rodata(agent_bpf* s, const BpfEventOptions& opts) {
   s->rodata->pressure_min_interval_ns = static_cast<uint64_t>(opts.pressure_min_interval.count()) * 1000000ull;
   s->rodata->exit_min_interval_ns = static_cast<uint64_t>(opts.exit_min_interval.count()) * 1000000ull;
+  s->rodata->threshold_min_interval_ns = static_cast<uint64_t>(opts.threshold_min_interval.count()) * 1000000ull;
 }
 
-// Does event i's raw_tp program load on this kernel on its own (nothing else
-// loaded, nothing attached)? false + why when not (libbpf's warnings, e.g. a
-// CO-RE relocation the kernel cannot satisfy, go to the active LibbpfLog).
-bool probe_load_raw(int i, const BpfEventOptions& opts, std::string& why) {
+// Does event i's raw_tp (raw) or tracepoint program load on this kernel on
+// its own (nothing else loaded, nothing attached)? false + why when not
+// (libbpf's warnings, e.g. a CO-RE relocation the kernel cannot satisfy, go
+// to the active LibbpfLog).
+bool probe_load(size_t i, bool raw, const BpfEventOptions& opts, std::string& why) {
   agent_bpf* s = agent_bpf__open();
   if (!s) {
     why = "opening the BPF object failed: " + errno_text(errno);
@@ -174,7 +182,7 @@ bool probe_load_raw(int i, const BpfEventOptions& opts, std::string& why) {
   }
   set_rodata(s, opts);
   auto progs = event_progs(s, kernel_has_bpf_atomics());
-  bpf_program__set_autoload(progs[i].raw, true);
+  bpf_program__set_autoload(raw ? progs[i].raw : progs[i].tp, true);
   int rc = agent_bpf__load(s);
   if (rc != 0) why = std::string("does not load: ") + errno_text(-rc);
   agent_bpf__destroy(s);
@@ -305,16 +313,33 @@ std::unique_ptr<BpfEventSource> BpfEventSource::open(const BpfEventOptions& opts
 
   if (!check_kernel(error)) return nullptr;
 
-  // Which events use raw_tp. Auto starts with all three; an event whose raw_tp
-  // program does not load (probed alone) or attach falls back to its
-  // tracepoint, the others keep raw_tp.
-  std::array<bool, 3> raw;
-  raw.fill(opts.mode != BpfAttachMode::Tracepoint);
-  std::string fallbacks;  // why events left raw_tp, for the description
+  // How each event is attached. Auto starts with raw_tp for all; an event
+  // whose raw_tp program does not load (probed alone) or attach falls back to
+  // its tracepoint, the others keep raw_tp. An optional event (the usage
+  // threshold) whose programs fail in every mode allowed is left off.
+  EventAttachment how;
+  how.fill(opts.mode == BpfAttachMode::Tracepoint ? EventAttach::kTracepoint : EventAttach::kRaw);
+  auto variant = [&](size_t i) {
+    return (how[i] == EventAttach::kRaw ? std::string("raw_tp ") + kEventNames[i]
+                                        : std::string("tracepoint ") + kTracepointNames[i]);
+  };
+  // Event i's next choice after its current one failed: false when a required
+  // event has none left.
+  auto step_down = [&](size_t i) {
+    if (how[i] == EventAttach::kRaw && opts.mode == BpfAttachMode::Auto) {
+      how[i] = EventAttach::kTracepoint;
+      return true;
+    }
+    if (!optional_event(i)) return false;
+    how[i] = EventAttach::kOff;
+    return true;
+  };
+  std::string fallbacks;  // why events left raw_tp (or were left off), for the description
   std::string tracefs_note;
   bool tracefs_ready = false;
-  for (int round = 0; round < 4; ++round) {
-    const bool any_tp = raw != std::array<bool, 3>{true, true, true};
+  for (size_t round = 0; round <= 2 * kBpfEvents; ++round) {
+    const bool any_tp = std::count(how.begin(), how.end(), EventAttach::kTracepoint) > 0;
+    const bool any_raw = std::count(how.begin(), how.end(), EventAttach::kRaw) > 0;
     if (any_tp && !tracefs_ready) {
       std::string why;
       int err = 0;
@@ -331,52 +356,54 @@ std::unique_ptr<BpfEventSource> BpfEventSource::open(const BpfEventOptions& opts
     src->handler_ = handler;
     std::string why;
     int err = 0, failed_event = -1;
-    if (src->init(raw, opts, why, err, failed_event)) {
+    if (src->init(how, opts, why, err, failed_event)) {
       if (!fallbacks.empty()) src->description_ += " (fallback from " + fallbacks + ")";
       if (!tracefs_note.empty()) src->description_ += "; " + tracefs_note;
       return src;
     }
     const BpfAttachMode tried = !any_tp ? BpfAttachMode::RawTracepoint
-                                : raw == std::array<bool, 3>{} ? BpfAttachMode::Tracepoint
-                                                               : BpfAttachMode::Auto;
+                                : !any_raw ? BpfAttachMode::Tracepoint
+                                           : BpfAttachMode::Auto;
     failed(tried, why, err);
     src.reset();  // destroys the half-built skeleton
-    if (opts.mode != BpfAttachMode::Auto) break;
-    // Which raw_tp programs are to blame: the one that failed to attach, or
-    // those that do not load on their own.
-    std::vector<int> blame;
-    if (failed_event >= 0 && raw[failed_event]) {
-      blame.push_back(failed_event);
-    } else if (failed_event < 0) {
-      for (int i = 0; i < 3; ++i) {
-        if (!raw[i]) continue;
+    // Which programs are to blame: the one that failed to attach, or those
+    // that do not load on their own.
+    std::vector<size_t> blame;
+    if (failed_event >= 0) {
+      blame.push_back(static_cast<size_t>(failed_event));
+      fallbacks += (fallbacks.empty() ? "" : "; ") + variant(blame[0]) + ": " + why;
+    } else {
+      for (size_t i = 0; i < kBpfEvents; ++i) {
+        if (how[i] == EventAttach::kOff) continue;
         std::string probe_why;
         log.clear();
-        if (!probe_load_raw(i, opts, probe_why)) {
+        if (!probe_load(i, how[i] == EventAttach::kRaw, opts, probe_why)) {
           std::string warnings = log.tail(600);
           std::replace(warnings.begin(), warnings.end(), '\n', ' ');
           blame.push_back(i);
-          fallbacks += (fallbacks.empty() ? "" : "; ") + std::string("raw_tp ") + kEventNames[i] + ": " +
-                       probe_why + (warnings.empty() ? "" : ": " + warnings);
+          fallbacks += (fallbacks.empty() ? "" : "; ") + variant(i) + ": " + probe_why +
+                       (warnings.empty() ? "" : ": " + warnings);
         }
       }
     }
-    if (failed_event >= 0 && !blame.empty())
-      fallbacks += (fallbacks.empty() ? "" : "; ") + std::string("raw_tp ") + kEventNames[failed_event] + ": " + why;
     if (blame.empty()) {
-      if (raw == std::array<bool, 3>{}) break;  // tracepoints failed too
+      if (opts.mode != BpfAttachMode::Auto || !any_raw) break;  // tracepoints failed too
       // Not one program's fault: tracepoints for every event (as before per-event fallback).
-      blame = {0, 1, 2};
+      for (auto& h : how)
+        if (h == EventAttach::kRaw) h = EventAttach::kTracepoint;
       fallbacks += (fallbacks.empty() ? "" : "; ") + std::string("raw_tp: ") + why;
+      continue;
     }
-    for (int i : blame) raw[i] = false;
+    bool left = true;
+    for (size_t i : blame) left = step_down(i) && left;
+    if (!left) break;
   }
   give_up();
   return nullptr;
 }
 
-bool BpfEventSource::init(const std::array<bool, 3>& raw, const BpfEventOptions& opts, std::string& error,
-                          int& err, int& failed_event) {
+bool BpfEventSource::init(const EventAttachment& how, const BpfEventOptions& opts, std::string& error, int& err,
+                          int& failed_event) {
   failed_event = -1;
   skel_ = agent_bpf__open();
   if (!skel_) {
@@ -387,8 +414,8 @@ bool BpfEventSource::init(const std::array<bool, 3>& raw, const BpfEventOptions&
   set_rodata(skel_, opts);
   auto progs = event_progs(skel_, kernel_has_bpf_atomics());
   for (size_t i = 0; i < progs.size(); ++i) {
-    bpf_program__set_autoload(progs[i].raw, raw[i]);
-    bpf_program__set_autoload(progs[i].tp, !raw[i]);
+    bpf_program__set_autoload(progs[i].raw, how[i] == EventAttach::kRaw);
+    bpf_program__set_autoload(progs[i].tp, how[i] == EventAttach::kTracepoint);
   }
   if (int rc = agent_bpf__load(skel_); rc != 0) {
     err = -rc;
@@ -397,8 +424,10 @@ bool BpfEventSource::init(const std::array<bool, 3>& raw, const BpfEventOptions&
   }
   std::string raw_names, tp_names;
   for (size_t i = 0; i < progs.size(); ++i) {
+    if (how[i] == EventAttach::kOff) continue;
+    const bool raw = how[i] == EventAttach::kRaw;
     auto& p = progs[i];
-    bpf_program* prog = raw[i] ? p.raw : p.tp;
+    bpf_program* prog = raw ? p.raw : p.tp;
     bpf_link* link = bpf_program__attach(prog);
     if (!link) {
       err = errno;
@@ -407,9 +436,9 @@ bool BpfEventSource::init(const std::array<bool, 3>& raw, const BpfEventOptions&
               ") failed: " + errno_text(err);
       return false;
     }
-    *(raw[i] ? p.raw_link : p.tp_link) = link;  // destroyed with the skeleton
-    std::string& names = raw[i] ? raw_names : tp_names;
-    names += (names.empty() ? "" : ", ") + std::string(raw[i] ? p.raw_name : p.tp_name);
+    *(raw ? p.raw_link : p.tp_link) = link;  // destroyed with the skeleton
+    std::string& names = raw ? raw_names : tp_names;
+    names += (names.empty() ? "" : ", ") + std::string(raw ? kEventNames[i] : kTracepointNames[i]);
   }
   // The OOM buffer first: ring_buffer__consume drains the buffers in the
   // order they were added, so a kill is handled before the storm beside it.
@@ -425,18 +454,22 @@ bool BpfEventSource::init(const std::array<bool, 3>& raw, const BpfEventOptions&
     error = "adding the ring buffer 'events' to the reader failed: " + errno_text(err);
     return false;
   }
-  raw_ = raw;
+  how_ = how;
   const bool all_raw = tp_names.empty(), all_tp = raw_names.empty();
   mode_ = all_raw ? BpfAttachMode::RawTracepoint : all_tp ? BpfAttachMode::Tracepoint : BpfAttachMode::Auto;
   if (!raw_names.empty()) description_ = std::string("raw_tp: ") + raw_names;
   if (!tp_names.empty()) description_ += (description_.empty() ? "" : "; ") + std::string("tracepoint: ") + tp_names;
+  if (how[kUsageThresholdEvent] == EventAttach::kOff) description_ += "; no usage thresholds in the kernel (usage is polled)";
   if (!kernel_has_bpf_atomics()) description_ += "; rate limits without BPF atomics (kernel before 5.12)";
   return true;
 }
 
 BpfAttachMode BpfEventSource::mode_of(uint32_t event_type) const {
-  int i = event_type == OOMSNAP_EV_OOM_KILL ? 0 : event_type == OOMSNAP_EV_MEMCG_PRESSURE ? 1 : 2;
-  return raw_[i] ? BpfAttachMode::RawTracepoint : BpfAttachMode::Tracepoint;
+  const size_t i = event_type == OOMSNAP_EV_OOM_KILL           ? 0
+                   : event_type == OOMSNAP_EV_MEMCG_PRESSURE   ? 1
+                   : event_type == OOMSNAP_EV_USAGE_THRESHOLD  ? kUsageThresholdEvent
+                                                               : 2;
+  return how_[i] == EventAttach::kRaw ? BpfAttachMode::RawTracepoint : BpfAttachMode::Tracepoint;
 }
 
 BpfEventSource::~BpfEventSource() {
@@ -514,6 +547,85 @@ bool BpfEventSource::track_pid(pid_t tgid) {
   __u32 key = static_cast<__u32>(tgid);
   __u8 one = 1;
   return bpf_map__update_elem(skel_->maps.tracked, &key, sizeof key, &one, sizeof one, BPF_ANY) == 0;
+}
+
+namespace {
+
+uint64_t pages_up(uint64_t bytes) {
+  const uint64_t page = static_cast<uint64_t>(::getpagesize());
+  return bytes / page + (bytes % page ? 1 : 0);
+}
+
+}  // namespace
+
+size_t BpfEventSource::set_usage_watches(const std::vector<UsageWatch>& watches, std::string& error) {
+  error.clear();
+  if (!usage_thresholds()) {
+    error = "the usage-threshold program is not attached";
+    return 0;
+  }
+  auto note = [&error](const std::string& what) {
+    if (error.empty()) error = what;
+  };
+  std::map<uint64_t, UsageWatch> want;
+  std::map<uint64_t, const UsageWatch*> containers;  // one threshold per container: the first listed
+  for (const UsageWatch& w : watches) {
+    if (w.hops > OOMSNAP_MAX_WATCH_HOPS) {
+      note("memcg " + std::to_string(w.memcg_inode) + " is " + std::to_string(w.hops) +
+           " levels below its container: at most " + std::to_string(OOMSNAP_MAX_WATCH_HOPS) + " are followed");
+      continue;
+    }
+    want[w.memcg_inode] = w;
+    containers.emplace(w.container_inode, &want[w.memcg_inode]);
+  }
+  // What the maps hold per container now.
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> set_before;
+  for (const auto& [key, w] : watches_)
+    set_before.emplace(w.container_inode, std::pair{w.threshold_bytes, w.rearm_bytes});
+  // Removed first: a full map then has room for the new ones.
+  for (auto it = watches_.begin(); it != watches_.end();) {
+    const uint64_t key = it->first;
+    if (want.count(key)) {
+      ++it;
+      continue;
+    }
+    bpf_map__delete_elem(skel_->maps.usage_watch, &key, sizeof key, 0);
+    it = watches_.erase(it);
+  }
+  for (const auto& [container, levels] : set_before)
+    if (!containers.count(container))
+      bpf_map__delete_elem(skel_->maps.usage_thresholds, &container, sizeof container, 0);
+  // Thresholds: only a changed one is written, so a container keeps its
+  // armed state (one event per crossing) across rescans.
+  for (const auto& [container, w] : containers) {
+    auto before = set_before.find(container);
+    if (before != set_before.end() && before->second == std::pair{w->threshold_bytes, w->rearm_bytes}) continue;
+    oomsnap_usage_threshold t{};
+    t.threshold_pages = pages_up(w->threshold_bytes);
+    t.rearm_pages = pages_up(w->rearm_bytes);
+    t.armed = 1;
+    if (bpf_map__update_elem(skel_->maps.usage_thresholds, &container, sizeof container, &t, sizeof t, BPF_ANY) != 0)
+      note("usage threshold of memcg " + std::to_string(container) + ": " + errno_text(errno));
+  }
+  size_t n = 0;
+  for (const auto& [key, w] : want) {
+    auto old = watches_.find(key);
+    if (old != watches_.end() && old->second == w) {
+      ++n;
+      continue;
+    }
+    oomsnap_usage_watch v{};
+    v.container_id = w.container_inode;
+    v.hops = w.hops;
+    if (bpf_map__update_elem(skel_->maps.usage_watch, &key, sizeof key, &v, sizeof v, BPF_ANY) != 0) {
+      note("usage watch of memcg " + std::to_string(key) + ": " + errno_text(errno));
+      watches_.erase(key);
+      continue;
+    }
+    watches_[key] = w;
+    ++n;
+  }
+  return n;
 }
 
 void BpfEventSource::untrack_pid(pid_t tgid) {

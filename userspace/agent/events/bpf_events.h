@@ -13,6 +13,14 @@
 //                              at most one per memcg per exit_min_interval
 //                              (`suppressed` as for pressure), tracked ones
 //                              always
+//   OOMSNAP_EV_USAGE_THRESHOLD kmem:rss_stat, when the memcg usage of a
+//                              container set with set_usage_watches is at or
+//                              above its threshold: once per crossing (again
+//                              after usage fell below the re-arm level), at
+//                              most one per container per threshold_min_interval.
+//                              Optional: a kernel where its programs do not
+//                              load or attach runs without it (description()
+//                              says so; the agent keeps polling usage).
 //
 // Ring buffers: OOM kills and tracked exits have one of their own, which
 // pressure and exit storms cannot fill (dropped_oom() counts its losses); the
@@ -68,9 +76,12 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "agent/events/usage_watches.h"
 #include "oomsnap_events.h"
 
 struct agent_bpf;
@@ -79,6 +90,13 @@ struct ring_buffer;
 namespace oomsnap {
 
 enum class BpfAttachMode { Auto, RawTracepoint, Tracepoint };
+
+// The kernel events (OOM kill, pressure, exit, usage threshold) and how each is attached.
+constexpr size_t kBpfEvents = 4;
+constexpr size_t kUsageThresholdEvent = 3;  // the optional one
+enum class EventAttach { kRaw, kTracepoint, kOff };
+using EventAttachment = std::array<EventAttach, kBpfEvents>;
+
 
 // "auto", "raw_tp", "tracepoint".
 const char* to_string(BpfAttachMode mode);
@@ -100,6 +118,8 @@ struct BpfEventOptions {
   // interval; 0 = every exit. Bounds what a container killing its own
   // processes in a loop costs (ring space, agent work, records).
   std::chrono::milliseconds exit_min_interval{100};
+  // At most one USAGE_THRESHOLD event per container per interval.
+  std::chrono::milliseconds threshold_min_interval{100};
 };
 
 class BpfEventSource {
@@ -132,12 +152,12 @@ class BpfEventSource {
   uint64_t dropped() const;
   // Those of the OOM buffer alone (OOM kills, tracked exits).
   uint64_t dropped_oom() const;
-  // What was attached: RawTracepoint or Tracepoint for all three events, Auto
-  // when they differ (see mode_of).
+  // What was attached: RawTracepoint or Tracepoint for every attached event,
+  // Auto when they differ (see mode_of).
   BpfAttachMode mode() const { return mode_; }
   // The mode of one event type's program (OOMSNAP_EV_*): RawTracepoint or Tracepoint.
   BpfAttachMode mode_of(uint32_t event_type) const;
-  // e.g. "raw_tp: mark_victim, mm_vmscan_memcg_reclaim_begin, sched_process_exit";
+  // e.g. "raw_tp: mark_victim, mm_vmscan_memcg_reclaim_begin, sched_process_exit, rss_stat";
   // with tracepoints also why raw_tp was not used and whether tracefs was
   // mounted, e.g. "raw_tp: ...; tracepoint: oom/mark_victim (fallback from raw_tp: ...)".
   std::string description() const { return description_; }
@@ -146,14 +166,22 @@ class BpfEventSource {
   // when the map is full (4096) or the update failed.
   bool track_pid(pid_t tgid);
   void untrack_pid(pid_t tgid);
+  // Is the usage-threshold program attached?
+  bool usage_thresholds() const { return how_[kUsageThresholdEvent] != EventAttach::kOff; }
+  // Makes `watches` the set of watched memcgs (maps usage_watch and
+  // usage_thresholds): entries no longer listed are removed, a container
+  // whose threshold or re-arm level changed is armed afresh, the others
+  // keep their state. The number of watches set; error says what failed
+  // (e.g. a map full, more than 16384 memcgs, or hops above 8).
+  size_t set_usage_watches(const std::vector<UsageWatch>& watches, std::string& error);
 
  private:
   BpfEventSource() = default;
-  // One attempt: event i (OOM kill, pressure, exit) with its raw_tp program
-  // when raw[i], else its tracepoint program. On failure: false, error = what
+  // One attempt: event i (OOM kill, pressure, exit, usage threshold) with its
+  // raw_tp program, its tracepoint program or not at all (how[i]). On failure: false, error = what
   // failed (without the libbpf log), err = the errno, failed_event = the
   // event whose program failed to attach (-1: not one event's: open, load, ring).
-  bool init(const std::array<bool, 3>& raw, const BpfEventOptions& opts, std::string& error, int& err,
+  bool init(const EventAttachment& how, const BpfEventOptions& opts, std::string& error, int& err,
             int& failed_event);
   static int on_sample(void* ctx, void* data, size_t size);
   // A tracepoint-mode OOM_KILL with the entry's pid: the tgid from /proc.
@@ -163,7 +191,8 @@ class BpfEventSource {
   ring_buffer* rb_ = nullptr;
   Handler handler_;
   BpfAttachMode mode_ = BpfAttachMode::Auto;
-  std::array<bool, 3> raw_{};  // per event (OOM kill, pressure, exit): raw_tp attached
+  EventAttachment how_{};  // per event (OOM kill, pressure, exit, usage threshold)
+  std::map<uint64_t, UsageWatch> watches_;  // by memcg inode: what the maps hold
   std::string description_;
   std::exception_ptr handler_error_;
 };

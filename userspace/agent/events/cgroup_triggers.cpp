@@ -9,6 +9,7 @@
 #include "agent/incident/capture_cost.h"
 #include "agent/incident/collect.h"
 #include "agent/events/memcg_notify.h"
+#include "agent/events/usage_watches.h"
 #include "base/log_escape.h"
 
 namespace oomsnap {
@@ -71,10 +72,6 @@ std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
 }
 
-uint64_t threshold_bytes(uint64_t limit, int percent) {
-  return limit / 100 * static_cast<uint64_t>(percent) + limit % 100 * static_cast<uint64_t>(percent) / 100;
-}
-
 Trigger make_trigger(const char* type, std::string source) {
   Trigger t;
   t.type = type;
@@ -129,6 +126,14 @@ std::optional<std::string> CgroupTriggers::path_of_inode(uint64_t inode) const {
   auto it = by_inode_.find(inode);
   if (it == by_inode_.end()) return std::nullopt;
   return it->second;
+}
+
+std::vector<UsageWatch> CgroupTriggers::usage_watches(uint32_t max_hops, size_t* too_deep) const {
+  if (!options_.threshold) return {};
+  std::vector<ScannedMemcg> scanned;
+  scanned.reserve(nodes_.size());
+  for (const auto& [path, n] : nodes_) scanned.push_back({path, n->inode, n->stats.limit_bytes});
+  return oomsnap::usage_watches(scanned, options_.scope, options_.threshold_percent, max_hops, too_deep);
 }
 
 std::optional<std::string> CgroupTriggers::limited_container_of(const std::string& memcg) const {
@@ -209,7 +214,7 @@ void CgroupTriggers::watch_v1_threshold(Node& n) {
     n.threshold.reset();
     return;
   }
-  const uint64_t want = threshold_bytes(*n.stats.limit_bytes, options_.threshold_percent);
+  const uint64_t want = threshold_of(*n.stats.limit_bytes, options_.threshold_percent);
   if (n.threshold && n.threshold->threshold() == want) return;
   n.threshold_desc.reset();
   n.threshold.reset();
@@ -310,7 +315,7 @@ void CgroupTriggers::poll_usage() {
     const uint64_t usage = cur.usage_bytes.value_or(0);
     auto wait = std::chrono::steady_clock::duration(kMaxPoll);
     if (threshold_poll) {
-      const uint64_t want = threshold_bytes(limit, options_.threshold_percent);
+      const uint64_t want = threshold_of(limit, options_.threshold_percent);
       const bool above = cur.usage_bytes && usage >= want;
       if (above && !n.above_threshold) {
         Trigger t = make_trigger("threshold", "poll: memory.current at or above the threshold");
@@ -323,7 +328,7 @@ void CgroupTriggers::poll_usage() {
     }
     if (options_.forecast && cur.usage_bytes) {
       forecast_from(n, usage);
-      const uint64_t floor = threshold_bytes(limit, options_.forecast_options.floor_percent);
+      const uint64_t floor = threshold_of(limit, options_.forecast_options.floor_percent);
       const double headroom_s =
           usage < floor ? static_cast<double>(floor - usage) / kFastestLeakBytesPerSec
                         : static_cast<double>(limit - std::min(usage, limit)) / kFastestLeakBytesPerSec / kForecastPollShare;

@@ -24,6 +24,7 @@
 #include <spdlog/logger.h>
 
 #include "agent/cgroup/cgroup.h"
+#include "agent/events/usage_watches.h"
 #include "agent/incident/climb_forecast.h"
 #include "agent/incident/policy.h"
 
@@ -69,6 +70,9 @@ class CgroupTriggers {
   void set_options(CgroupTriggerOptions options);
 
   std::optional<std::string> path_of_inode(uint64_t inode) const;
+  // The in-kernel usage thresholds for the cgroups of the last rescan (see
+  // usage_watches.h); none when the threshold trigger is off.
+  std::vector<UsageWatch> usage_watches(uint32_t max_hops, size_t* too_deep = nullptr) const;
   // The nearest cgroup at or above `memcg` (within the scope) with a finite
   // limit, from the last rescan: where a pressure event's container is.
   std::optional<std::string> limited_container_of(const std::string& memcg) const;

@@ -182,7 +182,11 @@ nlohmann::json to_json(const Incident& inc, const RecordContext& ctx) {
   j["trigger"] = std::move(t);
   if (!inc.triggers_seen.empty()) {
     nlohmann::json seen = nlohmann::json::array();
-    for (const auto& s : inc.triggers_seen) seen.push_back({{"type", s.type}, {"kernel_ts_ns", s.kernel_ns}});
+    for (const auto& s : inc.triggers_seen) {
+      nlohmann::json one = {{"type", s.type}, {"kernel_ts_ns", s.kernel_ns}};
+      if (!s.source.empty()) one["source"] = s.source;
+      seen.push_back(std::move(one));
+    }
     j["triggers_seen"] = std::move(seen);
   }
 

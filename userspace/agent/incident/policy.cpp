@@ -64,7 +64,7 @@ void Policy::add(std::map<std::string, Candidate>& into, const std::string& memc
   } else {
     ++it->second.merged;  // the first trigger stays: it is when pressure began
   }
-  note_seen_trigger(it->second.seen, {t.type, t.kernel_ns});
+  note_seen_trigger(it->second.seen, {t.type, t.kernel_ns, t.source});
 }
 
 std::optional<MonoNs> Policy::interval_until(const std::string& memcg, MonoNs now) const {

@@ -70,6 +70,7 @@ struct PolicyOptions {
 struct SeenTrigger {
   std::string type;
   MonoNs kernel_ns = 0;
+  std::string source;  // Trigger::source: which mechanism saw it (a BPF event, the poll, an eventfd, ...)
 };
 constexpr size_t kMaxSeenTriggers = 64;  // per candidate / incident: the first ones are what matter
 // Past kMaxSeenTriggers, the first trigger of a type not listed yet still is,
