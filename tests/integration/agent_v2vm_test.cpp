@@ -455,7 +455,8 @@ bool run_guest(const std::string& series, const std::string& script, int timeout
     if (access("/usr/bin/setsid", X_OK) == 0) argv.push_back("/usr/bin/setsid");
     argv.push_back("/usr/bin/env");
     for (const auto& e : env) argv.push_back(e);
-    for (const std::string& a : {runner, std::string("-t"), std::to_string(timeout_s), std::string("-w"), run.dir,
+    for (const std::string& a : {runner, std::string("-c"), std::string(oomsnap_test::kV2vmCpus), std::string("-t"),
+                                 std::to_string(timeout_s), std::string("-w"), run.dir,
                                  std::string("--"), std::string("/bin/bash"), run.dir + "/guest.sh"})
       argv.push_back(a);
     Process vm(argv);

@@ -572,6 +572,20 @@ TEST(BpfEvents, UsageThresholdNamesTheContainerOncePerCrossing) {
   EXPECT_EQ(log.source()->dropped(), 0u);
 }
 
+// InKernelThreshold = false: the programs are not attached, the others are.
+TEST(BpfEvents, UsageThresholdCanBeLeftOff) {
+  BpfEventOptions opts = all_exits();
+  opts.usage_threshold = false;
+  EventLog log(opts);
+  ASSERT_NE(log.source(), nullptr) << log.error();
+  EXPECT_FALSE(log.source()->usage_thresholds());
+  EXPECT_EQ(log.source()->description(), "raw_tp: mark_victim, mm_vmscan_memcg_reclaim_begin, sched_process_exit; "
+                                         "usage threshold not checked in the kernel");
+  std::string error;
+  EXPECT_EQ(log.source()->set_usage_watches({{1, 1, 0, kMiB, 0}}, error), 0u);
+  EXPECT_NE(error.find("not attached"), std::string::npos) << error;
+}
+
 // After usage fell below the re-arm level the next crossing is reported
 // again; a container no longer watched is not.
 TEST(BpfEvents, UsageThresholdRearmsBelowItsLevelAndStopsWhenUnwatched) {
@@ -603,4 +617,37 @@ TEST(BpfEvents, UsageThresholdRearmsBelowItsLevelAndStopsWhenUnwatched) {
   ASSERT_EQ(p->read_line(30s), "ready");
   log.drain_for(500ms);
   EXPECT_EQ(thresholds_of(log, box.inode()).size(), 2u) << "unwatched: no third event";
+}
+
+// A container that swings across its threshold and back below the re-arm
+// level as fast as it can (hundreds of times a second) gets at most one event
+// per threshold_min_interval (100 ms), each a real crossing.
+TEST(BpfEvents, UsageThresholdSwingsAreRateLimitedPerContainer) {
+  EventLog log;
+  ASSERT_NE(log.source(), nullptr) << log.error();
+  ASSERT_TRUE(log.source()->usage_thresholds()) << log.source()->description();
+  oomsnap_test::TestMemcg box("swing", 512 * kMiB);
+  oomsnap_test::Process p({"/usr/bin/python3", "-c",
+                           "import time\nprint('ready', flush=True)\n"
+                           "time.sleep(0.5)\nend = time.monotonic() + 1.5\nn = 0\n"
+                           "while time.monotonic() < end:\n    b = b'x' * (16 << 20)\n    del b\n    n += 1\n"
+                           "print(n, flush=True)\ntime.sleep(60)\n"},
+                          {}, box.dir());
+  ASSERT_EQ(p.read_line(30s), "ready");
+  const uint64_t base = std::stoull(oomsnap_test::slurp(
+      box.dir() + (box.fs().version == 1 ? "/memory.usage_in_bytes" : "/memory.current")));
+  std::string error;
+  ASSERT_EQ(log.source()->set_usage_watches({{box.inode(), box.inode(), 0, base + 8 * kMiB, base + 4 * kMiB}}, error),
+            1u)
+      << error;
+  const std::string swings = p.read_line(30s);
+  ASSERT_FALSE(swings.empty());
+  log.drain_for(300ms);
+  const auto ev = thresholds_of(log, box.inode());
+  EXPECT_GE(std::stoi(swings), 50) << "the process swung too slowly to test the limit";
+  EXPECT_GE(ev.size(), 2u) << "re-armed below its level: more than one crossing reported";
+  EXPECT_LE(ev.size(), 17u) << swings << " swings in 1.5 s: at most one event per 100 ms";
+  for (size_t i = 1; i < ev.size(); ++i)
+    EXPECT_GE(ev[i].ktime_ns - ev[i - 1].ktime_ns, 100'000'000u) << "event " << i;
+  for (const auto& e : ev) EXPECT_GE(e.usage_pages * 4096, base + 8 * kMiB);
 }

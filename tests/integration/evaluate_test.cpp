@@ -336,7 +336,8 @@ TEST(EvaluateCgroupV2, SmallMatrixInGuest) {
   constexpr int kGuestTimeoutS = 200;  // 2 runs of at most 45 s each + agent start-ups + boot
   const auto t0 = std::chrono::steady_clock::now();
   // The first run also fetches the kernel package and builds the initramfs (not bounded by -t).
-  const int st = run_bounded({runner, "-t", std::to_string(kGuestTimeoutS), "-w", out, "--", "/bin/bash",
+  const int st = run_bounded({runner, "-c", oomsnap_test::kV2vmCpus, "-t", std::to_string(kGuestTimeoutS), "-w", out,
+                              "--", "/bin/bash",
                               kGuestScript, out, OOMSNAP_BINARY, kFixture},
                              console, std::chrono::seconds(kGuestTimeoutS + 120));
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -248,6 +248,7 @@ bool Agent::start(std::string& error) {
 
   BpfEventOptions bo;
   bo.mode = options_.bpf_mode;
+  bo.usage_threshold = options_.config.in_kernel_threshold;
   bpf_ = BpfEventSource::open(bo, [this](const oomsnap_event& e) { on_bpf_event(e); }, error);
   if (!bpf_) return false;
   log_->info("BPF attached: {}", bpf_->description());

@@ -102,6 +102,10 @@ void parse_storage(const toml::table& t, AgentConfig& cfg) {
 void parse_triggers(const toml::table& t, AgentConfig& cfg) {
   for (auto&& [k, v] : t) {
     const std::string key = "triggers." + std::string(k.str());
+    if (k == "InKernelThreshold") {
+      cfg.in_kernel_threshold = get_bool(key, v);
+      continue;
+    }
     if (k != "Blacklist") throw ConfigError("config: unknown key " + where(key, k.source()));
     if (!v.is_array()) fail(key, v, "expected array of strings, got " + type_name(v));
     std::vector<std::string> names;

@@ -31,6 +31,7 @@ struct AgentConfig {
   uint64_t storage_max_bytes = 64ull << 20;                 // [storage] MaxBytes, > 0
   int storage_max_files = 5;                                // [storage] MaxFiles, > 0
   std::vector<std::string> trigger_blacklist;               // [triggers] Blacklist
+  bool in_kernel_threshold = true;                          // [triggers] InKernelThreshold (read at start)
   std::string cgroup_root;                                  // [cgroup] Root; empty = autodetect
   std::string cgroup_scope = "/";                           // [cgroup] Scope: subtree watched, relative to the mount
   bool stdout_sink = true;                                  // [storage] Stdout

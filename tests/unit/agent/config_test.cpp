@@ -97,6 +97,7 @@ Stdout = false
 
 [triggers]
 Blacklist = ["psi", "threshold"]
+InKernelThreshold = false
 
 [cgroup]
 Root = "/sys/fs/cgroup/kubepods.slice"
@@ -112,6 +113,8 @@ Root = "/sys/fs/cgroup/kubepods.slice"
   EXPECT_EQ(c.storage_max_files, 3);
   EXPECT_FALSE(c.stdout_sink);
   EXPECT_EQ(c.trigger_blacklist, (std::vector<std::string>{"psi", "threshold"}));
+  EXPECT_FALSE(c.in_kernel_threshold);
+  EXPECT_TRUE(parse_config("").in_kernel_threshold) << "on by default";
   EXPECT_EQ(c.cgroup_root, "/sys/fs/cgroup/kubepods.slice");
 }
 
@@ -152,6 +155,8 @@ TEST(Config, WrongTypes) {
   EXPECT_NE(e.find("'storage.Path'"), std::string::npos) << e;
   e = error_of("[triggers]\nBlacklist = \"psi\"\n");
   EXPECT_NE(e.find("'triggers.Blacklist'"), std::string::npos) << e;
+  e = error_of("[triggers]\nInKernelThreshold = \"yes\"\n");
+  EXPECT_NE(e.find("'triggers.InKernelThreshold'"), std::string::npos) << e;
   e = error_of("[triggers]\nBlacklist = [\"psi\", 3]\n");
   EXPECT_NE(e.find("'triggers.Blacklist'"), std::string::npos) << e;
   e = error_of("storage = 5");

@@ -319,6 +319,7 @@ std::unique_ptr<BpfEventSource> BpfEventSource::open(const BpfEventOptions& opts
   // threshold) whose programs fail in every mode allowed is left off.
   EventAttachment how;
   how.fill(opts.mode == BpfAttachMode::Tracepoint ? EventAttach::kTracepoint : EventAttach::kRaw);
+  if (!opts.usage_threshold) how[kUsageThresholdEvent] = EventAttach::kOff;
   auto variant = [&](size_t i) {
     return (how[i] == EventAttach::kRaw ? std::string("raw_tp ") + kEventNames[i]
                                         : std::string("tracepoint ") + kTracepointNames[i]);
@@ -459,7 +460,7 @@ bool BpfEventSource::init(const EventAttachment& how, const BpfEventOptions& opt
   mode_ = all_raw ? BpfAttachMode::RawTracepoint : all_tp ? BpfAttachMode::Tracepoint : BpfAttachMode::Auto;
   if (!raw_names.empty()) description_ = std::string("raw_tp: ") + raw_names;
   if (!tp_names.empty()) description_ += (description_.empty() ? "" : "; ") + std::string("tracepoint: ") + tp_names;
-  if (how[kUsageThresholdEvent] == EventAttach::kOff) description_ += "; no usage thresholds in the kernel (usage is polled)";
+  if (how[kUsageThresholdEvent] == EventAttach::kOff) description_ += "; usage threshold not checked in the kernel";
   if (!kernel_has_bpf_atomics()) description_ += "; rate limits without BPF atomics (kernel before 5.12)";
   return true;
 }

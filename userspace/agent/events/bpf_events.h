@@ -120,6 +120,8 @@ struct BpfEventOptions {
   std::chrono::milliseconds exit_min_interval{100};
   // At most one USAGE_THRESHOLD event per container per interval.
   std::chrono::milliseconds threshold_min_interval{100};
+  // false: the usage-threshold programs are not attached at all.
+  bool usage_threshold = true;
 };
 
 class BpfEventSource {
