@@ -416,6 +416,44 @@ TEST(AgentEndToEnd, OneIncidentPerEpisodeWhileTriggersKeepFiring) {
   std::filesystem::remove_all(dir);
 }
 
+// A second kill in a container whose snapshot went with its first kill, with
+// no trigger before it (all but oom_kill blacklisted by a SIGHUP edit, as a
+// kill too sudden for any trigger would be): the second record points at the
+// first one's snapshot (before: "recorded without a kill", which that record
+// was not).
+TEST(AgentEndToEnd, ASecondKillPointsAtTheSnapshotThatWentWithTheFirst) {
+  require_fixture();
+  TestMemcg scope("scope");
+  TestMemcg box(scope, "box", 128 * kMiB);
+  const std::string dir = temp_dir();
+  AgentProcess agent(dir, config_for(scope, dir, "OomKillWindow = 30\nRunTracingToolTimeout = 5"));
+  ASSERT_TRUE(agent.wait_log("ready:", 30s)) << agent.log();
+  auto first = leaker(box, 25);
+  json rec = agent.next_record(60s);
+  ASSERT_FALSE(rec.is_null()) << agent.log();
+  ASSERT_EQ(rec["collection"]["status"], "collected") << rec.dump(2);
+  ASSERT_TRUE(rec.contains("oom_kill")) << rec.dump(2);
+  const uint64_t snapshot_incident = rec["incident_id"];
+  std::ofstream(dir + "/agent.toml") << config_for(
+      scope, dir,
+      "OomKillWindow = 30\nRunTracingToolTimeout = 5\n[triggers]\nBlacklist = [\"memcg_pressure\", "
+      "\"memory_events\", \"psi\", \"threshold\", \"forecast\", \"process_exit\"]");
+  ::kill(agent.process().pid(), SIGHUP);
+  ASSERT_TRUE(agent.wait_log("configuration reloaded", 10s)) << agent.log();
+  Process filler({"/usr/bin/python3", "-c", "import time; x = bytearray(192 << 20); time.sleep(30)"}, {}, box.dir());
+  json second = agent.next_record(30s);
+  ASSERT_FALSE(second.is_null()) << agent.log();
+  ASSERT_TRUE(second.contains("oom_kill")) << second.dump(2);
+  EXPECT_EQ(second["oom_kill"]["pid"], filler.pid());
+  const std::string reason = second["collection"].value("reason", "");
+  EXPECT_NE(reason.find("its last snapshot (incident " + std::to_string(snapshot_incident)), std::string::npos)
+      << second.dump(2);
+  EXPECT_NE(reason.find("went with an earlier kill"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("without a kill"), std::string::npos) << reason;
+  EXPECT_EQ(agent.stop(), 0) << agent.log();
+  std::filesystem::remove_all(dir);
+}
+
 // A process killed by a signal in a watched container is reported; this one
 // runs with the classic-tracepoint attach mode to cover the fallback path.
 TEST(AgentEndToEnd, ProcessExitBySignalIsReportedInTracepointMode) {

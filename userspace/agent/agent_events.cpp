@@ -238,6 +238,10 @@ void Agent::on_oom_kill(const oomsnap_event& e) {
   }
   if (m.kind == IncidentBook::KillMatch::kAttached) {
     Incident& inc = *book_.find(m.id);
+    // A later kill without a snapshot must not read "recorded without a kill".
+    if (auto last = last_collection_.find(inc.container.cgroup_path);
+        last != last_collection_.end() && last->second.incident == m.id)
+      last->second.with_kill = true;
     inc.oom_kill->memory_stat = read_memory_stat(cgroups_->fs(), inc.container.cgroup_path);
     if (m.collecting) {
       log_->info("incident {}: OOM kill of {} arrived during collection", inc.id, pid);

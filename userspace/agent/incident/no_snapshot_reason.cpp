@@ -27,10 +27,12 @@ std::string no_snapshot_reason(const NoSnapshotFacts& f) {
   if (f.last) {
     const LastCollection& l = *f.last;
     const std::string when = "incident " + std::to_string(l.incident) + ", " + secs(f.now > l.at ? f.now - l.at : 0) + " before";
+    const std::string since = within ? "; the container was within its interval since (" + interval + ")" : "";
+    if (l.outcome == CollectionOutcome::kCollected && l.with_kill)
+      return lead + "its last snapshot (" + when + ") went with an earlier kill, in that incident's record" + since;
     if (l.outcome == CollectionOutcome::kCollected)
       return lead + "its last snapshot (" + when + ") was recorded without a kill (OomKillWindow " +
-             std::to_string(f.oom_kill_window_ms / 1000) + " s)" +
-             (within ? "; the container was within its interval since (" + interval + ")" : "");
+             std::to_string(f.oom_kill_window_ms / 1000) + " s)" + since;
     return lead + "its last collection (" + when + ") ended " + to_string(l.outcome) +
            (l.reason.empty() ? "" : ": " + l.reason);
   }

@@ -17,6 +17,7 @@ struct LastCollection {
   MonoNs at = 0;
   CollectionOutcome outcome = CollectionOutcome::kNotAttempted;
   std::string reason;
+  bool with_kill = false;  // an OOM kill joined its record (this kill is a later one)
 };
 
 struct NoSnapshotFacts {

@@ -73,6 +73,19 @@ TEST(NoSnapshotReason, LastSnapshotRecordedWithoutAKill) {
   EXPECT_TRUE(has(no_snapshot_reason(f), "within its interval since (IntervalTracing 300 s, per container)"));
 }
 
+// Its last snapshot's record carried a kill (this one is a later kill, e.g.
+// of the restarted process): that record is where the snapshot is.
+TEST(NoSnapshotReason, LastSnapshotWentWithAnEarlierKill) {
+  auto f = base();
+  f.last = LastCollection{3, f.now - 20 * kSec, CollectionOutcome::kCollected, "", true};
+  f.interval_until = f.now + kSec;
+  auto r = no_snapshot_reason(f);
+  EXPECT_TRUE(has(r, "its last snapshot (incident 3, 20 s before) went with an earlier kill, in that incident's "
+                     "record; the container was within its interval since"))
+      << r;
+  EXPECT_FALSE(has(r, "without a kill")) << r;
+}
+
 TEST(NoSnapshotReason, NoCandidate) {
   auto f = base();
   auto r = no_snapshot_reason(f);
