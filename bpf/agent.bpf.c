@@ -660,8 +660,12 @@ static __always_inline int handle_rss_stat(void)
 	t->armed = 0;
 	t->last_sent_ns = now;
 	e = reserve_event(OOMSNAP_EV_USAGE_THRESHOLD);
-	if (!e)
+	if (!e) {
+		/* Counted as dropped; the crossing is tried again after the
+		 * interval rather than lost until usage falls and climbs back. */
+		t->armed = 1;
 		return 0;
+	}
 	e->ktime_ns = now;
 	e->tgid = bpf_get_current_pid_tgid() >> 32;
 	e->cgroup_id = id;

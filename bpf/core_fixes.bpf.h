@@ -28,7 +28,10 @@
  * index in css_set.subsys[] depends on the config, so it is an enum
  * relocation (task_memcg_id); signal_struct.live, task_struct.exit_code,
  * start_time, tgid; the vmscan memcg_reclaim_begin entry (order, gfp_flags);
- * sched_process_exit's first raw argument (6.16 added a second, unused). */
+ * sched_process_exit's first raw argument (6.16 added a second, unused);
+ * kmem:rss_stat's first raw argument (the mm; since 5.5, its third, the count,
+ * went in 6.2, unused) and its entry's curr; css.parent, and mem_cgroup.memory,
+ * the page_counter whose usage is memory.usage_in_bytes / memory.current. */
 #ifndef OOMSNAP_CORE_FIXES_BPF_H
 #define OOMSNAP_CORE_FIXES_BPF_H
 

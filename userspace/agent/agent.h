@@ -134,6 +134,7 @@ class Agent {
   void on_bpf_event(const oomsnap_event& e);
   void on_pressure(const oomsnap_event& e);
   void on_usage_threshold(const oomsnap_event& e);
+  Trigger bpf_trigger(const oomsnap_event& e, const char* type, const std::string& what) const;
   void update_usage_watches();
   void on_oom_kill(const oomsnap_event& e);
   void on_exit(const oomsnap_event& e);

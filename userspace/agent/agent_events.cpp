@@ -69,6 +69,19 @@ void Agent::on_bpf_event(const oomsnap_event& e) {
   }
 }
 
+// A trigger from a BPF event: its kernel timestamp, the task it names, and
+// which program (and attach mode) saw `what`.
+Trigger Agent::bpf_trigger(const oomsnap_event& e, const char* type, const std::string& what) const {
+  Trigger t;
+  t.type = type;
+  t.source = std::string("bpf ") + to_string(bpf_->mode_of(e.type)) + ": " + what;
+  t.kernel_ns = e.ktime_ns;
+  t.from_bpf_clock = true;
+  t.received_ns = monotonic_now_ns();
+  t.pid = static_cast<pid_t>(e.tgid);
+  return t;
+}
+
 void Agent::on_pressure(const oomsnap_event& e) {
   suppressed_pressure_ += e.suppressed;
   if (blacklisted("memcg_pressure")) return;
@@ -76,13 +89,7 @@ void Agent::on_pressure(const oomsnap_event& e) {
   if (!memcg) return;
   auto container = cgroups_->limited_container_of(*memcg);
   if (!container) return;  // no finite limit anywhere above: never a candidate
-  Trigger t;
-  t.type = "memcg_pressure";
-  t.source = std::string("bpf ") + to_string(bpf_->mode_of(e.type)) + ": mm_vmscan_memcg_reclaim_begin";
-  t.kernel_ns = e.ktime_ns;
-  t.from_bpf_clock = true;
-  t.received_ns = monotonic_now_ns();
-  t.pid = static_cast<pid_t>(e.tgid);
+  Trigger t = bpf_trigger(e, "memcg_pressure", "mm_vmscan_memcg_reclaim_begin");
   t.counters = {{"reclaiming_memcg", *memcg}, {"order", e.order}, {"gfp_flags", e.gfp_flags},
                 {"suppressed_since_last", e.suppressed}};
   offer(*container, std::move(t));
@@ -95,13 +102,7 @@ void Agent::on_usage_threshold(const oomsnap_event& e) {
   auto memcg = memcg_of_event(e.cgroup_id, 0);
   if (!memcg) return;
   const uint64_t page = static_cast<uint64_t>(::getpagesize());
-  Trigger t;
-  t.type = "threshold";
-  t.source = std::string("bpf ") + to_string(bpf_->mode_of(e.type)) + ": rss_stat: usage at or above the threshold";
-  t.kernel_ns = e.ktime_ns;
-  t.from_bpf_clock = true;
-  t.received_ns = monotonic_now_ns();
-  t.pid = static_cast<pid_t>(e.tgid);
+  Trigger t = bpf_trigger(e, "threshold", "rss_stat: usage at or above the threshold");
   t.counters = {{"threshold_bytes", e.threshold_pages * page}, {"usage_bytes", e.usage_pages * page}};
   offer(*memcg, std::move(t));
 }
