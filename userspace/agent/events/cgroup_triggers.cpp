@@ -137,14 +137,12 @@ std::vector<UsageWatch> CgroupTriggers::usage_watches(uint32_t max_hops, size_t*
 }
 
 std::optional<std::string> CgroupTriggers::limited_container_of(const std::string& memcg) const {
-  std::string p = memcg;
-  while (in_scope(p)) {
+  auto up = nearest_limited(memcg, options_.scope, [&](const std::string& p) {
     auto it = nodes_.find(p);
-    if (it != nodes_.end() && it->second->stats.limit_bytes) return p;
-    if (p == "/" || p == options_.scope) break;
-    p = parent_of(p);
-  }
-  return std::nullopt;
+    return it != nodes_.end() && it->second->stats.limit_bytes.has_value();
+  });
+  if (!up) return std::nullopt;
+  return up->path;
 }
 
 std::string CgroupTriggers::describe() const {

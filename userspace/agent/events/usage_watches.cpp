@@ -18,6 +18,18 @@ uint64_t rearm_of(uint64_t limit, int percent) {
   return t > margin ? t - margin : 0;
 }
 
+std::optional<LimitedAncestor> nearest_limited(const std::string& memcg, const std::string& scope,
+                                               const std::function<bool(const std::string&)>& limited) {
+  std::string p = memcg;
+  // Each step drops one level of the path; "/" or the scope ends the walk.
+  for (uint32_t hops = 0; memcg_within(p, scope); ++hops) {
+    if (limited(p)) return LimitedAncestor{p, hops};
+    if (p == "/" || p == scope) break;
+    p = parent_of(p);
+  }
+  return std::nullopt;
+}
+
 std::vector<UsageWatch> usage_watches(const std::vector<ScannedMemcg>& memcgs, const std::string& scope,
                                       int threshold_percent, uint32_t max_hops, size_t* too_deep) {
   std::map<std::string, const ScannedMemcg*> by_path;
@@ -25,28 +37,21 @@ std::vector<UsageWatch> usage_watches(const std::vector<ScannedMemcg>& memcgs, c
     if (memcg_within(m.path, scope)) by_path[m.path] = &m;
   std::vector<UsageWatch> out;
   if (too_deep) *too_deep = 0;
+  auto limited = [&](const std::string& p) {
+    auto it = by_path.find(p);
+    return it != by_path.end() && it->second->limit_bytes.has_value();
+  };
   for (const auto& [path, m] : by_path) {
-    // Up to the container: the nearest limited cgroup, not above the scope.
-    std::string p = path;
-    uint32_t hops = 0;
-    const ScannedMemcg* container = nullptr;
-    while (true) {
-      auto it = by_path.find(p);
-      if (it != by_path.end() && it->second->limit_bytes) {
-        container = it->second;
-        break;
-      }
-      if (p == "/" || p == scope) break;
-      p = parent_of(p);
-      ++hops;
-    }
-    if (!container || !m->inode || !container->inode) continue;
-    if (hops > max_hops) {
+    auto up = nearest_limited(path, scope, limited);
+    if (!up) continue;
+    const ScannedMemcg* container = by_path.at(up->path);
+    if (!m->inode || !container->inode) continue;
+    if (up->hops > max_hops) {
       if (too_deep) ++*too_deep;
       continue;
     }
     const uint64_t limit = *container->limit_bytes;
-    out.push_back({m->inode, container->inode, hops, threshold_of(limit, threshold_percent),
+    out.push_back({m->inode, container->inode, up->hops, threshold_of(limit, threshold_percent),
                    rearm_of(limit, threshold_percent)});
   }
   return out;

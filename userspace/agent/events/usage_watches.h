@@ -5,11 +5,12 @@
 //
 // A charge is seen in the memcg of the task that makes it. The limit that
 // matters is its container's: the nearest cgroup at or above it (within the
-// scope) with a finite limit, as CgroupTriggers::limited_container_of says.
-// So every cgroup below a limit is watched, each pointing `hops` parents up
+// scope) with a finite limit (nearest_limited, which
+// CgroupTriggers::limited_container_of asks too). So every cgroup below a limit is watched, each pointing `hops` parents up
 // to its container.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,17 @@ uint64_t threshold_of(uint64_t limit, int percent);
 // threshold is armed again: usage wavering around the threshold as a runtime
 // frees and grows is one crossing, not one per page.
 uint64_t rearm_of(uint64_t limit, int percent);
+
+// The container of `memcg`: the nearest cgroup at or above it, not above
+// `scope`, that `limited` says has a finite limit, and how many parents up it
+// is (0: itself). None when no such cgroup is there, or memcg is outside the
+// scope.
+struct LimitedAncestor {
+  std::string path;
+  uint32_t hops = 0;
+};
+std::optional<LimitedAncestor> nearest_limited(const std::string& memcg, const std::string& scope,
+                                               const std::function<bool(const std::string&)>& limited);
 
 struct ScannedMemcg {
   std::string path;  // relative to the controller's mount, "/" or "/a/b"

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <set>
+#include <string>
 
 using oomsnap::ScannedMemcg;
 using oomsnap::UsageWatch;
@@ -70,4 +72,27 @@ TEST(UsageWatches, ThresholdAndRearmLevelsNeverOverflow) {
   EXPECT_EQ(oomsnap::threshold_of(1000, 150), 1000u) << "clamped at 100 %";
   EXPECT_EQ(oomsnap::rearm_of(1000, 90), 880u) << "2 % of the limit below";
   EXPECT_EQ(oomsnap::rearm_of(1000, 1), 0u) << "never below zero";
+}
+
+TEST(NearestLimited, ClimbsToTheFirstLimitWithinTheScopeAndCountsTheLevels) {
+  using oomsnap::nearest_limited;
+  const std::set<std::string> limited = {"/", "/k/pod", "/k/pod/ctr"};
+  auto has = [&](const std::string& p) { return limited.count(p) > 0; };
+  auto up = nearest_limited("/k/pod/ctr/a/b", "/k", has);
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->path, "/k/pod/ctr");
+  EXPECT_EQ(up->hops, 2u);
+  up = nearest_limited("/k/pod/pause", "/k", has);
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->path, "/k/pod");
+  EXPECT_EQ(up->hops, 1u);
+  up = nearest_limited("/k/pod", "/k", has);
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->hops, 0u) << "a limited cgroup is its own container";
+  EXPECT_FALSE(nearest_limited("/k/other", "/k", has)) << "the limit on / is above the scope";
+  EXPECT_FALSE(nearest_limited("/elsewhere/pod/ctr", "/k", has)) << "outside the scope";
+  up = nearest_limited("/x/y", "/", has);
+  ASSERT_TRUE(up) << "with the whole tree in scope, / is the last container";
+  EXPECT_EQ(up->path, "/");
+  EXPECT_EQ(up->hops, 2u);
 }

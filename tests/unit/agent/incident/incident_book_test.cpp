@@ -95,8 +95,8 @@ TEST(IncidentBook, WhatArrivesDuringTheCollectionStaysWithIt) {
   IncidentBook book;
   Incident copy = book.open_collection(decided_incident(1, "/box", 0), kWindow);  // the worker's copy
   // The loop, while the worker runs: two more triggers, the kill, the exit.
-  EXPECT_TRUE(book.merge_trigger("/box", {"memcg_pressure", 100}));
-  EXPECT_TRUE(book.merge_trigger("/box", {"memory_events", 200}));
+  EXPECT_TRUE(book.merge_trigger("/box", {"memcg_pressure", 100, ""}));
+  EXPECT_TRUE(book.merge_trigger("/box", {"memory_events", 200, ""}));
   auto m = book.oom_kill(kill_of(42, "/box/child", 300), 300);
   EXPECT_EQ(m.kind, IncidentBook::KillMatch::kAttached);
   EXPECT_TRUE(m.collecting);
@@ -239,9 +239,9 @@ TEST(IncidentBook, TriggersJoinOnlyTheirContainersOpenCollections) {
   Incident kill_record = decided_incident(2, "/other", 0);
   kill_record.trigger.type = "oom_kill";
   book.open_kernel(kill_record, kSec);
-  EXPECT_FALSE(book.merge_trigger("/other", {"threshold", 1}));  // a kernel record is no episode
-  EXPECT_FALSE(book.merge_trigger("/box/child", {"threshold", 1}));
-  for (size_t i = 0; i < kMaxSeenTriggers + 5; ++i) EXPECT_TRUE(book.merge_trigger("/box", {"threshold", i}));
+  EXPECT_FALSE(book.merge_trigger("/other", {"threshold", 1, ""}));  // a kernel record is no episode
+  EXPECT_FALSE(book.merge_trigger("/box/child", {"threshold", 1, ""}));
+  for (size_t i = 0; i < kMaxSeenTriggers + 5; ++i) EXPECT_TRUE(book.merge_trigger("/box", {"threshold", i, ""}));
   EXPECT_EQ(book.find(1)->merged_triggers, kMaxSeenTriggers + 5);
   EXPECT_EQ(book.find(1)->triggers_seen.size(), kMaxSeenTriggers);
 }
@@ -252,10 +252,10 @@ TEST(IncidentBook, TriggersJoinOnlyTheirContainersOpenCollections) {
 TEST(IncidentBook, AFloodOfOneTriggerTypeDoesNotHideTheFirstOfAnother) {
   IncidentBook book;
   book.open_collection(decided_incident(1, "/box", 0), kWindow);
-  for (size_t i = 0; i < 200; ++i) book.merge_trigger("/box", {"memory_events", i});
-  book.merge_trigger("/box", {"threshold", 300});
-  book.merge_trigger("/box", {"threshold", 301});  // the first of its type is what matters
-  for (size_t i = 0; i < 20; ++i) book.merge_trigger("/box", {"type" + std::to_string(i), 400 + i});
+  for (size_t i = 0; i < 200; ++i) book.merge_trigger("/box", {"memory_events", i, ""});
+  book.merge_trigger("/box", {"threshold", 300, ""});
+  book.merge_trigger("/box", {"threshold", 301, ""});  // the first of its type is what matters
+  for (size_t i = 0; i < 20; ++i) book.merge_trigger("/box", {"type" + std::to_string(i), 400 + i, ""});
   const auto& seen = book.find(1)->triggers_seen;
   EXPECT_EQ(seen.size(), kMaxSeenTriggers + kMaxSeenTriggerTypesPastCap);
   size_t thresholds = 0;
