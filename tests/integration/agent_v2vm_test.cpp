@@ -141,7 +141,9 @@ void expect_container_and_snapshot(const json& rec, const std::map<std::string, 
   for (size_t i = 0; i < c["tasks"].size(); ++i) {
     const json& t = c["tasks"][i];
     tasks[t["pid"].get<int64_t>()] = t;
-    if (i) EXPECT_GE(c["tasks"][i - 1]["rss_bytes"], t["rss_bytes"]) << c["tasks"].dump(2);
+    if (i) {
+      EXPECT_GE(c["tasks"][i - 1]["rss_bytes"], t["rss_bytes"]) << c["tasks"].dump(2);
+    }
   }
   ASSERT_TRUE(tasks.count(fact_int(facts, "holder_pid")) && tasks.count(fact_int(facts, "leaker_pid")))
       << c["tasks"].dump(2);

@@ -57,7 +57,9 @@ TEST(BpfMachinery, AgentSkeletonLoadsEveryProgramVariant) {
   ASSERT_EQ(agent_bpf__load(skel), 0) << "some program variant did not load";
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel->obj) {
-    if (bpf_program__autoload(prog)) EXPECT_GE(bpf_program__fd(prog), 0) << bpf_program__name(prog);
+    if (bpf_program__autoload(prog)) {
+      EXPECT_GE(bpf_program__fd(prog), 0) << bpf_program__name(prog);
+    }
   }
   EXPECT_GE(bpf_program__fd(skel->progs.oom_kill_raw), 0);
   EXPECT_GE(bpf_program__fd(skel->progs.oom_kill_tp), 0);
@@ -65,7 +67,9 @@ TEST(BpfMachinery, AgentSkeletonLoadsEveryProgramVariant) {
   EXPECT_GE(bpf_program__fd(atomics ? skel->progs.pressure_tp : skel->progs.pressure_tp_old), 0);
   EXPECT_GE(bpf_program__fd(atomics ? skel->progs.exit_raw : skel->progs.exit_raw_old), 0);
   EXPECT_GE(bpf_program__fd(atomics ? skel->progs.exit_tp : skel->progs.exit_tp_old), 0);
-  if (atomics) EXPECT_GE(bpf_program__fd(skel->progs.exit_tp_old), 0);
+  if (atomics) {
+    EXPECT_GE(bpf_program__fd(skel->progs.exit_tp_old), 0);
+  }
   EXPECT_GE(bpf_program__fd(skel->progs.usage_raw), 0);
   EXPECT_GE(bpf_program__fd(skel->progs.usage_tp), 0);
   agent_bpf__destroy(skel);

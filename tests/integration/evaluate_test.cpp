@@ -111,8 +111,9 @@ void expect_complete_ordered_timeline(const json& run) {
   // or above it; the agent's first trigger cannot come before the last sample below.
   EXPECT_LE(ns(tl, "threshold_crossed_lower_ns"), ns(tl, "threshold_crossed_ns"));
   // (A forecast trigger may come before the crossing: it predicts it from the climb's rate.)
-  if (run["first_trigger_type"] != "forecast")
+  if (run["first_trigger_type"] != "forecast") {
     EXPECT_LE(ns(tl, "threshold_crossed_lower_ns"), ns(tl, "first_trigger_ns")) << tl.dump(2);
+  }
   EXPECT_LE(ns(tl, "first_trigger_ns"), ns(tl, "decided_ns"));
   EXPECT_LE(ns(tl, "decided_ns"), ns(tl, "collection_start_ns"));
   EXPECT_LT(ns(tl, "collection_start_ns"), ns(tl, "snapshot_complete_ns"));

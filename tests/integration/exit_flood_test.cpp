@@ -171,7 +171,9 @@ TEST(ExitFloodBpf, TrackedExitBypassesTheLimit) {
   EXPECT_FALSE(ev.has(OOMSNAP_EV_PROCESS_EXIT, untracked.pid())) << "an untracked exit passed a 10 s limit";
   EXPECT_EQ(ev.of(OOMSNAP_EV_PROCESS_EXIT, cg.inode()).size(), 2u) << "the flood's first exit + the tracked one";
   for (const auto& e : ev.of(OOMSNAP_EV_PROCESS_EXIT, cg.inode()))
-    if (e.tgid == uint32_t(watched.pid())) EXPECT_EQ(e.suppressed, 0u);
+    if (e.tgid == uint32_t(watched.pid())) {
+      EXPECT_EQ(e.suppressed, 0u);
+    }
 }
 
 // The exit buffer is full (no limit, nobody reading, thousands of deaths):

@@ -210,9 +210,10 @@ void expect_heap_mostly(const Case& c, const json& b, const std::string& part) {
       << b.dump(1);
   EXPECT_GE(named, 0.9 * static_cast<double>(heap)) << b.dump(1);
   for (const json& d : b.at("detail"))
-    if (d.at("kind") == "heap")
+    if (d.at("kind") == "heap") {
       EXPECT_EQ(d.at("what").get<std::string>().rfind(std::string("Java heap (") + c.collector + " ", 0), 0u)
           << d.dump();
+    }
 }
 
 // 150 MiB of live objects: the heap is the largest kind, as large as the
@@ -239,9 +240,10 @@ TEST_P(JavaMemoryBreakdownLive, ALiveHeapIsHeap) {
     const double heap_free = b.at("heap_free").get<double>();
     EXPECT_LE(static_cast<double>(rest), 0.1 * heap_free) << b.dump(1);
     for (const json& d : b.at("detail"))
-      if (d.at("kind") == "heap_free" && d.at("what") != "Java heap (committed, free)")
+      if (d.at("kind") == "heap_free" && d.at("what") != "Java heap (committed, free)") {
         EXPECT_EQ(d.at("what").get<std::string>().rfind(std::string("Java heap (") + c.collector + " ", 0), 0u)
             << d.dump();
+      }
   }
   std::printf("[ info ] %s: heap %.1f MiB, MemoryMXBean used %.1f MiB (%+.1f %%), committed %.1f MiB; heap_free "
               "%.1f MiB, native %.1f MiB, runtime %.1f MiB, rss %.1f MiB\n",

@@ -435,7 +435,9 @@ TEST(JavaSnapshotUnderGc, AWalkACollectionOverlappedIsDoneAgain) {
     EXPECT_GE(complete, 11);
     // Serial collects only the young generation here (no full collection in
     // a 512 MiB heap this small): every walk after the first is one of it.
-    if (std::string(gc) == "-XX:+UseSerialGC") EXPECT_EQ(young_walks, again);
+    if (std::string(gc) == "-XX:+UseSerialGC") {
+      EXPECT_EQ(young_walks, again);
+    }
   }
   EXPECT_GT(most_walks, 1u) << "no collection overlapped any walk: the test no longer exercises the retry";
 }

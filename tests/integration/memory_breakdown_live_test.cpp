@@ -95,7 +95,9 @@ TEST(MemoryBreakdownLive, ParkedGoroutinesGrownStacksAreStacks) {
     if (snap.is_discarded()) return r;
     const json* b = nullptr;
     const std::string largest = check_breakdown(snap, b);
-    if (largest_is_stacks) EXPECT_EQ(largest, "stacks") << b->dump(1);
+    if (largest_is_stacks) {
+      EXPECT_EQ(largest, "stacks") << b->dump(1);
+    }
     const std::string goroutines = std::to_string(ready.at("goroutines").get<uint64_t>());
     EXPECT_TRUE(names(*b, "stacks", "goroutine stacks (")) << b->dump(1);
     r.rss = snap.at("process_memory").at("rss_bytes").get<double>();

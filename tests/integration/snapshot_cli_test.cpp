@@ -36,8 +36,9 @@ CliRun run_oomsnap(const std::string& args) {
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   oomsnap_test::read_file(errpath, r.err);
   // Every JSON document the command prints holds to the published schema.
-  if (r.status == 0 && !r.out.empty() && r.out[0] == '{')
+  if (r.status == 0 && !r.out.empty() && r.out[0] == '{') {
     EXPECT_EQ(oomsnap_test::record_schema_errors(r.out, true), "") << args;
+  }
   unlink(errpath);
   return r;
 }

@@ -44,7 +44,9 @@ std::string load_error(const std::string& path) {
 TEST(ConfigFile, RootOwned0644IsRead) {
   ConfigDir d;
   d.chmod(0644);
-  if (geteuid() == 0) ASSERT_EQ(::chown(d.path().c_str(), 0, 0), 0);
+  if (geteuid() == 0) {
+    ASSERT_EQ(::chown(d.path().c_str(), 0, 0), 0);
+  }
   EXPECT_EQ(load_error(d.path()), "");
   EXPECT_EQ(load_config(d.path()).threshold_percent, 42);
   d.chmod(0600);

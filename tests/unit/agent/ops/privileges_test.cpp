@@ -90,5 +90,7 @@ TEST(Privileges, ThisProcessFactsAreRead) {
   const PrivilegeFacts f = current_privilege_facts();
   EXPECT_GE(f.cap_last_cap, 37);
   EXPECT_GE(f.kernel_major, 5);
-  if (geteuid() == 0) EXPECT_NE(f.effective, 0u);
+  if (geteuid() == 0) {
+    EXPECT_NE(f.effective, 0u);
+  }
 }
