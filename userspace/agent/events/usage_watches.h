@@ -6,8 +6,8 @@
 // A charge is seen in the memcg of the task that makes it. The limit that
 // matters is its container's: the nearest cgroup at or above it (within the
 // scope) with a finite limit (nearest_limited, which
-// CgroupTriggers::limited_container_of asks too). So every cgroup below a limit is watched, each pointing `hops` parents up
-// to its container.
+// CgroupTriggers::limited_container_of asks too). So every cgroup below a
+// limit is watched, each pointing `hops` parents up to its container.
 #pragma once
 #include <cstdint>
 #include <functional>
