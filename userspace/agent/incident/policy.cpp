@@ -49,7 +49,7 @@ void note_seen_trigger(std::vector<SeenTrigger>& seen, SeenTrigger s) {
   if (seen.size() >= kMaxSeenTriggers) {
     if (seen.size() >= kMaxSeenTriggers + kMaxSeenTriggerTypesPastCap) return;
     for (const SeenTrigger& have : seen)
-      if (have.type == s.type) return;
+      if (have.type == s.type && have.source == s.source) return;
   }
   seen.push_back(std::move(s));
 }

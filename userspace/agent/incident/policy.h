@@ -73,9 +73,10 @@ struct SeenTrigger {
   std::string source;  // Trigger::source: which mechanism saw it (a BPF event, the poll, an eventfd, ...)
 };
 constexpr size_t kMaxSeenTriggers = 64;  // per candidate / incident: the first ones are what matter
-// Past kMaxSeenTriggers, the first trigger of a type not listed yet still is,
-// up to this many more: memory.events under memory.high fires dozens of times
-// a second, and must not hide the usage poll's first "threshold" behind it.
+// Past kMaxSeenTriggers, the first trigger of a type and source not listed yet
+// still is, up to this many more: memory.events under memory.high fires dozens
+// of times a second, and must not hide the usage poll's first "threshold"
+// behind it, nor the in-kernel threshold's behind the poll's.
 constexpr size_t kMaxSeenTriggerTypesPastCap = 8;
 // Adds `s` to an incident's or candidate's list of seen triggers, within the caps.
 void note_seen_trigger(std::vector<SeenTrigger>& seen, SeenTrigger s);

@@ -264,6 +264,27 @@ TEST(IncidentBook, AFloodOfOneTriggerTypeDoesNotHideTheFirstOfAnother) {
   EXPECT_EQ(book.find(1)->merged_triggers, 200u + 2 + 20);
 }
 
+// Past the cap, each mechanism's first sighting of a type is still listed:
+// the record says whether the in-kernel threshold saw the crossing, even when
+// the poll's threshold came first and memory.events had filled the list.
+TEST(IncidentBook, PastTheCapTheFirstOfEachSourceOfATypeIsKept) {
+  IncidentBook book;
+  book.open_collection(decided_incident(1, "/box", 0), kWindow);
+  for (size_t i = 0; i < 200; ++i) book.merge_trigger("/box", {"memory_events", i, "v2 memory.events"});
+  book.merge_trigger("/box", {"threshold", 300, "poll"});
+  book.merge_trigger("/box", {"threshold", 301, "bpf raw_tp: rss_stat: usage at or above the threshold"});
+  book.merge_trigger("/box", {"threshold", 302, "poll"});  // a second from the same source: not kept
+  const auto& seen = book.find(1)->triggers_seen;
+  size_t poll = 0, bpf = 0;
+  for (const auto& s : seen) {
+    poll += s.type == "threshold" && s.source == "poll";
+    bpf += s.type == "threshold" && s.source.rfind("bpf ", 0) == 0;
+  }
+  EXPECT_EQ(poll, 1u);
+  EXPECT_EQ(bpf, 1u);
+  EXPECT_EQ(seen.size(), kMaxSeenTriggers + 2);
+}
+
 TEST(IncidentBook, DueTimesOrderTheRecordsAndStoppingClosesAll) {
   IncidentBook book;
   book.open_kernel(decided_incident(1, "/a", 0), 5 * kSec);
