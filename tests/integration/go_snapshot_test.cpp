@@ -19,6 +19,7 @@
 #include "pprof_summary.h"
 #include "profile.pb.h"
 #include "go_matrix.h"
+#include "go_profile_checks.h"
 #include "test_process.h"
 
 using namespace oomsnap;
@@ -43,36 +44,9 @@ Started start_fixture(const std::string& bin, std::vector<std::string> args) {
   return oomsnap_test::start_go_fixture(bin, std::move(args));
 }
 
-std::map<std::string, std::pair<uint64_t, uint64_t>> entries_by_name(const Snapshot& s) {
-  std::map<std::string, std::pair<uint64_t, uint64_t>> m;  // name -> {objects, bytes}
-  for (const auto& e : s.entries) {
-    m[e.name].first += e.objects;
-    m[e.name].second += e.bytes;
-  }
-  return m;
-}
-
-// At MemProfileRate=1: every site of the fixture's census is in the snapshot
-// with exactly its in-use objects and bytes.
-void expect_census_exact(const Snapshot& s, const nlohmann::json& census) {
-  auto got = entries_by_name(s);
-  for (auto& [name, site] : census["sites"].items()) {
-    ASSERT_TRUE(got.count(name)) << "site " << name << " missing from the snapshot";
-    EXPECT_EQ(got[name].first, site["objects"].get<uint64_t>()) << name;
-    EXPECT_EQ(got[name].second, site["bytes"].get<uint64_t>()) << name;
-  }
-}
-
-// Stacks through the fixture's own code, without all-zero samples: a bucket
-// created after the target wrote its own profile (by the writing itself) shows
-// up in our read with zero counts (they are still in a future cycle), which is
-// the same as absent.
-testutil::StackMap fixture_stacks(const testutil::PprofSummary& s) {
-  testutil::StackMap out;
-  for (auto& [stack, v] : testutil::filter_stacks(s, "main."))
-    if (v[0] || v[1] || v[2] || v[3]) out.emplace(stack, v);
-  return out;
-}
+using oomsnap_test::entries_by_name;
+using oomsnap_test::expect_census_exact;
+using oomsnap_test::fixture_stacks;
 
 }  // namespace
 

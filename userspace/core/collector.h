@@ -76,6 +76,7 @@ struct CaptureResult {
 // collector's collect() starts with one and returns finish().
 struct CaptureRun {
   CaptureRun(Target& target, const char* language, const CaptureOptions& opts);
+  CaptureRun(RemoteMemory& memory, const char* language, const CaptureOptions& opts);
   CaptureResult finish() {
     meter.finish(out.snapshot);
     return std::move(out);
@@ -85,10 +86,12 @@ struct CaptureRun {
   Deadline deadline;
 };
 
-inline CaptureRun::CaptureRun(Target& target, const char* language, const CaptureOptions& opts)
-    : meter(target.memory()), deadline(opts.budget) {
+inline CaptureRun::CaptureRun(RemoteMemory& memory, const char* language, const CaptureOptions& opts)
+    : meter(memory), deadline(opts.budget) {
   out.language = language;
 }
+inline CaptureRun::CaptureRun(Target& target, const char* language, const CaptureOptions& opts)
+    : CaptureRun(target.memory(), language, opts) {}
 
 class Collector {
  public:

@@ -7,6 +7,8 @@
 #include <climits>
 #include <vector>
 
+#include "core/memory_image.h"
+
 namespace oomsnap {
 namespace {
 
@@ -30,7 +32,22 @@ size_t RemoteMemory::read_batch(std::span<Request> requests) {
   return done;
 }
 
+size_t RemoteMemory::read_batch_from_image(std::span<Request> requests) {
+  size_t done = 0;
+  for (Request& r : requests) {
+    r.ok = image_->read(r.addr, r.buf, r.len);
+    if (r.ok) {
+      ++done;
+      bytes_read_ += r.len;
+    } else {
+      last_errno_ = EFAULT;  // as process_vm_readv says of memory it cannot read
+    }
+  }
+  return done;
+}
+
 size_t RemoteMemory::read_batch_now(std::span<Request> requests) {
+  if (image_) return read_batch_from_image(requests);
   constexpr size_t kMaxIov = IOV_MAX;  // 1024 on Linux
   size_t done = 0;
   size_t i = 0;

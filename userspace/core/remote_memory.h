@@ -7,10 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 namespace oomsnap {
+class MemoryImage;
 
 // The read in flight, published for a watchdog on another thread: a read of
 // a page nobody will serve (userfaultfd, a stalled FUSE or NFS server) never
@@ -30,6 +32,9 @@ struct AddressRange {
 class RemoteMemory {
  public:
   explicit RemoteMemory(pid_t pid) : pid_(pid) {}
+  // Reads served from a copy taken earlier (core/memory_image.h) instead of a
+  // live process: the same readers run over it. pid() is 0; no syscalls.
+  explicit RemoteMemory(std::shared_ptr<const MemoryImage> image) : pid_(0), image_(std::move(image)) {}
 
   // Publish every read's address and start time to `watch` (nullptr: off).
   void set_read_watch(ReadInFlight* watch) { watch_ = watch; }
@@ -68,6 +73,7 @@ class RemoteMemory {
 
  private:
   pid_t pid_;
+  std::shared_ptr<const MemoryImage> image_;
   ReadInFlight* watch_ = nullptr;
   AfterBatch after_batch_;
   std::vector<AddressRange> skip_;
@@ -77,6 +83,7 @@ class RemoteMemory {
   int last_errno_ = 0;
 
   size_t read_batch_now(std::span<Request> requests);
+  size_t read_batch_from_image(std::span<Request> requests);
   bool skipped(uint64_t addr, uint64_t len) const {
     for (const auto& r : skip_)
       if (r.overlaps(addr, len)) return true;

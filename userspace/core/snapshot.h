@@ -85,6 +85,9 @@ struct Snapshot {
   SnapshotStatus status = SnapshotStatus::kFailed;
   std::string reason;           // set whenever status != kComplete
   double duration_ms = 0;
+  // How it was read: empty for a read of the live process; "last_gasp" for
+  // a Go heap profile read in the dying process at its kill (go_last_gasp.h).
+  std::string source;
   std::optional<int64_t> sample_rate;
   bool output_truncated = false;
   std::vector<SnapshotEntry> entries;  // sorted by bytes descending, capped

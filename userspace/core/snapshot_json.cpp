@@ -42,6 +42,7 @@ nlohmann::json to_json(const Snapshot& s) {
   j["status"] = to_string(s.status);
   if (s.status != SnapshotStatus::kComplete || !s.reason.empty()) j["reason"] = s.reason;
   j["duration_ms"] = std::round(s.duration_ms * 1000.0) / 1000.0;
+  if (!s.source.empty()) j["source"] = s.source;
   if (s.sample_rate) j["sample_rate"] = *s.sample_rate;
   j["output_truncated"] = s.output_truncated;
   if (!s.scope.empty()) j["scope"] = s.scope;
@@ -335,6 +336,7 @@ bool SnapshotDecoder::finish(const json& j, Snapshot& s, std::string& why) {
   s.runtime_version = f.str("runtime_version");
   read_status(f, s.status, s.reason);
   s.duration_ms = f.num("duration_ms");
+  s.source = f.str("source", false);
   if (f.has("sample_rate")) s.sample_rate = f.i64("sample_rate");
   s.output_truncated = f.boolean("output_truncated");
   s.scope = f.str("scope", false);

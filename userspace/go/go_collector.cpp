@@ -137,22 +137,6 @@ void build_recent(const GoHeapReadResult& rd, const GoPclntab& tab, RemoteMemory
   snap.recent = std::move(recent);
 }
 
-// The main executable's text mapping as runtime/pprof writes it.
-std::vector<GoMapping> exe_mappings(Target& target, const ElfFile& elf) {
-  std::vector<GoMapping> out;
-  struct stat st {};
-  if (fstat(target.exe_fd(), &st) != 0) return out;
-  for (const auto& m : target.maps()) {
-    if (m.inode == st.st_ino && m.perms.find('x') != std::string::npos) {
-      // The GNU build id as runtime/pprof writes it; Go-linked binaries usually
-      // have none, and then the Go build id identifies the file.
-      out.push_back({m.start, m.end, m.offset, m.path, elf.gnu_build_id().value_or(elf.go_build_id().value_or(""))});
-      break;
-    }
-  }
-  return out;
-}
-
 int64_t now_nanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch()).count();
@@ -194,7 +178,7 @@ void collect_goroutines(Target& target, const ElfFile& elf, const GoPclntab& tab
     GoPprofInput in;
     in.pclntab = &tab;
     in.load_bias = bias;
-    in.mappings = exe_mappings(target, elf);
+    in.mappings = go_exe_mappings(target, elf);
     in.time_nanos = now_nanos();
     in.counts = &samples;
     in.count_name = "goroutine";
@@ -260,6 +244,21 @@ std::optional<GoHeapAddrs> locate_go_heap(const ElfFile& elf, const GoPclntab& t
   return addrs;
 }
 
+std::vector<GoMapping> go_exe_mappings(Target& target, const ElfFile& elf) {
+  std::vector<GoMapping> out;
+  struct stat st {};
+  if (fstat(target.exe_fd(), &st) != 0) return out;
+  for (const auto& m : target.maps()) {
+    if (m.inode == st.st_ino && m.perms.find('x') != std::string::npos) {
+      // The GNU build id as runtime/pprof writes it; Go-linked binaries usually
+      // have none, and then the Go build id identifies the file.
+      out.push_back({m.start, m.end, m.offset, m.path, elf.gnu_build_id().value_or(elf.go_build_id().value_or(""))});
+      break;
+    }
+  }
+  return out;
+}
+
 std::optional<uint64_t> exe_load_bias(const ElfFile& elf, const std::vector<Mapping>& maps, int exe_fd) {
   if (elf.elf_type() == ET_EXEC) return 0;
   struct stat st {};
@@ -279,14 +278,13 @@ bool GoCollector::detect(Target& target) {
   return buildinfo_.has_value();
 }
 
-void GoCollector::collect_heap(Target& target, const CaptureOptions& opts, CaptureRun& run, const GoPclntab& tab,
-                               uint64_t bias, bool want_pprof) {
+void collect_go_heap(const GoHeapSource& src, const ElfFile& elf, const GoVersion& ver, const GoPclntab& tab,
+                     uint64_t bias, const CaptureOptions& opts, CaptureRun& run, bool want_pprof) {
   Snapshot& snap = run.out.snapshot;
-  RemoteMemory& mem = target.memory();
-  const GoVersion& ver = buildinfo_->version;
+  RemoteMemory& mem = src.mem;
 
   std::string why;
-  const std::optional<GoHeapAddrs> located = locate_go_heap(*elf_, tab, ver, bias, why);
+  const std::optional<GoHeapAddrs> located = locate_go_heap(elf, tab, ver, bias, why);
   if (!located) {
     snap.set_status(SnapshotStatus::kUnavailable, why);
     return;
@@ -294,20 +292,20 @@ void GoCollector::collect_heap(Target& target, const CaptureOptions& opts, Captu
   const GoHeapAddrs& addrs = *located;
 
   GoHeapReadResult rd =
-      read_go_heap(mem, target.maps(), addrs, ver.minor, opts, run.deadline, want_pprof || opts.want_recent_pprof);
+      read_go_heap(mem, src.maps, addrs, ver.minor, opts, run.deadline, want_pprof || opts.want_recent_pprof);
   snap.sample_rate = rd.profile.mem_profile_rate;
   snap.set_status(rd.status, rd.reason);
   if (rd.status == SnapshotStatus::kUnavailable && rd.profile.mem_profile_rate == 0) {
     // The linker turns profiling off in programs that never reference
     // runtime.MemProfile (no runtime/pprof): say so, it is the usual cause.
     uint8_t disabled = 0;
-    auto sym = elf_->symbol("runtime.disableMemoryProfiling");
+    auto sym = elf.symbol("runtime.disableMemoryProfiling");
     if (sym && mem.read(sym->value + bias, &disabled, 1) && disabled)
       snap.reason += "; the binary does not use runtime/pprof, so the Go linker disabled memory profiling";
   }
   if (rd.status == SnapshotStatus::kUnavailable || (rd.status == SnapshotStatus::kFailed && rd.summaries.empty()))
     return;
-  if (!target.still_same()) {
+  if (src.still_same && !src.still_same()) {
     snap.set_status(SnapshotStatus::kFailed, "target exited or was replaced during the capture");
     return;
   }
@@ -318,7 +316,7 @@ void GoCollector::collect_heap(Target& target, const CaptureOptions& opts, Captu
     in.profile = &rd.profile;
     in.pclntab = &tab;
     in.load_bias = bias;
-    in.mappings = exe_mappings(target, *elf_);
+    if (src.pprof_mappings) in.mappings = src.pprof_mappings();
     in.time_nanos = now_nanos();
     if (want_pprof) run.out.pprof = encode_go_heap_pprof(in);
     if (opts.want_recent_pprof) run.out.recent_pprof = encode_go_recent_pprof(in);
@@ -360,11 +358,13 @@ CaptureResult GoCollector::collect(Target& target, const CaptureOptions& opts) {
     collect_mem_accounting(target, *elf_, tab, ver, *bias, run.out);
     // The heap snapshot always; a block/mutex profile besides it on request
     // (the pprof output is then that profile's).
-    collect_heap(target, opts, run, tab, *bias, opts.want_pprof && opts.profile == ProfileKind::kHeap);
+    const GoHeapSource live{target.memory(), target.maps(), [&target] { return target.still_same(); },
+                            [&target, this] { return go_exe_mappings(target, *elf_); }};
+    collect_go_heap(live, *elf_, ver, tab, *bias, opts, run, opts.want_pprof && opts.profile == ProfileKind::kHeap);
     if (opts.profile == ProfileKind::kBlock || opts.profile == ProfileKind::kMutex) {
       const auto kind = opts.profile == ProfileKind::kBlock ? GoContentionKind::kBlock : GoContentionKind::kMutex;
       GoContentionTarget in{elf_, &tab, &ver, *bias, {}};
-      if (opts.want_pprof) in.mappings = exe_mappings(target, *elf_);
+      if (opts.want_pprof) in.mappings = go_exe_mappings(target, *elf_);
       ContentionProfile p =
           collect_go_contention(target, in, kind, opts, run.deadline, opts.want_pprof ? &run.out.pprof : nullptr);
       (kind == GoContentionKind::kBlock ? snap.block : snap.mutex) = std::move(p);

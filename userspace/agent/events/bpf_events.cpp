@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "agent.skel.h"
+#include "agent/events/tracefs.h"
 
 namespace oomsnap {
 namespace {
@@ -187,30 +188,6 @@ bool probe_load(size_t i, bool raw, const BpfEventOptions& opts, std::string& wh
   if (rc != 0) why = std::string("does not load: ") + errno_text(-rc);
   agent_bpf__destroy(s);
   return rc == 0;
-}
-
-constexpr const char* kTracefs = "/sys/kernel/tracing";
-
-// Classic tracepoints are attached through tracefs (libbpf reads the event id
-// from <tracefs>/events/<category>/<name>/id). Mounts it when it is missing;
-// note says so.
-bool ensure_tracefs(std::string& note, std::string& error, int& err) {
-  struct stat st {};
-  const std::string events = std::string(kTracefs) + "/events";
-  if (stat(events.c_str(), &st) == 0) return true;
-  if (errno != ENOENT) {  // there but not usable (e.g. EACCES): mounting would not help
-    err = errno;
-    error = "tracefs at " + events + " is not usable: " + errno_text(err);
-    return false;
-  }
-  if (::mount("tracefs", kTracefs, "tracefs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
-    err = errno;
-    if (stat(events.c_str(), &st) == 0) return true;  // mounted concurrently by someone else
-    error = std::string("mounting tracefs at ") + kTracefs + " failed: " + errno_text(err);
-    return false;
-  }
-  note = std::string("tracefs mounted at ") + kTracefs;
-  return true;
 }
 
 constexpr const char* kBtf = "/sys/kernel/btf/vmlinux";

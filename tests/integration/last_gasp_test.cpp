@@ -1,0 +1,233 @@
+// The last gasp (bpf/last_gasp.bpf.c, agent/events/last_gasp_source.h,
+// go/go_last_gasp.h): a live Go fixture is armed, then killed — by kill -9, or
+// by the kernel's OOM killer in the middle of one huge allocation — and the
+// heap profile read in its own context at the kill must equal the profile it
+// wrote itself just before, as the live read's does (go_snapshot_test.cpp).
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "agent/events/last_gasp_source.h"
+#include "core/target.h"
+#include "go/go_last_gasp.h"
+#include "go_matrix.h"
+#include "go_profile_checks.h"
+#include "pprof_summary.h"
+#include "test_cgroup.h"
+
+using namespace oomsnap;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string scratch_dir() {
+  std::string d = "/tmp/oomsnap-lg-" + std::to_string(getpid());
+  fs::create_directories(d);
+  return d;
+}
+
+// The walk of pid, once its END came (nullopt after `timeout`).
+std::optional<LastGaspWalk> wait_walk(LastGaspSource& src, pid_t pid, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    for (LastGaspWalk& w : src.consume())
+      if (w.pid == pid) return std::move(w);
+    pollfd p{src.fd(), POLLIN, 0};
+    poll(&p, 1, 50);
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<LastGaspSource> open_source(const LastGaspSource::Limits& limits = {}) {
+  std::string why;
+  auto src = LastGaspSource::open(limits, why);
+  EXPECT_TRUE(src) << why;
+  return src;
+}
+
+CaptureOptions exact_options() {
+  CaptureOptions opts;
+  opts.max_entries = 1000;
+  opts.want_pprof = true;
+  return opts;
+}
+
+// A fixture opened and armed; the target stays open (its exe too) after it dies.
+struct ArmedFixture {
+  oomsnap_test::StartedGoFixture fx;
+  std::unique_ptr<Target> target;
+  GoLastGaspPlan plan;
+};
+
+void arm_fixture(LastGaspSource& src, ArmedFixture& a, const CaptureOptions& opts) {
+  std::string why;
+  a.target = Target::open(a.fx.proc->pid(), why);
+  ASSERT_TRUE(a.target) << why;
+  auto plan = plan_go_last_gasp(*a.target, opts, why);
+  ASSERT_TRUE(plan) << why;
+  a.plan = std::move(*plan);
+  ASSERT_TRUE(src.arm(a.fx.proc->pid(), a.plan.arm, why)) << why;
+}
+
+// The in-use view equals the fixture's census exactly (rate 1) and its own
+// profile on every stack through main.*.
+void expect_equals_own_profile(const CaptureResult& r, const nlohmann::json& census, const std::string& own,
+                               const std::string& ours) {
+  const Snapshot& s = r.snapshot;
+  oomsnap_test::expect_census_exact(s, census);
+  ASSERT_TRUE(r.pprof);
+  {
+    std::ofstream f(ours, std::ios::binary);
+    f << *r.pprof;
+  }
+  auto want = testutil::summarize_pprof_file(own);
+  auto have = testutil::summarize_pprof_file(ours);
+  EXPECT_EQ(have.sample_types, want.sample_types);
+  for (const auto& d : testutil::compare_stacks(oomsnap_test::fixture_stacks(have),
+                                                oomsnap_test::fixture_stacks(want), 0.005))
+    ADD_FAILURE() << d;
+  EXPECT_GE(oomsnap_test::fixture_stacks(have).size(), 4u);
+  fs::remove(ours);
+}
+
+}  // namespace
+
+class LastGasp : public ::testing::TestWithParam<oomsnap_test::GoMatrixParam> {};
+
+// kill -9 of an armed fixture: the walk reaches the list's end in the dying
+// process, and the snapshot from it equals the fixture's own profile.
+TEST_P(LastGasp, AKillGivesTheHeapProfileTheProcessWroteItself) {
+  auto [ver, mode] = GetParam();
+  auto src = open_source();
+  ASSERT_TRUE(src);
+  const std::string dir = scratch_dir();
+  const std::string own = dir + "/own-" + ver + "-" + mode + ".pb.gz";
+  ArmedFixture a;
+  a.fx = oomsnap_test::start_go_fixture(oomsnap_test::go_fixture_path(ver, mode), {"-rate", "1", "-profile", own});
+  ASSERT_TRUE(a.fx.proc);
+  const CaptureOptions opts = exact_options();
+  arm_fixture(*src, a, opts);
+  if (HasFatalFailure()) return;
+  const pid_t pid = a.fx.proc->pid();
+
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  auto walk = wait_walk(*src, pid, std::chrono::seconds(10));
+  ASSERT_TRUE(walk) << "no last-gasp walk of " << pid;
+  EXPECT_EQ(walk->status, SnapshotStatus::kComplete) << walk->reason;
+  EXPECT_GT(walk->buckets_sent, 4u);
+  EXPECT_EQ(walk->buckets_received, walk->buckets_sent);
+  EXPECT_EQ(src->armed(), 0u) << "a process whose walk ended stays armed";
+
+  CaptureResult r = go_last_gasp_snapshot(*walk, a.plan, *a.target->exe_elf(), opts);
+  const Snapshot& s = r.snapshot;
+  ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
+  EXPECT_EQ(r.language, "go");
+  EXPECT_EQ(s.source, "last_gasp");
+  EXPECT_EQ(s.runtime_version, a.fx.census["go_version"].get<std::string>());
+  EXPECT_EQ(s.sample_rate.value_or(-1), 1);
+  EXPECT_EQ(s.read_syscalls, 0u) << "the process is gone: nothing may be read from it";
+  expect_equals_own_profile(r, a.fx.census, own, dir + "/ours-" + ver + "-" + mode + ".pb.gz");
+  fs::remove(own);
+}
+
+INSTANTIATE_TEST_SUITE_P(Go, LastGasp,
+                         ::testing::Combine(::testing::ValuesIn(oomsnap_test::go_versions()),
+                                            ::testing::Values("default", "pie-stripped")),
+                         oomsnap_test::go_matrix_name);
+
+// The cap on buckets per kill holds in the kernel: the snapshot is partial
+// and says so, with what was read before the cap.
+TEST(LastGaspLimits, TheBucketCapEndsTheWalkAndTheSnapshotSaysSo) {
+  LastGaspSource::Limits limits;
+  limits.max_buckets = 3;
+  auto src = open_source(limits);
+  ASSERT_TRUE(src);
+  ArmedFixture a;
+  a.fx = oomsnap_test::start_go_fixture(oomsnap_test::go_fixture_path("1.26", "default"), {"-rate", "1"});
+  ASSERT_TRUE(a.fx.proc);
+  const CaptureOptions opts = exact_options();
+  arm_fixture(*src, a, opts);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(::kill(a.fx.proc->pid(), SIGKILL), 0);
+  auto walk = wait_walk(*src, a.fx.proc->pid(), std::chrono::seconds(10));
+  ASSERT_TRUE(walk);
+  EXPECT_EQ(walk->status, SnapshotStatus::kPartial);
+  EXPECT_EQ(walk->buckets_sent, 3u);
+  EXPECT_EQ(walk->reason, "bucket cap reached after 3 buckets");
+  CaptureResult r = go_last_gasp_snapshot(*walk, a.plan, *a.target->exe_elf(), opts);
+  EXPECT_EQ(r.snapshot.status, SnapshotStatus::kPartial);
+  EXPECT_EQ(r.snapshot.reason, "last gasp: bucket cap reached after 3 buckets");
+}
+
+// A process that is not armed is not read; one that is armed and exits
+// without a SIGKILL sends nothing either.
+TEST(LastGaspLimits, OnlyASigkillOfAnArmedProcessIsRead) {
+  auto src = open_source();
+  ASSERT_TRUE(src);
+  auto plain = oomsnap_test::start_go_fixture(oomsnap_test::go_fixture_path("1.26", "default"), {"-rate", "1"});
+  ASSERT_TRUE(plain.proc);
+  ArmedFixture a;
+  a.fx = oomsnap_test::start_go_fixture(oomsnap_test::go_fixture_path("1.26", "default"), {"-rate", "1"});
+  ASSERT_TRUE(a.fx.proc);
+  arm_fixture(*src, a, exact_options());
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(::kill(plain.proc->pid(), SIGKILL), 0);
+  ASSERT_EQ(::kill(a.fx.proc->pid(), SIGTERM), 0);
+  EXPECT_FALSE(wait_walk(*src, plain.proc->pid(), std::chrono::milliseconds(500)));
+  EXPECT_FALSE(wait_walk(*src, a.fx.proc->pid(), std::chrono::milliseconds(500)));
+}
+
+// The kernel's OOM killer, in the middle of one allocation far above the
+// limit (no threshold can be crossed in time for a read from outside): the
+// profile read at the kill still equals the one the fixture wrote before the
+// burst, and `recent` shows the allocation that killed it.
+TEST(LastGaspOomKill, ALimitHitInOneAllocationStillGivesTheProfileBeforeIt) {
+  auto src = open_source();
+  ASSERT_TRUE(src);
+  oomsnap_test::TestMemcg box("lastgasp", 256ull << 20);
+  const std::string dir = scratch_dir();
+  const std::string own = dir + "/own-burst.pb.gz";
+  const std::string bin = oomsnap_test::go_fixture_path("1.26", "default");
+  ArmedFixture a;
+  a.fx = oomsnap_test::start_go_fixture(
+      "/bin/sh", {"-c", "echo $$ > " + box.dir() + "/cgroup.procs && exec \"$@\"", "sh", bin, "-rate", "1",
+                  "-profile", own, "-burst-mb", "1024"});
+  ASSERT_TRUE(a.fx.proc);
+  CaptureOptions opts = exact_options();
+  arm_fixture(*src, a, opts);
+  if (HasFatalFailure()) return;
+  const pid_t pid = a.fx.proc->pid();
+
+  ASSERT_EQ(::kill(pid, SIGUSR1), 0);  // the burst
+  auto walk = wait_walk(*src, pid, std::chrono::seconds(30));
+  ASSERT_TRUE(walk) << "no last-gasp walk of " << pid;
+  int status = -1;
+  for (int i = 0; i < 200 && (status = a.fx.proc->try_wait()) == -1; ++i) usleep(10000);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  EXPECT_NE(oomsnap_test::slurp(box.dir() + "/memory.oom_control").find("oom_kill 1"), std::string::npos)
+      << "not killed by the OOM killer";
+  EXPECT_EQ(walk->status, SnapshotStatus::kComplete) << walk->reason;
+
+  CaptureResult r = go_last_gasp_snapshot(*walk, a.plan, *a.target->exe_elf(), opts);
+  const Snapshot& s = r.snapshot;
+  ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
+  EXPECT_EQ(s.source, "last_gasp");
+  expect_equals_own_profile(r, a.fx.census, own, dir + "/ours-burst.pb.gz");
+  ASSERT_TRUE(s.recent);
+  bool burst_seen = false;
+  for (const auto& e : s.recent->entries)
+    if (e.name == "main.burst") {
+      burst_seen = true;
+      EXPECT_EQ(e.objects, 1u);
+      EXPECT_EQ(e.bytes, 1024ull << 20);
+    }
+  EXPECT_TRUE(burst_seen) << "the allocation that hit the limit is not in recent";
+  fs::remove(own);
+}
