@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <optional>
 
 #include "agent/events/last_gasp_source.h"
@@ -21,6 +23,7 @@
 #include "go_profile_checks.h"
 #include "pprof_summary.h"
 #include "test_cgroup.h"
+#include "trap_targets.h"
 
 using namespace oomsnap;
 namespace fs = std::filesystem;
@@ -164,6 +167,118 @@ TEST(LastGaspLimits, TheBucketCapEndsTheWalkAndTheSnapshotSaysSo) {
   CaptureResult r = go_last_gasp_snapshot(*walk, a.plan, *a.target->exe_elf(), opts);
   EXPECT_EQ(r.snapshot.status, SnapshotStatus::kPartial);
   EXPECT_EQ(r.snapshot.reason, "last gasp: bucket cap reached after 3 buckets");
+}
+
+// A bucket list that leads into a page nobody serves (userfaultfd): a read
+// from outside would wait forever (capture_sandbox_test.cpp); the probe read
+// in the dying process cannot fault the page in, so the walk ends at it at
+// once, and the snapshot keeps the buckets before it and says where it ended.
+TEST(LastGaspHostile, AListIntoAPageNobodyServesEndsThereAtOnce) {
+  auto src = open_source();
+  ASSERT_TRUE(src);
+  auto trap = oomsnap_test::start_go_uffd_trap("1.26");
+  const pid_t pid = trap.proc->pid();
+  std::string why;
+  auto target = Target::open(pid, why);
+  ASSERT_TRUE(target) << why;
+  const CaptureOptions opts = exact_options();
+  auto plan = plan_go_last_gasp(*target, opts, why);
+  ASSERT_TRUE(plan) << why;
+  ASSERT_TRUE(src->arm(pid, plan->arm, why)) << why;
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  auto walk = wait_walk(*src, pid, std::chrono::seconds(10));
+  ASSERT_TRUE(walk) << "no walk: the dying process hung in the trap";
+  EXPECT_EQ(walk->status, SnapshotStatus::kPartial);
+  EXPECT_NE(walk->reason.find("unreadable bucket at 0x"), std::string::npos) << walk->reason;
+  CaptureResult r = go_last_gasp_snapshot(*walk, *plan, *target->exe_elf(), opts);
+  EXPECT_EQ(r.snapshot.status, SnapshotStatus::kPartial);
+  EXPECT_EQ(r.snapshot.reason, "last gasp: " + walk->reason);
+  bool small = false;
+  for (const auto& e : r.snapshot.entries) small |= e.name == "main.allocSmall";
+  EXPECT_TRUE(small) << "the buckets before the trap are lost";
+}
+
+// The kernel side has no cycle check (only its cap): a list that loops comes
+// in as buckets sent again. The image keeps one copy of each, and the live
+// walker's cycle check ends the snapshot at the repeat.
+TEST(LastGaspHostile, ABucketListThatLoopsIsCutAtTheRepeat) {
+  auto src = open_source();
+  ASSERT_TRUE(src);
+  ArmedFixture a;
+  a.fx = oomsnap_test::start_go_fixture(oomsnap_test::go_fixture_path("1.26", "default"), {"-rate", "1"});
+  ASSERT_TRUE(a.fx.proc);
+  const CaptureOptions opts = exact_options();
+  arm_fixture(*src, a, opts);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(::kill(a.fx.proc->pid(), SIGKILL), 0);
+  auto walk = wait_walk(*src, a.fx.proc->pid(), std::chrono::seconds(10));
+  ASSERT_TRUE(walk);
+  ASSERT_EQ(walk->status, SnapshotStatus::kComplete) << walk->reason;
+  // Point the last bucket's allnext back at the first one.
+  uint64_t head = 0, addr = 0, last = 0;
+  ASSERT_TRUE(walk->image->read(a.plan.arm.mbuckets, &head, 8));
+  for (addr = head; addr != 0;) {
+    last = addr;
+    ASSERT_TRUE(walk->image->read(addr + 8, &addr, 8));
+  }
+  std::vector<uint8_t> bucket(48);
+  ASSERT_TRUE(walk->image->read(last, bucket.data(), 48));
+  uint64_t nstk = 0;
+  std::memcpy(&nstk, bucket.data() + 40, 8);
+  bucket.resize(48 + nstk * 8 + a.plan.arm.record_bytes);
+  ASSERT_TRUE(walk->image->read(last, bucket.data(), bucket.size()));
+  std::memcpy(bucket.data() + 8, &head, 8);
+  walk->image->add(last, bucket);
+  CaptureResult r = go_last_gasp_snapshot(*walk, a.plan, *a.target->exe_elf(), opts);
+  EXPECT_EQ(r.snapshot.status, SnapshotStatus::kPartial);
+  EXPECT_NE(r.snapshot.reason.find("cycle in bucket list"), std::string::npos) << r.snapshot.reason;
+  oomsnap_test::expect_census_exact(r.snapshot, a.fx.census);
+}
+
+// The default cap bounds the dying task's time on a huge list, and the ring
+// buffer holds a capped walk whole.
+TEST(LastGaspLimits, TheDefaultCapBoundsAWalkOfAHugeList) {
+  const LastGaspSource::Limits limits;
+  auto src = open_source(limits);
+  ASSERT_TRUE(src);
+  ArmedFixture a;
+  a.fx = oomsnap_test::start_go_fixture(oomsnap_test::go_fixture_path("1.26", "default"),
+                                        {"-rate", "1", "-stacks", std::to_string(limits.max_buckets + 5000),
+                                         "-measure-runs", "0"});
+  ASSERT_TRUE(a.fx.proc);
+  arm_fixture(*src, a, exact_options());
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(::kill(a.fx.proc->pid(), SIGKILL), 0);
+  auto walk = wait_walk(*src, a.fx.proc->pid(), std::chrono::seconds(20));
+  ASSERT_TRUE(walk);
+  EXPECT_EQ(walk->status, SnapshotStatus::kPartial);
+  EXPECT_EQ(walk->reason, "bucket cap reached after " + std::to_string(limits.max_buckets) + " buckets");
+  EXPECT_EQ(walk->buckets_received, limits.max_buckets);
+  std::cout << "walk of " << walk->buckets_sent << " buckets (" << walk->image->bytes() << " bytes): "
+            << walk->walk_ns / 1000 << " us in the dying task\n";
+}
+
+// The classic tracepoint (tracefs), for kernels whose raw tracepoint does not
+// load: the same walk.
+TEST(LastGaspAttach, TheTracepointFallbackReadsTheSame) {
+  LastGaspSource::Limits limits;
+  limits.attach = LastGaspSource::Limits::Attach::kTracepoint;
+  auto src = open_source(limits);
+  ASSERT_TRUE(src);
+  EXPECT_EQ(src->description().rfind("tp/signal/signal_deliver", 0), 0u) << src->description();
+  ArmedFixture a;
+  a.fx = oomsnap_test::start_go_fixture(oomsnap_test::go_fixture_path("1.26", "default"), {"-rate", "1"});
+  ASSERT_TRUE(a.fx.proc);
+  const CaptureOptions opts = exact_options();
+  arm_fixture(*src, a, opts);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(::kill(a.fx.proc->pid(), SIGKILL), 0);
+  auto walk = wait_walk(*src, a.fx.proc->pid(), std::chrono::seconds(10));
+  ASSERT_TRUE(walk);
+  EXPECT_EQ(walk->status, SnapshotStatus::kComplete) << walk->reason;
+  CaptureResult r = go_last_gasp_snapshot(*walk, a.plan, *a.target->exe_elf(), opts);
+  EXPECT_EQ(r.snapshot.status, SnapshotStatus::kComplete) << r.snapshot.reason;
+  oomsnap_test::expect_census_exact(r.snapshot, a.fx.census);
 }
 
 // A process that is not armed is not read; one that is armed and exits

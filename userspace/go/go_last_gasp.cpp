@@ -59,7 +59,7 @@ std::optional<GoLastGaspPlan> plan_go_last_gasp(Target& target, const CaptureOpt
 
 CaptureResult go_last_gasp_snapshot(const LastGaspWalk& walk, const GoLastGaspPlan& plan, const ElfFile& elf,
                                     const CaptureOptions& opts) {
-  RemoteMemory mem(std::shared_ptr<const MemoryImage>(walk.image));
+  RemoteMemory mem{std::shared_ptr<const MemoryImage>(walk.image)};
   CaptureRun run(mem, "go", opts);
   Snapshot& snap = run.out.snapshot;
   snap.source = "last_gasp";

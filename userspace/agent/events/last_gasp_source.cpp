@@ -64,19 +64,21 @@ std::unique_ptr<LastGaspSource> LastGaspSource::open(const Limits& limits, std::
   }
   std::unique_ptr<LastGaspSource> src(new LastGaspSource());
   src->limits_ = limits;
-  std::string raw_why, tp_why;
-  src->skel_ = load_attached(true, raw_why);
+  using Attach = Limits::Attach;
+  std::string raw_why = "not tried", tp_why = "not tried";
+  if (limits.attach != Attach::kTracepoint) src->skel_ = load_attached(true, raw_why);
   if (src->skel_) {
     src->description_ = "raw_tp/signal_deliver";
-  } else {
+  } else if (limits.attach != Attach::kRawTracepoint) {
     std::string note;
     int err = 0;
     if (ensure_tracefs(note, tp_why, err)) src->skel_ = load_attached(false, tp_why);
-    if (!src->skel_) {
-      why = "raw_tp/signal_deliver: " + raw_why + "; tp/signal/signal_deliver: " + tp_why;
-      return nullptr;
-    }
-    src->description_ = "tp/signal/signal_deliver (raw_tp: " + raw_why + ")" + (note.empty() ? "" : "; " + note);
+    if (src->skel_)
+      src->description_ = "tp/signal/signal_deliver (raw_tp: " + raw_why + ")" + (note.empty() ? "" : "; " + note);
+  }
+  if (!src->skel_) {
+    why = "raw_tp/signal_deliver: " + raw_why + "; tp/signal/signal_deliver: " + tp_why;
+    return nullptr;
   }
   src->control_rb_ =
       ring_buffer__new(bpf_map__fd(src->skel_->maps.lg_control), &LastGaspSource::on_control, src.get(), nullptr);

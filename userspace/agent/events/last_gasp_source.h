@@ -39,6 +39,8 @@ class LastGaspSource {
     uint32_t max_buckets = 20000;  // per walk: ~15 ms of the dying task's time at ~0.7 µs a bucket
     uint64_t max_pending_bytes = uint64_t{256} << 20;
     std::chrono::milliseconds end_timeout{5000};
+    // Raw tracepoint first, the tracepoint (tracefs) when it fails; or only one.
+    enum class Attach { kAuto, kRawTracepoint, kTracepoint } attach = Attach::kAuto;
   };
   // nullptr with why when the kernel cannot run the program.
   static std::unique_ptr<LastGaspSource> open(const Limits& limits, std::string& why);
