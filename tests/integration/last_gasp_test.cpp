@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <optional>
 
 #include "agent/events/last_gasp_source.h"
+#include "capture/capture_sandbox.h"
 #include "core/target.h"
 #include "go/go_last_gasp.h"
 #include "go_matrix.h"
@@ -144,6 +146,49 @@ INSTANTIATE_TEST_SUITE_P(Go, LastGasp,
                          ::testing::Combine(::testing::ValuesIn(oomsnap_test::go_versions()),
                                             ::testing::Values("default", "pie-stripped")),
                          oomsnap_test::go_matrix_name);
+
+// As the agent does it: the plan and the snapshot each in a capture process
+// (nothing of the target parsed in the caller), the executable held as an
+// O_PATH descriptor from the arming on (the process is gone at the decode).
+TEST(LastGaspSandboxed, PlanAndSnapshotInTheCaptureProcessEqualTheOwnProfile) {
+  auto src = open_source();
+  ASSERT_TRUE(src);
+  const std::string dir = scratch_dir();
+  const std::string own = dir + "/own-sandboxed.pb.gz";
+  auto fx = oomsnap_test::start_go_fixture(oomsnap_test::go_fixture_path("1.26", "pie-stripped"),
+                                           {"-rate", "1", "-profile", own});
+  ASSERT_TRUE(fx.proc);
+  const pid_t pid = fx.proc->pid();
+  CaptureOptions opts = exact_options();
+  opts.budget = std::chrono::milliseconds(10000);
+  CaptureSandbox box(SandboxOptions{.helper_path = OOMSNAP_BINARY, .max_budget = opts.budget});
+  std::string why;
+  auto plan = box.plan_last_gasp(pid, opts, why);
+  ASSERT_TRUE(plan) << why;
+  UniqueFd exe(::open(("/proc/" + std::to_string(pid) + "/exe").c_str(), O_PATH | O_CLOEXEC));
+  ASSERT_GE(exe.get(), 0);
+  auto identity = read_identity(pid);
+  ASSERT_TRUE(identity);
+  ASSERT_TRUE(src->arm(pid, plan->arm, why)) << why;
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  auto walk = wait_walk(*src, pid, std::chrono::seconds(10));
+  ASSERT_TRUE(walk);
+
+  LastGaspDecodeRequest req{*plan, *identity, *walk};
+  CaptureRecord rec = box.decode_last_gasp(req, *walk->image, exe.get(), opts);
+  EXPECT_EQ(rec.process_failure, "");
+  EXPECT_EQ(rec.identity.pid, pid);
+  EXPECT_EQ(rec.identity.start_time_ticks, identity->start_time_ticks);
+  ASSERT_EQ(rec.result.snapshot.status, SnapshotStatus::kComplete) << rec.result.snapshot.reason;
+  EXPECT_EQ(rec.result.snapshot.source, "last_gasp");
+  expect_equals_own_profile(rec.result, fx.census, own, dir + "/ours-sandboxed.pb.gz");
+  fs::remove(own);
+
+  // Not a Go program: no plan, and why.
+  oomsnap_test::Process sleeper({"/bin/sleep", "30"});
+  EXPECT_FALSE(box.plan_last_gasp(sleeper.pid(), opts, why));
+  EXPECT_NE(why.find("not a Go binary"), std::string::npos) << why;
+}
 
 // The cap on buckets per kill holds in the kernel: the snapshot is partial
 // and says so, with what was read before the cap.

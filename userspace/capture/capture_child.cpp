@@ -1,6 +1,8 @@
 #include "capture/capture_child.h"
 
+#include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -20,6 +23,7 @@
 #include "capture/capture.h"
 #include "capture/oom_victim.h"
 #include "capture/result_budget.h"
+#include "capture/last_gasp_capture.h"
 #include "capture/sandbox_policy.h"
 
 namespace oomsnap {
@@ -68,17 +72,64 @@ bool write_all(int fd, const std::string& data) {
   return true;
 }
 
-// The request line, read whole (it is small); empty on EOF or error.
-std::string read_request_line() {
+// The request line, read whole (it is small), and the descriptors sent with
+// it (a last-gasp decode's executable and image; at most kMaxRequestFds, the
+// rest closed); empty on EOF or error.
+constexpr size_t kMaxRequestFds = 2;
+std::string read_request_line(std::vector<UniqueFd>& fds) {
   std::string line;
-  char buf[512];
-  while (line.size() < 4096 && line.find('\n') == std::string::npos) {
-    ssize_t n = ::read(kCaptureRequestFd, buf, sizeof buf);
+  char buf[4096];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxRequestFds)];
+  while (line.size() < kMaxRequestLine && line.find('\n') == std::string::npos) {
+    iovec iov{buf, sizeof buf};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = ::recvmsg(kCaptureRequestFd, &msg, MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR) continue;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        fds.emplace_back(fd);  // kept or closed (UniqueFd) either way
+      }
+    }
     if (n <= 0) return {};
     line.append(buf, static_cast<size_t>(n));
   }
+  if (fds.size() > kMaxRequestFds) fds.resize(kMaxRequestFds);
   return line;
+}
+
+// A last-gasp decode (the target is gone): the executable, reopened readable
+// from the agent's O_PATH descriptor, and the image, read now, before the
+// last filter takes opens away. The record, or why there is none.
+std::optional<CaptureRecord> decode_last_gasp_request(const CaptureRequest& req, std::vector<UniqueFd>& fds,
+                                                      std::string& error) {
+  if (!req.last_gasp || fds.size() != 2) {
+    error = "a last-gasp decode without its executable and image";
+    return std::nullopt;
+  }
+  const std::string path = "/proc/self/fd/" + std::to_string(fds[0].get());
+  UniqueFd exe(::openat(AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (exe.get() < 0) {
+    error = "cannot reopen the executable: " + errno_text(errno);
+    return std::nullopt;
+  }
+  constexpr uint64_t kMaxImageBytes = uint64_t{320} << 20;  // the agent keeps at most 256 MiB of images
+  auto image = image_from_fd(fds[1].get(), kMaxImageBytes, error);
+  fds.clear();
+  if (!image) return std::nullopt;
+  std::string why;
+  if (!load_confinement_filter(why)) {
+    std::fprintf(stderr, "oomsnap capture process: %s\n", why.c_str());
+    _exit(3);
+  }
+  return decode_last_gasp(*req.last_gasp, std::move(image), exe.get(), req.options);
 }
 
 // Exactly one of the capture thread and the watchdog writes the result.
@@ -181,7 +232,8 @@ int run_capture_child(const std::vector<std::string>& args, const CaptureChildHo
     _exit(3);
   }
 
-  std::string line = read_request_line();
+  std::vector<UniqueFd> fds;
+  std::string line = read_request_line(fds);
   if (line.empty()) _exit(0);  // replaced or shutting down: nothing asked
   auto req = decode_request(line.substr(0, line.find('\n')), why);
   if (!req) {
@@ -189,8 +241,9 @@ int run_capture_child(const std::vector<std::string>& args, const CaptureChildHo
     _exit(2);
   }
   // Now that the target is known, a second filter (filters stack: each can
-  // only take away) pins process_vm_readv to it.
-  if (!load_seccomp_filter(kCaptureResultFd, req->pid, why)) {
+  // only take away) pins process_vm_readv to it; a decode reads no process.
+  const bool decode = req->kind == CaptureKind::kLastGaspDecode;
+  if (!load_seccomp_filter(kCaptureResultFd, decode ? kNoTargetPid : req->pid, why)) {
     std::fprintf(stderr, "oomsnap capture process: %s\n", why.c_str());
     _exit(3);
   }
@@ -199,21 +252,35 @@ int run_capture_child(const std::vector<std::string>& args, const CaptureChildHo
   const auto half_grace = std::max(a.grace / 2, std::chrono::milliseconds(100));
   watchdog.arm(std::chrono::steady_clock::now() + req->options.budget + half_grace, req->options.stall_after);
   if (hooks.target_named) hooks.target_named(*req);
-  // Every file the capture reads, opened now (core/target.h); then the last
-  // filter takes file opens away before anything of the target is read.
-  std::string error;
-  auto target = open_capture_target(req->pid, error);
-  if (!load_confinement_filter(why)) {
-    std::fprintf(stderr, "oomsnap capture process: %s\n", why.c_str());
-    _exit(3);
-  }
-  if (hooks.confined) hooks.confined(*req, target.get());
-
   CaptureOptions opts = req->options;
   opts.progress = &progress;
   CaptureReply reply;
   std::optional<CaptureRecord> rec;
-  if (target) rec = capture_target(*target, opts);
+  std::string error;
+  if (decode) {
+    rec = decode_last_gasp_request(*req, fds, error);
+  } else {
+    fds.clear();  // only a decode takes descriptors
+    // Every file the capture reads, opened now (core/target.h); then the last
+    // filter takes file opens away before anything of the target is read.
+    auto target = open_capture_target(req->pid, error);
+    if (!load_confinement_filter(why)) {
+      std::fprintf(stderr, "oomsnap capture process: %s\n", why.c_str());
+      _exit(3);
+    }
+    if (hooks.confined) hooks.confined(*req, target.get());
+    if (target && req->kind == CaptureKind::kLastGaspPlan) {
+      rec.emplace();
+      rec->identity = target->identity();
+      rec->result.language = "go";
+      std::string plan_why;
+      reply.last_gasp_plan = plan_last_gasp(*target, opts, plan_why);
+      if (reply.last_gasp_plan) rec->result.snapshot.set_status(SnapshotStatus::kComplete, "");
+      else rec->result.snapshot.set_status(SnapshotStatus::kUnavailable, "no last gasp: " + plan_why);
+    } else if (target) {
+      rec = capture_target(*target, opts);
+    }
+  }
   if (rec) {
     fit_result_budget(*rec, result_budget_for(*rec, a.result_max));
     reply.kind = CaptureReply::Kind::kRecord;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/text.h"
+#include "base/unique_fd.h"
 #include "capture/capture_child.h"
 #include "capture/capture_wire.h"
 #include "capture/sandbox_policy.h"
@@ -287,9 +288,34 @@ struct CaptureSandbox::Attempt {
   uint64_t stalled_addr = 0;
   std::string language;                 // stalled: the collector that had the target
   std::string message;                  // otherwise: how the capture process failed
+  std::optional<GoLastGaspPlan> last_gasp_plan;  // a plan request's
 };
 
-CaptureSandbox::Attempt CaptureSandbox::run_once(pid_t pid, const CaptureOptions& options) {
+namespace {
+
+// The request line, with fds as SCM_RIGHTS on its first byte.
+bool send_request(int sock, const std::string& req, std::span<const int> fds) {
+  if (fds.empty()) return ::send(sock, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
+  iovec iov{const_cast<char*>(req.data()), req.size()};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  return ::sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
+}
+
+}  // namespace
+
+CaptureSandbox::Attempt CaptureSandbox::run_once(const CaptureRequest& request, std::span<const int> fds) {
+  const pid_t pid = request.pid;
+  const CaptureOptions& options = request.options;
   Attempt a;
   if (cancelled_.load()) {
     a.message = "capture process not started: the agent is stopping";
@@ -297,7 +323,7 @@ CaptureSandbox::Attempt CaptureSandbox::run_once(pid_t pid, const CaptureOptions
   }
   // Send the request; a helper that died while waiting is replaced once.
   const auto start = Clock::now();
-  const std::string req = encode_request({pid, options});
+  const std::string req = encode_request(request);
   bool sent = false;
   for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
     std::string why;
@@ -305,7 +331,7 @@ CaptureSandbox::Attempt CaptureSandbox::run_once(pid_t pid, const CaptureOptions
       a.message = "capture process could not start: " + why;
       return a;
     }
-    sent = ::send(helper_.sock, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
+    sent = send_request(helper_.sock, req, fds);
     if (!sent) discard_helper();
   }
   if (!sent) {
@@ -394,8 +420,12 @@ CaptureSandbox::Attempt CaptureSandbox::decode(pid_t pid, const std::string& fra
       a.message = "capture process stopped after " + after + ": " + reply->message;
       break;
     case CaptureReply::Kind::kRecord:
-      if (reply->record->identity.pid != pid) a.message = "capture process wrote an invalid result: a record of another pid";
-      else a.record = std::move(reply->record);
+      if (reply->record->identity.pid != pid) {
+        a.message = "capture process wrote an invalid result: a record of another pid";
+      } else {
+        a.record = std::move(reply->record);
+        a.last_gasp_plan = std::move(reply->last_gasp_plan);
+      }
       break;
   }
   return a;
@@ -431,7 +461,7 @@ std::optional<CaptureRecord> CaptureSandbox::capture(pid_t pid, const CaptureOpt
     opts.stall_after = std::clamp(options.budget / 4, std::chrono::milliseconds(100), std::chrono::milliseconds(500));
   std::vector<std::string> skipped;
   for (int run = 0;; ++run) {
-    Attempt a = run_once(pid, opts);
+    Attempt a = run_once({pid, opts});
     if (a.record) {
       CaptureRecord rec = std::move(*a.record);
       if (!skipped.empty()) {
@@ -466,6 +496,37 @@ std::optional<CaptureRecord> CaptureSandbox::capture(pid_t pid, const CaptureOpt
     if (opts.skip_ranges.size() == before) return fail(a.message, a.language);  // nothing new to avoid
     opts.budget = std::chrono::duration_cast<std::chrono::milliseconds>(left);
   }
+}
+
+std::optional<GoLastGaspPlan> CaptureSandbox::plan_last_gasp(pid_t pid, const CaptureOptions& options,
+                                                             std::string& why) {
+  CaptureRequest req{pid, options, CaptureKind::kLastGaspPlan, std::nullopt};
+  Attempt a = run_once(req);
+  if (a.last_gasp_plan) return std::move(a.last_gasp_plan);
+  why = a.record ? a.record->result.snapshot.reason : a.message;
+  return std::nullopt;
+}
+
+CaptureRecord CaptureSandbox::decode_last_gasp(const LastGaspDecodeRequest& request, const MemoryImage& image,
+                                               int exe_fd, const CaptureOptions& options) {
+  auto failed = [&](std::string why) {
+    CaptureRecord rec;
+    rec.identity = request.identity;
+    rec.process_memory.status = "the process was gone: read in it at its kill (last gasp)";
+    rec.result.language = "go";
+    rec.result.snapshot.source = "last_gasp";
+    rec.result.snapshot.set_status(SnapshotStatus::kFailed, why);
+    rec.process_failure = std::move(why);
+    return rec;
+  };
+  std::string why;
+  UniqueFd memfd(image_to_memfd(image, why));
+  if (memfd.get() < 0) return failed("last gasp: " + why);
+  CaptureRequest req{request.identity.pid, options, CaptureKind::kLastGaspDecode, request};
+  const int fds[2] = {exe_fd, memfd.get()};
+  Attempt a = run_once(req, fds);
+  if (a.record) return std::move(*a.record);
+  return failed(a.message);
 }
 
 }  // namespace oomsnap

@@ -15,11 +15,14 @@
 #include <functional>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "capture/capture.h"
+#include "capture/capture_wire.h"
 #include "capture/child_stderr.h"
+#include "capture/last_gasp_capture.h"
 
 namespace oomsnap {
 
@@ -57,6 +60,15 @@ class CaptureSandbox {
   // userfaultfd mappings and the mapping the read hung in, and its snapshot
   // is `partial`, naming what was not read.
   std::optional<CaptureRecord> capture(pid_t pid, const CaptureOptions& options, std::string& error);
+  // The last gasp's plan of pid (capture/last_gasp_capture.h), found in a
+  // capture process. nullopt with why (not a Go 1.19+ program, gone, ...).
+  std::optional<GoLastGaspPlan> plan_last_gasp(pid_t pid, const CaptureOptions& options, std::string& why);
+  // The record of a last-gasp walk, decoded in a capture process, to which
+  // exe_fd (the armed process's executable: an O_PATH descriptor is enough)
+  // and the image go as descriptors. When the capture process fails, the
+  // snapshot says failed and process_failure says how.
+  CaptureRecord decode_last_gasp(const LastGaspDecodeRequest& request, const MemoryImage& image, int exe_fd,
+                                 const CaptureOptions& options);
   // Ends the running capture now and every later one at once (shutdown).
   void cancel();
   // New limits for the next helper (a waiting one is replaced).
@@ -67,7 +79,8 @@ class CaptureSandbox {
 
  private:
   struct Attempt;
-  Attempt run_once(pid_t pid, const CaptureOptions& options);
+  // fds go with the request line (SCM_RIGHTS).
+  Attempt run_once(const CaptureRequest& request, std::span<const int> fds = {});
   Attempt decode(pid_t pid, const std::string& frame, const CaptureOptions& options, const std::string& after);
   struct Helper {
     pid_t pid = -1;

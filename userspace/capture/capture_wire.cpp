@@ -65,6 +65,8 @@ bool record_from_json(const json& j, SnapshotDecoder& snapshot, CaptureRecord& r
 std::string encode_request(const CaptureRequest& r) {
   const CaptureOptions& o = r.options;
   json j = {{"pid", r.pid}};
+  if (r.kind != CaptureKind::kCapture) j["kind"] = r.kind == CaptureKind::kLastGaspPlan ? "last_gasp_plan" : "last_gasp_decode";
+  if (r.last_gasp) j["last_gasp"] = to_json(*r.last_gasp);
   for (const CaptureOptionField& field : kCaptureOptionFields) {
     std::visit(
         [&](auto member) {
@@ -132,7 +134,22 @@ std::optional<CaptureRequest> decode_request(std::string_view line, std::string&
   }
   if (f.ok() && (pid == 0 || pid > static_cast<uint64_t>(std::numeric_limits<pid_t>::max())))
     f.fail("pid out of range");
+  const std::string kind = f.has("kind") ? f.str("kind") : "capture";
+  if (kind == "last_gasp_plan") r.kind = CaptureKind::kLastGaspPlan;
+  else if (kind == "last_gasp_decode") r.kind = CaptureKind::kLastGaspDecode;
+  else if (kind != "capture") f.fail("unknown kind");
+  const json* lg = f.get("last_gasp", r.kind == CaptureKind::kLastGaspDecode);
   if (!f.ok()) return std::nullopt;
+  if (lg && r.kind != CaptureKind::kLastGaspDecode) {
+    why = "request: last_gasp in a request of another kind";
+    return std::nullopt;
+  }
+  if (lg) {
+    r.last_gasp = last_gasp_decode_from_json(*lg, why);
+    if (!r.last_gasp) return std::nullopt;
+    r.last_gasp->identity.pid = r.pid;
+    r.last_gasp->walk.pid = r.pid;
+  }
   return r;
 }
 
@@ -145,6 +162,7 @@ std::string encode_reply(const CaptureReply& reply) {
       j["record"] = to_json(*reply.record);
       if (reply.record->result.pprof) blob = *reply.record->result.pprof;
       j["pprof"] = reply.record->result.pprof.has_value();
+      if (reply.last_gasp_plan) j["last_gasp_plan"] = to_json(*reply.last_gasp_plan);
       // The recent-allocations profile follows the heap profile in the blob.
       if (reply.record->result.recent_pprof) {
         blob += *reply.record->result.recent_pprof;
@@ -241,6 +259,10 @@ std::optional<CaptureReply> decode_reply(std::string_view frame, const CaptureOp
   if (has_pprof) record.result.pprof = std::string(frame.substr(kResultHeaderBytes + text_len, heap_len));
   if (has_recent)
     record.result.recent_pprof = std::string(frame.substr(kResultHeaderBytes + text_len + heap_len, recent_len));
+  if (const json* plan = f.get("last_gasp_plan", false)) {
+    r.last_gasp_plan = last_gasp_plan_from_json(*plan, why);
+    if (!r.last_gasp_plan) return std::nullopt;
+  }
   r.record = std::move(record);
   return r;
 }

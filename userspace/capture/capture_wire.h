@@ -10,13 +10,26 @@
 #include <string_view>
 
 #include "capture/capture_record.h"
+#include "capture/last_gasp_capture.h"
 
 namespace oomsnap {
+
+// What the capture process is asked to do with pid.
+enum class CaptureKind {
+  kCapture,         // capture it (capture_target)
+  kLastGaspPlan,    // plan its last gasp (plan_last_gasp): the reply's record carries the plan
+  kLastGaspDecode,  // the snapshot of its last gasp (decode_last_gasp); pid is gone, and the
+                    // executable and the image come with the request line as descriptors
+};
 
 struct CaptureRequest {
   pid_t pid = 0;
   CaptureOptions options;  // progress is not sent (the child has its own)
+  CaptureKind kind = CaptureKind::kCapture;
+  std::optional<LastGaspDecodeRequest> last_gasp;  // kLastGaspDecode only
 };
+// The longest request line the capture process reads.
+inline constexpr size_t kMaxRequestLine = 32 * 1024;
 
 // One line of JSON ending in '\n'.
 std::string encode_request(const CaptureRequest& r);
@@ -34,6 +47,7 @@ struct CaptureReply {
   std::string message;                  // kNoTarget: why; kStalled: what hung
   std::string language;                 // kStalled: the collector that had the target, if known
   uint64_t stalled_addr = 0;            // kStalled: the read in flight (0: none)
+  std::optional<GoLastGaspPlan> last_gasp_plan;  // kRecord, of a kLastGaspPlan request that found one
 };
 
 inline constexpr size_t kMaxSkipRanges = 64;

@@ -1,5 +1,7 @@
 #include "capture/sandbox_policy.h"
 
+#include "capture/capture_child.h"
+
 #include <fcntl.h>
 #include <linux/seccomp.h>
 #include <linux/capability.h>
@@ -117,10 +119,15 @@ bool load_seccomp_filter(int result_fd, pid_t target, std::string& why) {
     filter.add(SCMP_ACT_ALLOW, nr);
   // The target's memory, and no other process's: a reader bug a crafted
   // target exploits cannot read the agent (the parent) or another pod.
-  if (target > 0)
+  if (target == kNoTargetPid) {
+    // nothing: process_vm_readv kills the process
+  } else if (target > 0) {
     filter.add(SCMP_ACT_ALLOW, SCMP_SYS(process_vm_readv), {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(target))});
-  else
+  } else {
     filter.add(SCMP_ACT_ALLOW, SCMP_SYS(process_vm_readv));
+  }
+  // The request, from the request socket only.
+  filter.add(SCMP_ACT_ALLOW, SCMP_SYS(recvmsg), {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(kCaptureRequestFd))});
   // Loading the next filter (a filter can only take rights away); the
   // last, load_confinement_filter, does not allow it again.
   filter.add(SCMP_ACT_ALLOW, SCMP_SYS(seccomp), {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(SECCOMP_SET_MODE_FILTER))});

@@ -51,7 +51,10 @@ bool apply_limits(const SandboxLimits& limits, std::string& why);
 bool drop_capabilities(std::string& why);
 // result_fd: the only descriptor (besides stderr) it may write to. target 0:
 // the first filter (any pid); a pid: the filter for the capture of that
-// process, loaded once the request names it.
+// process, loaded once the request names it; kNoTargetPid: no process at all
+// (a last-gasp decode, whose process is gone). The first filter also takes
+// the request (recvmsg on the request socket, with its descriptors).
+inline constexpr pid_t kNoTargetPid = -1;
 bool load_seccomp_filter(int result_fd, pid_t target, std::string& why);
 // The last filter, once the target is open (core/target.h): no file opened
 // by a path, only directories inside a directory fd (the target's root and

@@ -18,6 +18,7 @@ class MemoryImage {
   // Copies len bytes at addr when one piece holds them all.
   bool read(uint64_t addr, void* buf, size_t len) const;
   size_t pieces() const { return pieces_.size(); }
+  const std::map<uint64_t, std::vector<uint8_t>>& by_address() const { return pieces_; }
   uint64_t bytes() const { return bytes_; }
 
  private:

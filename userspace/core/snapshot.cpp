@@ -14,6 +14,13 @@ const char* to_string(SnapshotStatus s) {
   return "failed";
 }
 
+std::optional<SnapshotStatus> snapshot_status_from_string(std::string_view s) {
+  for (auto st : {SnapshotStatus::kComplete, SnapshotStatus::kPartial, SnapshotStatus::kUnavailable,
+                  SnapshotStatus::kFailed})
+    if (s == to_string(st)) return st;
+  return std::nullopt;
+}
+
 bool Snapshot::sort_and_truncate(std::vector<SnapshotEntry>& entries, size_t max_entries) {
   std::sort(entries.begin(), entries.end(), [](const SnapshotEntry& a, const SnapshotEntry& b) {
     if (a.bytes != b.bytes) return a.bytes > b.bytes;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,8 @@ namespace oomsnap {
 
 enum class SnapshotStatus { kComplete, kPartial, kUnavailable, kFailed };
 const char* to_string(SnapshotStatus s);
+// The inverse of to_string; nullopt for any other text.
+std::optional<SnapshotStatus> snapshot_status_from_string(std::string_view s);
 
 struct SnapshotEntry {
   std::string kind;  // "allocation_site" (Go) | "object_type" (Java, Python)

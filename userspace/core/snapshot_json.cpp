@@ -119,11 +119,8 @@ constexpr size_t kElementFields = 64;   // an element's values besides its stack
 
 // The "status" and optional "reason" every snapshot part carries.
 void read_status(Fields& f, SnapshotStatus& status, std::string& reason) {
-  const std::string s = f.str("status");
-  bool known = false;
-  for (auto st : {SnapshotStatus::kComplete, SnapshotStatus::kPartial, SnapshotStatus::kUnavailable,
-                  SnapshotStatus::kFailed})
-    if (s == to_string(st)) status = st, known = true;
+  const auto known = snapshot_status_from_string(f.str("status"));
+  if (known) status = *known;
   if (f.ok() && !known) f.fail("unknown status");
   reason = f.str("reason", false);
 }
