@@ -67,6 +67,7 @@ struct walk {
 	__u32 record_bytes;
 	__u32 max_stack;
 	__u32 end;         /* enum oomsnap_lg_end once stopped */
+	__u32 zero_tails;
 };
 
 static long walk_step(__u64 i, void *ctx)
@@ -98,8 +99,29 @@ static long walk_step(__u64 i, void *ctx)
 		return 1;
 	}
 	if (bpf_probe_read_user(b->data, len, (void *)addr)) {
-		w->end = OOMSNAP_LG_END_UNREADABLE;
-		return 1;
+		/* The newest bucket's counters may run into the next page of its
+		 * persistentalloc chunk, which nothing has written yet: never
+		 * faulted in, so a probe read (which cannot fault) fails there,
+		 * though it holds zeros. So the header and PCs (written when the
+		 * bucket was made) must read; the counters past the page boundary
+		 * that follows them are read alone, and when that fails the helper
+		 * has zeroed them: counted, and said in the snapshot. */
+		__u64 fixed = OOMSNAP_LG_BUCKET_HEADER + nstk * 8;
+		__u64 split = ((addr + fixed + 4095) & ~4095ULL) - addr;
+		__u64 rest;
+
+		if (split < fixed || split >= len || split > OOMSNAP_LG_MAX_BUCKET ||
+		    bpf_probe_read_user(b->data, split, (void *)addr)) {
+			w->end = OOMSNAP_LG_END_UNREADABLE;
+			return 1;
+		}
+		rest = len - split;
+		if (rest > OOMSNAP_LG_MAX_RECORD) {
+			w->end = OOMSNAP_LG_END_UNREADABLE;
+			return 1;
+		}
+		if (bpf_probe_read_user(b->data + split, rest, (void *)(addr + split)))
+			w->zero_tails++;
 	}
 	b->tgid = w->tgid;
 	b->len = len;
@@ -161,6 +183,7 @@ static int on_sigkill(int sig)
 	c.end = w.end;
 	c.at = w.end == OOMSNAP_LG_END_OF_LIST ? 0 : w.addr;
 	c.walk_ns = bpf_ktime_get_ns() - t0;
+	c.zero_tails = w.zero_tails;
 	send_control(&c);
 	return 0;
 }

@@ -59,6 +59,8 @@ struct oomsnap_lg_control {
 	__u32 end;           /* END: enum oomsnap_lg_end */
 	__u64 at;            /* END: the bucket the walk stopped at (0 at the list's end) */
 	__u64 walk_ns;       /* END: time from BEGIN */
+	__u32 zero_tails;    /* END: buckets whose counters ran into a page not present, read as zeros */
+	__u32 pad;
 };
 
 /* lg_buckets: one bucket, its `len` bytes as they are in the target at `addr`. */
@@ -66,7 +68,9 @@ struct oomsnap_lg_bucket {
 	__u32 tgid;
 	__u32 len;
 	__u64 addr;
-	__u8 data[OOMSNAP_LG_MAX_BUCKET];  /* only len bytes are sent */
+	/* Only len (<= OOMSNAP_LG_MAX_BUCKET) bytes are sent; the room after it
+	 * lets the verifier see a split read of the counters stay inside. */
+	__u8 data[OOMSNAP_LG_MAX_BUCKET + OOMSNAP_LG_MAX_RECORD];
 };
 
 #endif

@@ -65,7 +65,8 @@ bool record_from_json(const json& j, SnapshotDecoder& snapshot, CaptureRecord& r
 std::string encode_request(const CaptureRequest& r) {
   const CaptureOptions& o = r.options;
   json j = {{"pid", r.pid}};
-  if (r.kind != CaptureKind::kCapture) j["kind"] = r.kind == CaptureKind::kLastGaspPlan ? "last_gasp_plan" : "last_gasp_decode";
+  if (r.kind != CaptureKind::kCapture)
+    j["kind"] = r.kind == CaptureKind::kLastGaspPlan ? "last_gasp_plan" : "last_gasp_decode";
   if (r.last_gasp) j["last_gasp"] = to_json(*r.last_gasp);
   for (const CaptureOptionField& field : kCaptureOptionFields) {
     std::visit(

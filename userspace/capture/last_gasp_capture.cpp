@@ -210,6 +210,7 @@ json to_json(const LastGaspDecodeRequest& r) {
             {"walk_ns", w.walk_ns},
             {"buckets_sent", w.buckets_sent},
             {"buckets_received", w.buckets_received},
+            {"zero_tails", w.zero_tails},
             {"status", to_string(w.status)},
             {"reason", w.reason}}}};
 }
@@ -230,16 +231,18 @@ std::optional<LastGaspDecodeRequest> last_gasp_decode_from_json(const json& j, s
   w.ktime_ns = wf.u64("ktime_ns");
   w.walk_ns = wf.u64("walk_ns");
   const uint64_t sent = wf.u64("buckets_sent"), received = wf.u64("buckets_received");
+  const uint64_t zero_tails = wf.u64("zero_tails");
   const std::string status = wf.str("status");
   w.reason = wf.str("reason");
   if (!wf.ok()) return std::nullopt;
   auto st = snapshot_status_from_string(status);
   if (!st) wf.fail("unknown status");
-  if (sent > UINT32_MAX || received > UINT32_MAX) wf.fail("bucket counts out of range");
+  if (sent > UINT32_MAX || received > UINT32_MAX || zero_tails > sent) wf.fail("bucket counts out of range");
   if (!wf.ok()) return std::nullopt;
   w.status = *st;
   w.buckets_sent = static_cast<uint32_t>(sent);
   w.buckets_received = static_cast<uint32_t>(received);
+  w.zero_tails = static_cast<uint32_t>(zero_tails);
   w.arm = r.plan.arm;
   return r;
 }

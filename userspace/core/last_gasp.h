@@ -36,6 +36,9 @@ struct LastGaspWalk {
   std::shared_ptr<MemoryImage> image = std::make_shared<MemoryImage>();
   uint32_t buckets_sent = 0;      // by the BPF program
   uint32_t buckets_received = 0;  // by user space
+  // Buckets whose counters ran into a page that was not present at the kill
+  // (never written: the newest bucket's), read as zeros.
+  uint32_t zero_tails = 0;
   // complete: to the list's end, every bucket received; partial or failed
   // with why otherwise.
   SnapshotStatus status = SnapshotStatus::kFailed;

@@ -334,6 +334,7 @@ bool SnapshotDecoder::finish(const json& j, Snapshot& s, std::string& why) {
   read_status(f, s.status, s.reason);
   s.duration_ms = f.num("duration_ms");
   s.source = f.str("source", false);
+  if (f.ok() && !s.source.empty() && s.source != "last_gasp") f.fail("unknown source");
   if (f.has("sample_rate")) s.sample_rate = f.i64("sample_rate");
   s.output_truncated = f.boolean("output_truncated");
   s.scope = f.str("scope", false);

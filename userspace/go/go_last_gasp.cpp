@@ -86,6 +86,11 @@ CaptureResult go_last_gasp_snapshot(const LastGaspWalk& walk, const GoLastGaspPl
     else
       snap.reason += "; last gasp: " + walk.reason;
   }
+  // Said after the status, which may replace the reason.
+  if (walk.zero_tails)
+    snap.reason += (snap.reason.empty() ? "" : "; ") + std::string("last gasp: ") + std::to_string(walk.zero_tails) +
+                   " bucket(s) had counters in a page not present at the kill (never written, or swapped out), "
+                   "read as zeros";
   return run.finish();
 }
 

@@ -172,6 +172,11 @@ TEST(CaptureWire, HostileRecordFieldsAreRefused) {
                             }),
                             bounds(), why));
   EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["totals"]["x"] = "y"; }), bounds(), why));
+  // The only source is the last gasp's.
+  EXPECT_TRUE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["source"] = "last_gasp"; }), bounds(), why))
+      << why;
+  EXPECT_FALSE(decode_reply(with([](auto& j) { j["record"]["snapshot"]["source"] = "psychic"; }), bounds(), why));
+  EXPECT_NE(why.find("unknown source"), std::string::npos) << why;
 }
 
 // snapshot.recent (Go) crosses the pipe with the record, bounded like the

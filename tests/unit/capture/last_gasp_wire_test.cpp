@@ -37,6 +37,7 @@ LastGaspDecodeRequest sample_request() {
   r.walk.walk_ns = 310000;
   r.walk.buckets_sent = 175;
   r.walk.buckets_received = 175;
+  r.walk.zero_tails = 1;
   r.walk.status = SnapshotStatus::kPartial;
   r.walk.reason = "bucket cap reached after 175 buckets";
   return r;
@@ -51,7 +52,10 @@ int memfd_with(const std::vector<uint8_t>& bytes) {
 std::vector<uint8_t> image_bytes(const std::vector<std::pair<uint64_t, uint64_t>>& pieces, uint64_t count,
                                  size_t trailing = 0) {
   std::vector<uint8_t> b = {'O', 'O', 'M', 'S', 'N', 'A', 'P', 'I'};
-  auto put = [&b](uint64_t v) { b.insert(b.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + 8); };
+  auto put = [&b](uint64_t v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    b.insert(b.end(), p, p + 8);
+  };
   put(count);
   for (auto [addr, len] : pieces) {
     put(addr);
@@ -85,6 +89,7 @@ TEST(LastGaspWire, ADecodeRequestRoundTrips) {
   EXPECT_EQ(r.walk.status, SnapshotStatus::kPartial);
   EXPECT_EQ(r.walk.reason, "bucket cap reached after 175 buckets");
   EXPECT_EQ(r.walk.buckets_sent, 175u);
+  EXPECT_EQ(r.walk.zero_tails, 1u);
   EXPECT_EQ(r.walk.pid, 4242);
   EXPECT_LT(line.size(), kMaxRequestLine);
 

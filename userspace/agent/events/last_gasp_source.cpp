@@ -206,10 +206,11 @@ std::vector<LastGaspWalk> LastGaspSource::consume() {
     LastGaspWalk& w = p.walk;
     if (c.type == OOMSNAP_LG_BEGIN) {
       w.ktime_ns = c.ktime_ns;
-      auto put = [&w](uint64_t addr, const void* v, size_t n) {
+      auto put = [this, &w](uint64_t addr, const void* v, size_t n) {
         if (!addr) return;
         const auto* b = static_cast<const uint8_t*>(v);
         w.image->add(addr, std::vector<uint8_t>(b, b + n));
+        pending_bytes_ += n;
       };
       put(w.arm.mbuckets, &c.head, sizeof c.head);
       put(w.arm.mem_profile_rate, &c.rate, sizeof c.rate);
@@ -217,6 +218,7 @@ std::vector<LastGaspWalk> LastGaspSource::consume() {
     } else if (c.type == OOMSNAP_LG_END) {
       w.buckets_sent = c.buckets;
       w.walk_ns = c.walk_ns;
+      w.zero_tails = c.zero_tails;
       if (w.arm.mbuckets == 0) {
         finish(pid, SnapshotStatus::kFailed, "disarmed during the walk");
       } else if (c.end == OOMSNAP_LG_END_OF_LIST) {
