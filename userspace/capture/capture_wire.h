@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "capture/capture_record.h"
-#include "capture/last_gasp_capture.h"
+#include "capture/last_gasp_wire.h"
 
 namespace oomsnap {
 
@@ -26,7 +26,7 @@ struct CaptureRequest {
   pid_t pid = 0;
   CaptureOptions options;  // progress is not sent (the child has its own)
   CaptureKind kind = CaptureKind::kCapture;
-  std::optional<LastGaspDecodeRequest> last_gasp;  // kLastGaspDecode only
+  std::optional<LastGaspDecodeRequest> last_gasp = std::nullopt;  // kLastGaspDecode only
 };
 // The longest request line the capture process reads.
 inline constexpr size_t kMaxRequestLine = 32 * 1024;
@@ -47,7 +47,7 @@ struct CaptureReply {
   std::string message;                  // kNoTarget: why; kStalled: what hung
   std::string language;                 // kStalled: the collector that had the target, if known
   uint64_t stalled_addr = 0;            // kStalled: the read in flight (0: none)
-  std::optional<GoLastGaspPlan> last_gasp_plan;  // kRecord, of a kLastGaspPlan request that found one
+  std::optional<GoLastGaspPlan> last_gasp_plan = std::nullopt;  // kRecord, of a kLastGaspPlan request that found one
 };
 
 inline constexpr size_t kMaxSkipRanges = 64;

@@ -4,16 +4,10 @@
 #include <string>
 #include <string_view>
 
+#include "go/go_version.h"
+
 namespace oomsnap {
 class ElfFile;
-
-struct GoVersion {
-  int major = 0, minor = 0, patch = 0;
-  std::string text;  // "go1.26.10" as the binary says it
-  // Parses "go1.N", "go1.N.P", "go1.N.P-extra", "go1.NrcK"; false if not a Go version.
-  static std::optional<GoVersion> parse(std::string_view s);
-  bool at_least(int maj, int min) const { return major > maj || (major == maj && minor >= min); }
-};
 
 struct GoBuildInfo {
   GoVersion version;

@@ -11,7 +11,7 @@
 
 #include "base/unique_fd.h"
 #include "capture/capture_wire.h"
-#include "capture/last_gasp_capture.h"
+#include "capture/last_gasp_wire.h"
 
 using namespace oomsnap;
 using json = nlohmann::json;
