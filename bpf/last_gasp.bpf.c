@@ -25,12 +25,15 @@
  * (fallback; needs tracefs). User space loads exactly one. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include "last_gasp_events.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
 #define SIGKILL_NR 9
+/* /proc/PID/stat's start time: task->start_boottime in ns / (NSEC_PER_SEC / USER_HZ). */
+#define NS_PER_USER_TICK 10000000ULL
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -152,7 +155,17 @@ static int on_sigkill(int sig)
 	if (sig != SIGKILL_NR)
 		return 0;
 	t = bpf_map_lookup_elem(&lg_targets, &tgid);
-	if (!t || __sync_val_compare_and_swap(&t->claimed, 0, 1) != 0)
+	if (!t)
+		return 0;
+	/* The pid reused since it was armed (user space disarms at its next scan):
+	 * the addresses are another program's. */
+	if (t->start_ticks) {
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+
+		if (BPF_CORE_READ(task, group_leader, start_boottime) / NS_PER_USER_TICK != t->start_ticks)
+			return 0;
+	}
+	if (__sync_val_compare_and_swap(&t->claimed, 0, 1) != 0)
 		return 0;
 	t0 = bpf_ktime_get_ns();
 	c.type = OOMSNAP_LG_BEGIN;

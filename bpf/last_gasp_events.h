@@ -23,6 +23,10 @@ struct oomsnap_lg_target {
 	__u64 mbuckets;          /* &runtime.mbuckets */
 	__u64 mem_profile_rate;  /* &runtime.MemProfileRate */
 	__u64 mprof_cycle;       /* &runtime.mProfCycle; 0 when unknown */
+	/* The process as armed: its start in clock ticks since boot, as field 22
+	 * of /proc/PID/stat gives it (USER_HZ 100). A killed process whose start
+	 * differs is another one with the pid reused: not read. 0: not checked. */
+	__u64 start_ticks;
 	__u32 record_bytes;      /* bytes after a bucket's PCs (<= OOMSNAP_LG_MAX_RECORD) */
 	__u32 max_stack;         /* a bucket deeper than this ends the walk (<= OOMSNAP_LG_MAX_STACK) */
 	__u32 max_buckets;       /* buckets sent per kill at most (<= OOMSNAP_LG_MAX_BUCKETS) */

@@ -78,7 +78,9 @@ void arm_fixture(LastGaspSource& src, ArmedFixture& a, const CaptureOptions& opt
   auto plan = plan_go_last_gasp(*a.target, opts, why);
   ASSERT_TRUE(plan) << why;
   a.plan = std::move(*plan);
-  ASSERT_TRUE(src.arm(a.fx.proc->pid(), a.plan.arm, why)) << why;
+  auto identity = read_identity(a.fx.proc->pid());
+  ASSERT_TRUE(identity);
+  ASSERT_TRUE(src.arm(a.fx.proc->pid(), identity->start_time_ticks, a.plan.arm, why)) << why;
 }
 
 std::string go126() { return oomsnap_test::go_fixture_path("1.26", "default"); }
@@ -189,7 +191,7 @@ TEST(LastGaspSandboxed, PlanAndSnapshotInTheCaptureProcessEqualTheOwnProfile) {
   ASSERT_GE(exe.get(), 0);
   auto identity = read_identity(pid);
   ASSERT_TRUE(identity);
-  ASSERT_TRUE(src->arm(pid, plan->arm, why)) << why;
+  ASSERT_TRUE(src->arm(pid, identity->start_time_ticks, plan->arm, why)) << why;
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   auto walk = wait_walk(*src, pid, std::chrono::seconds(10));
   ASSERT_TRUE(walk);
@@ -244,7 +246,7 @@ TEST(LastGaspHostile, AListIntoAPageNobodyServesEndsThereAtOnce) {
   const CaptureOptions opts = exact_options();
   auto plan = plan_go_last_gasp(*target, opts, why);
   ASSERT_TRUE(plan) << why;
-  ASSERT_TRUE(src->arm(pid, plan->arm, why)) << why;
+  ASSERT_TRUE(src->arm(pid, 0, plan->arm, why)) << why;
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   auto walk = wait_walk(*src, pid, std::chrono::seconds(10));
   ASSERT_TRUE(walk) << "no walk: the dying process hung in the trap";
@@ -328,8 +330,9 @@ TEST(LastGaspAttach, TheTracepointFallbackReadsTheSame) {
 }
 
 // A process that is not armed is not read; one that is armed and exits
-// without a SIGKILL sends nothing either.
-TEST(LastGaspLimits, OnlyASigkillOfAnArmedProcessIsRead) {
+// without a SIGKILL sends nothing either; nor one killed under a pid armed
+// for a process that started at another time.
+TEST(LastGaspLimits, OnlyASigkillOfTheArmedProcessIsRead) {
   auto src = open_source();
   ASSERT_TRUE(src);
   auto plain = oomsnap_test::start_go_fixture(go126(), {"-rate", "1"});
@@ -339,10 +342,27 @@ TEST(LastGaspLimits, OnlyASigkillOfAnArmedProcessIsRead) {
   ASSERT_TRUE(a.fx.proc);
   arm_fixture(*src, a, exact_options());
   if (HasFatalFailure()) return;
+  // Armed for a process of the same pid that started at another time (the
+  // pid reused before the agent's next scan disarmed it): not read.
+  ArmedFixture reused;
+  reused.fx = oomsnap_test::start_go_fixture(go126(), {"-rate", "1"});
+  ASSERT_TRUE(reused.fx.proc);
+  const pid_t reused_pid = reused.fx.proc->pid();
+  std::string why;
+  reused.target = Target::open(reused_pid, why);
+  ASSERT_TRUE(reused.target) << why;
+  auto plan = plan_go_last_gasp(*reused.target, exact_options(), why);
+  ASSERT_TRUE(plan) << why;
+  auto identity = read_identity(reused_pid);
+  ASSERT_TRUE(identity);
+  ASSERT_TRUE(src->arm(reused_pid, identity->start_time_ticks + 1, plan->arm, why)) << why;
+
   ASSERT_EQ(::kill(plain.proc->pid(), SIGKILL), 0);
   ASSERT_EQ(::kill(a.fx.proc->pid(), SIGTERM), 0);
+  ASSERT_EQ(::kill(reused_pid, SIGKILL), 0);
   EXPECT_FALSE(wait_walk(*src, plain.proc->pid(), std::chrono::milliseconds(500)));
   EXPECT_FALSE(wait_walk(*src, a.fx.proc->pid(), std::chrono::milliseconds(500)));
+  EXPECT_FALSE(wait_walk(*src, reused_pid, std::chrono::milliseconds(500)));
 }
 
 // The kernel's OOM killer, in the middle of one allocation far above the

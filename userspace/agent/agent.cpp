@@ -69,6 +69,7 @@ Agent::Agent(asio::io_context& io, AgentOptions options, std::shared_ptr<spdlog:
       sandbox_(std::make_unique<CaptureSandbox>(SandboxOptions{},
                                                 [log = log_](const std::string& line) { log->warn("{}", line); })),
       namer_(std::make_unique<SerialWorker>(kNamingQueue)),
+      last_gasp_timer_(io),
       worker_(std::make_unique<SerialWorker>(16)) {}
 
 Agent::~Agent() {
@@ -76,6 +77,7 @@ Agent::~Agent() {
   sandbox_->cancel();  // a running capture ends now rather than at its deadline
   if (worker_) worker_->stop();
   if (namer_) namer_->stop();
+  if (last_gasp_) last_gasp_->stop();
 }
 
 bool Agent::blacklisted(const std::string& trigger) const {
@@ -123,7 +125,7 @@ SandboxOptions Agent::sandbox_options() const {
 
 nlohmann::json Agent::counters() const {
   const SinkWriterCounters s = sink_writer_ ? sink_writer_->counters() : SinkWriterCounters{};
-  return {{"bpf_ring_drops", bpf_ ? bpf_->dropped() : 0},
+  nlohmann::json c = {{"bpf_ring_drops", bpf_ ? bpf_->dropped() : 0},
           {"bpf_oom_ring_drops", bpf_ ? bpf_->dropped_oom() : 0},
           {"exit_events_suppressed", suppressed_exit_events_},
           {"exit_records_suppressed", suppressed_exit_records_},
@@ -135,6 +137,11 @@ nlohmann::json Agent::counters() const {
           {"records_written", records_written_},
           {"sink_errors", s.sink_errors()},
           {"records_lost", s.lost()}};
+  if (last_gasp_) {
+    const nlohmann::json lg = last_gasp_->counters();  // items() holds a reference: not of a temporary
+    for (const auto& [k, v] : lg.items()) c["last_gasp_" + k] = v;
+  }
+  return c;
 }
 
 void Agent::apply_config() {
@@ -270,6 +277,7 @@ bool Agent::start(std::string& error) {
                "records carry no kernel report, and those without a snapshot explain no charge",
                kmsg_why);
   }
+  open_last_gasp();
   // Nothing below loads BPF, mounts or attaches again (SIGHUP neither): the
   // deny-list goes on now, before the first capture process is started, so
   // that every capture process inherits it.
@@ -460,6 +468,7 @@ void Agent::rescan_cgroups() {
     forget_limited_records(gone);
   }
   update_usage_watches();
+  if (last_gasp_) last_gasp_->scan(cgroups_->fs(), cgroups_->limited_cgroups());
 }
 
 // The in-kernel usage thresholds follow the cgroups and limits of each
@@ -524,9 +533,12 @@ void Agent::stop() {
   size_t dropped = worker_->stop();
   if (dropped) log_->warn("{} queued collections dropped at shutdown", dropped);
   namer_->stop();  // the records whose names it had not looked up are written below
+  last_gasp_timer_.cancel();
+  if (last_gasp_) last_gasp_->stop();  // a decode running is killed: its record goes without it
   asio::post(io_, [this] {
     flush_limited_records(true);  // logs what the per-container record bounds still owe
     for (uint64_t id : book_.close_all(monotonic_now_ns(), "the agent stopped before this collection ran")) finalize(id);
+    release_held(true);
     write_unnamed_at_shutdown();
     cgroups_.reset();
     bpf_desc_.reset();

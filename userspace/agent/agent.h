@@ -33,6 +33,7 @@
 #include "agent/events/cgroup_triggers.h"
 #include "agent/config.h"
 #include "agent/events/container_record_limit.h"
+#include "agent/last_gasp/last_gasp_watch.h"
 #include "agent/ops/health.h"
 #include "agent/ops/systemd_notify.h"
 #include "agent/ops/http_server.h"
@@ -165,6 +166,20 @@ class Agent {
   void finalize_due();
   void attach_kernel_report(OomKillInfo& k);  // from kernel_log_, when it holds the kill's report
   void finalize(uint64_t id);
+  // The last gasp (agent_last_gasp.cpp): opened at start when [capture]
+  // LastGasp (before the deny-list: it loads BPF); each rescan arms the new
+  // Go processes of limited containers. A kill's record waits, up to
+  // kLastGaspWaitNs, for the last gasps of its killed processes that are
+  // being read or decoded, and carries them (incident/last_gasp_attach.h).
+  static constexpr MonoNs kLastGaspWaitNs = 5'000'000'000;
+  void open_last_gasp();
+  void on_last_gasp(LastGaspDecoded d);
+  // Attaches the last gasps decoded for inc's kill; true when it still
+  // waits for some (inc is then held, and written when they come).
+  bool hold_for_last_gasp(Incident& inc);
+  bool attach_last_gasps(Incident& inc);  // true: one of its killed processes still awaited
+  void release_held(bool all);
+  void arm_last_gasp_timer();
   // The record's pod and container names come from a scan of the kubelet's
   // directories, done on namer_ (never on the loop); then the record.
   void name_then_write(Incident inc);
@@ -235,6 +250,17 @@ class Agent {
   // record waits for no capture and a flood of records cannot fill the
   // collection queue.
   std::unique_ptr<SerialWorker> namer_;
+  // The last gasp: null when off or when the kernel cannot run it. Its
+  // decoded records not attached yet, by pid (bounded, aged out), and the
+  // records held for theirs, by incident id.
+  std::unique_ptr<LastGaspWatch> last_gasp_;
+  std::map<pid_t, LastGaspDecoded> last_gasps_;
+  struct HeldForLastGasp {
+    Incident inc;
+    MonoNs until = 0;
+  };
+  std::map<uint64_t, HeldForLastGasp> held_for_last_gasp_;
+  Timer last_gasp_timer_;
   std::unique_ptr<SerialWorker> worker_;  // last: joined first, before what its jobs post to
 };
 

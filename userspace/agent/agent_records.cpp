@@ -138,6 +138,7 @@ void Agent::finalize(uint64_t id) {
     inc.oom_kill->group_kill = IncidentBook::group_kill_counter_rose(inc.container.stats.events, now.events);
   }
   if (inc.oom_kill && kernel_log_) attach_kernel_report(*inc.oom_kill);
+  if (hold_for_last_gasp(inc)) return;
   name_then_write(std::move(inc));
 }
 

@@ -134,6 +134,8 @@ void parse_capture(const toml::table& t, AgentConfig& cfg) {
       cfg.capture_memory_max = static_cast<uint64_t>(get_int(key, v, 64ll << 20, INT64_MAX));
     } else if (k == "ResultMaxBytes") {
       cfg.capture_result_max = static_cast<uint64_t>(get_int(key, v, 64ll << 10, 64ll << 20));
+    } else if (k == "LastGasp") {
+      cfg.last_gasp = get_bool(key, v);
     } else {
       throw ConfigError("config: unknown key " + where(key, k.source()));
     }

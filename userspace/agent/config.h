@@ -53,6 +53,10 @@ struct AgentConfig {
   std::chrono::milliseconds capture_grace{1000};            // [capture] Grace (s), 0.1..600
   uint64_t capture_memory_max = 1ull << 30;               // [capture] MemoryMax (bytes), >= 64 MiB
   uint64_t capture_result_max = 4ull << 20;                 // [capture] ResultMaxBytes, >= 64 KiB
+  // The last gasp (read at start): the Go processes of limited containers
+  // are armed so that an OOM kill reads their heap profile in the dying
+  // process itself (docs/trigger-timing.md).
+  bool last_gasp = true;                                    // [capture] LastGasp
   // Where kubelet keeps pods/ and containers/ (pod and container names for
   // the record); empty = no names looked up.
   std::string pod_log_root = "/var/log";                    // [kubernetes] PodLogRoot

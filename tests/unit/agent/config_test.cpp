@@ -115,6 +115,8 @@ Root = "/sys/fs/cgroup/kubepods.slice"
   EXPECT_EQ(c.trigger_blacklist, (std::vector<std::string>{"psi", "threshold"}));
   EXPECT_FALSE(c.in_kernel_threshold);
   EXPECT_TRUE(parse_config("").in_kernel_threshold) << "on by default";
+  EXPECT_TRUE(parse_config("").last_gasp) << "on by default";
+  EXPECT_FALSE(parse_config("[capture]\nLastGasp = false\n").last_gasp);
   EXPECT_EQ(c.cgroup_root, "/sys/fs/cgroup/kubepods.slice");
 }
 
@@ -157,6 +159,8 @@ TEST(Config, WrongTypes) {
   EXPECT_NE(e.find("'triggers.Blacklist'"), std::string::npos) << e;
   e = error_of("[triggers]\nInKernelThreshold = \"yes\"\n");
   EXPECT_NE(e.find("'triggers.InKernelThreshold'"), std::string::npos) << e;
+  e = error_of("[capture]\nLastGasp = 1\n");
+  EXPECT_NE(e.find("'capture.LastGasp'"), std::string::npos) << e;
   e = error_of("[triggers]\nBlacklist = [\"psi\", 3]\n");
   EXPECT_NE(e.find("'triggers.Blacklist'"), std::string::npos) << e;
   e = error_of("storage = 5");

@@ -145,6 +145,13 @@ std::optional<std::string> CgroupTriggers::limited_container_of(const std::strin
   return up->path;
 }
 
+std::vector<std::string> CgroupTriggers::limited_cgroups() const {
+  std::vector<std::string> out;
+  for (const auto& [path, n] : nodes_)
+    if (limited_container_of(path)) out.push_back(path);
+  return out;
+}
+
 std::string CgroupTriggers::describe() const {
   size_t thr = 0, psi = 0, ev = 0, limited = 0;
   for (const auto& [path, n] : nodes_) {

@@ -76,6 +76,9 @@ class CgroupTriggers {
   // The nearest cgroup at or above `memcg` (within the scope) with a finite
   // limit, from the last rescan: where a pressure event's container is.
   std::optional<std::string> limited_container_of(const std::string& memcg) const;
+  // Every cgroup of the last rescan with a finite limit at it or above it
+  // (within the scope): where the processes a container's limit can kill are.
+  std::vector<std::string> limited_cgroups() const;
   // The cgroup's usage, limit and inode as of the last rescan (empty if it
   // was not seen): cheap enough for every event of a flood.
   MemcgStats last_stats(const std::string& memcg) const;

@@ -103,7 +103,7 @@ uint64_t LastGaspSource::dropped_control() const {
   return __atomic_load_n(&skel_->bss->lg_control_dropped, __ATOMIC_RELAXED);
 }
 
-bool LastGaspSource::arm(pid_t pid, const LastGaspArm& arm, std::string& why) {
+bool LastGaspSource::arm(pid_t pid, uint64_t start_time_ticks, const LastGaspArm& arm, std::string& why) {
   if (arm.record_bytes > OOMSNAP_LG_MAX_RECORD || arm.max_stack == 0 || arm.mbuckets == 0 ||
       arm.mem_profile_rate == 0) {
     why = "implausible arm (record " + std::to_string(arm.record_bytes) + " bytes, max stack " +
@@ -114,6 +114,7 @@ bool LastGaspSource::arm(pid_t pid, const LastGaspArm& arm, std::string& why) {
   t.mbuckets = arm.mbuckets;
   t.mem_profile_rate = arm.mem_profile_rate;
   t.mprof_cycle = arm.mprof_cycle;
+  t.start_ticks = start_time_ticks;
   t.record_bytes = arm.record_bytes;
   t.max_stack = std::min<uint32_t>(arm.max_stack, OOMSNAP_LG_MAX_STACK);
   t.max_buckets = std::min<uint32_t>(limits_.max_buckets, OOMSNAP_LG_MAX_BUCKETS);

@@ -51,7 +51,12 @@ class LastGaspSource {
   // How the program is attached (raw tracepoint or tracepoint, and why).
   const std::string& description() const { return description_; }
   // Reads pid's heap profile at its SIGKILL from now on (once).
-  bool arm(pid_t pid, const LastGaspArm& arm, std::string& why);
+  // start_time_ticks (ProcessIdentity's): a process of that pid started at
+  // another time is not read (the pid reused before disarm); 0: not checked.
+  bool arm(pid_t pid, uint64_t start_time_ticks, const LastGaspArm& arm, std::string& why);
+  bool armed(pid_t pid) const { return armed_.count(pid) != 0; }
+  // A walk of pid begun (BEGIN read) whose END has not come yet.
+  bool walking(pid_t pid) const { return pending_.count(pid) != 0; }
   void disarm(pid_t pid);
   size_t armed() const { return armed_.size(); }
   // Readable (epoll) when a BEGIN or END waits.
