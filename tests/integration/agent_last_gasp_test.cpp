@@ -90,6 +90,11 @@ TEST(AgentLastGasp, AKillNoTriggerPrecededIsRecordedWithTheHeapProfileReadAtIt) 
   for (const json& e : s["recent"]["entries"])
     if (e["name"] == "main.burst") burst = e["objects"] == 1 && e["bytes"] == 1024 * kMiB;
   EXPECT_TRUE(burst) << s["recent"].dump(2);
+  // /proc was gone by then: the RSS the kernel saw at the kill, and so said.
+  EXPECT_EQ(rec["process_memory"]["rss_bytes"], rec["oom_kill"]["rss_bytes"]) << rec["process_memory"].dump(2);
+  EXPECT_GT(rec["process_memory"]["rss_bytes"].get<uint64_t>(), 200 * kMiB);
+  EXPECT_EQ(rec["process_memory"]["status"].get<std::string>().rfind("rss only: as the kernel saw it at the kill", 0),
+            0u);
   // The kill came first: lead_ms is negative, the snapshot's time after the kill's.
   EXPECT_LT(rec["oom_kill"]["lead_ms"].get<double>(), 0.0);
   EXPECT_GE(rec["agent"]["last_gasp_decoded"].get<uint64_t>(), 1u) << rec["agent"].dump(2);

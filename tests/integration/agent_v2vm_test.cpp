@@ -36,6 +36,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -396,6 +397,57 @@ void check_phase3(const std::string& dir, const std::string& bpf_mode, const std
   }
 }
 
+// Phase 4: a group kill of two Go processes no snapshot came before (every
+// trigger but the kill blacklisted): one record, the burster's heap profile
+// read at its kill as the record's snapshot, the holder's in
+// other_processes, each equal to its fixture's census (MemProfileRate 1).
+void check_phase4(const std::string& dir) {
+  SCOPED_TRACE("phase 4 (" + dir + "/phase4)");
+  auto facts = read_facts(dir + "/phase4/facts.env");
+  EXPECT_EQ(facts["last_gasp"], "last gasp: on (raw_tp/signal_deliver)");
+  std::string errors;
+  auto recs = read_records(dir + "/phase4/records.jsonl", errors);
+  EXPECT_TRUE(errors.empty()) << errors;
+  const int64_t holder = fact_int(facts, "holder_pid"), burster = fact_int(facts, "burster_pid");
+  ASSERT_GT(holder, 0);
+  ASSERT_GT(burster, 0);
+  std::vector<const json*> with_kill;
+  for (const auto& r : recs)
+    if (r.contains("oom_kill")) with_kill.push_back(&r);
+  ASSERT_EQ(with_kill.size(), 1u) << "records:\n" << slurp(dir + "/phase4/records.jsonl");
+  const json& rec = *with_kill[0];
+  EXPECT_EQ(rec["trigger"]["type"], "oom_kill");
+  EXPECT_TRUE(rec["oom_kill"]["group_kill"].get<bool>()) << rec["oom_kill"].dump(2);
+  ASSERT_EQ(rec["victim_pid"].get<int64_t>(), burster) << rec.dump(2);
+  ASSERT_TRUE(rec.contains("other_processes")) << rec.dump(2);
+  const json* other = nullptr;
+  for (const auto& o : rec["other_processes"])
+    if (o["pid"].get<int64_t>() == holder) other = &o;
+  ASSERT_TRUE(other) << rec["other_processes"].dump(2);
+  for (const auto& [who, pid, tracer] :
+       {std::tuple<std::string, int64_t, const json*>{"burster", burster, &rec["tracer_data"]},
+        {"holder", holder, &(*other)["tracer_data"]}}) {
+    SCOPED_TRACE(who);
+    const json& s = (*tracer)["snapshot"];
+    EXPECT_EQ(s["source"], "last_gasp") << s.dump(2);
+    ASSERT_EQ(s["status"], "complete") << s.dump(2);
+    const std::string out = slurp(dir + "/phase4/" + who + ".out");
+    const json census = json::parse(out.substr(0, out.find('\n')));  // its ready line
+    std::map<std::string, std::pair<uint64_t, uint64_t>> got;
+    for (const auto& e : s["entries"]) {
+      got[e["name"]].first += e["objects"].get<uint64_t>();
+      got[e["name"]].second += e["bytes"].get<uint64_t>();
+    }
+    for (auto& [name, site] : census["sites"].items()) {
+      ASSERT_TRUE(got.count(name)) << name << " missing: " << s.dump(2);
+      EXPECT_EQ(got[name].first, site["objects"].get<uint64_t>()) << name;
+      EXPECT_EQ(got[name].second, site["bytes"].get<uint64_t>()) << name;
+    }
+  }
+  std::cout << "[ v2vm     ] phase 4: the group kill's record carries both last gasps; agent "
+            << rec["agent"].dump() << "\n";
+}
+
 namespace {
 
 // tests/v2vm/bpf_attach.sh's verdict on one kernel: every mode attaches, auto
@@ -543,7 +595,9 @@ const std::string kAttachScript = std::string(OOMSNAP_SOURCE_DIR) + "/tests/v2vm
 // An older kernel: the BPF attach check, then phase 3 (the group kill) with
 // the agent in auto mode, and for each of `extra_modes` once more with
 // --bpf-mode MODE.
-void run_kernel_matrix_entry(const std::string& series, const std::vector<std::string>& extra_modes) {
+// last_gasp: whether the kernel runs the last gasp (bpf_loop, 5.17+); when
+// it does, phase 4 (its group kill) runs too, in auto mode.
+void run_kernel_matrix_entry(const std::string& series, const std::vector<std::string>& extra_modes, bool last_gasp) {
   if (!on_path("qemu-system-x86_64"))
     GTEST_SKIP() << "qemu-system-x86_64 not installed (tools/setup.sh installs qemu-system-x86 busybox-static)";
   ASSERT_TRUE(guest_prerequisites());
@@ -553,7 +607,9 @@ void run_kernel_matrix_entry(const std::string& series, const std::vector<std::s
                        guest_line("", kAttachScript, {"\"$D/bpf\"", q(OOMSNAP_BINARY), q(self_exe())}) + "rc=0\n";
   for (const auto& m : modes) {
     script += "mkdir -p \"$D/" + m + "\"\n";
-    script += guest_line("V2E2E_PHASES=3 V2E2E_BPF_MODE=" + m, kScript, {"\"$D/" + m + "\"", q(OOMSNAP_BINARY), q(kFixture)});
+    const std::string phases = last_gasp && m == "auto" ? "'3 4'" : "3";
+    script += guest_line("V2E2E_PHASES=" + phases + " V2E2E_BPF_MODE=" + m, kScript,
+                         {"\"$D/" + m + "\"", q(OOMSNAP_BINARY), q(kFixture)});
     script += "[ $? = 0 ] || rc=1\n";
   }
   script += "exit $rc\n";
@@ -568,6 +624,12 @@ void run_kernel_matrix_entry(const std::string& series, const std::vector<std::s
     try {
       // PAGEMAP_SCAN is Linux 6.7+: these kernels read smaps.
       check_phase3(run.dir + "/" + m, m, "smaps", false);
+      const std::string said = read_facts(run.dir + "/" + m + "/phase3/facts.env")["last_gasp"];
+      if (last_gasp)
+        EXPECT_EQ(said, "last gasp: on (raw_tp/signal_deliver)");
+      else
+        EXPECT_EQ(said, "last gasp: off (the kernel has no bpf_loop (5.17+))");
+      if (last_gasp && m == "auto") check_phase4(run.dir + "/" + m);
     } catch (const std::exception& e) {
       ADD_FAILURE() << "while checking the records: " << e.what();
     }
@@ -620,7 +682,7 @@ TEST(AgentCgroupV2, EndToEndInGuest) {
 }
 
 // Debian 11's kernel: the group kill (phase 3) with the agent in auto mode.
-TEST(AgentCgroupV2, GroupKillOnDebian11Kernel5_10) { run_kernel_matrix_entry("5.10", {}); }
+TEST(AgentCgroupV2, GroupKillOnDebian11Kernel5_10) { run_kernel_matrix_entry("5.10", {}, false); }
 
 // Debian 12's own kernel: the group kill in auto mode and with classic tracepoints.
-TEST(AgentCgroupV2, GroupKillOnDebian12Kernel6_1) { run_kernel_matrix_entry("6.1", {"tracepoint"}); }
+TEST(AgentCgroupV2, GroupKillOnDebian12Kernel6_1) { run_kernel_matrix_entry("6.1", {"tracepoint"}, true); }

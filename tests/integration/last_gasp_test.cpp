@@ -285,7 +285,7 @@ TEST(LastGaspHostile, ABucketListThatLoopsIsCutAtTheRepeat) {
   bucket.resize(48 + nstk * 8 + a.plan.arm.record_bytes);
   ASSERT_TRUE(walk->image->read(last, bucket.data(), bucket.size()));
   std::memcpy(bucket.data() + 8, &head, 8);
-  walk->image->add(last, bucket);
+  ASSERT_TRUE(walk->image->add(last, bucket));  // the same start: replaces it
   CaptureResult r = go_last_gasp_snapshot(*walk, a.plan, *a.target->exe_elf(), opts);
   EXPECT_EQ(r.snapshot.status, SnapshotStatus::kPartial);
   EXPECT_NE(r.snapshot.reason.find("cycle in bucket list"), std::string::npos) << r.snapshot.reason;

@@ -36,6 +36,11 @@
 #   (2 MiB/s); the agent at its defaults. One OOM event kills all four: exactly one
 #   record must carry it, with every killed pid once, the leaker's snapshot and the
 #   holder's and the Python process's in other_processes (MaxProcessesPerIncident 3).
+# Phase 4 (the last gasp of a group kill; 5.17+ kernels): box memory.max 128M, no
+#   memory.high, memory.oom.group 1; two Go fixtures at MemProfileRate 1 (a holder,
+#   and a burster that allocates 512 MiB in one go on SIGUSR1); every trigger but the
+#   kill blacklisted, so no snapshot comes before it. Both are armed; the burst's
+#   group kill must give one record with both heap profiles read at the kill.
 set -u
 
 OUT=${1:?usage: $0 OUTDIR [OOMSNAP_BINARY] [HEAPFIXTURE]}
@@ -71,14 +76,14 @@ has_line() { grep -Eq -- "$2" "$1" 2>/dev/null; }
 rss_mb_at_least() { local kb; kb=$(awk '/^VmRSS:/{print $2}' "/proc/$1/status" 2>/dev/null); [ -n "$kb" ] && [ "$kb" -ge $(( $2 * 1024 )) ]; }
 procs_empty() { [ ! -s "$1/cgroup.procs" ]; }
 
-AGENT= HOLDER= LEAKER= SLEEPER= PYTHON=
+AGENT= HOLDER= LEAKER= SLEEPER= PYTHON= BURSTER=
 # Kills what this script started (by pid) and removes the cgroups; safe to call twice.
 cleanup() {
   local p
   [ -n "$AGENT" ] && alive "$AGENT" && { kill -TERM "$AGENT"; wait_for 10 dead "$AGENT" || kill -KILL "$AGENT"; }
-  for p in $LEAKER $HOLDER $SLEEPER $PYTHON; do alive "$p" && kill -KILL "$p"; done
-  for p in $AGENT $LEAKER $HOLDER $SLEEPER $PYTHON; do wait "$p" 2>/dev/null; done
-  AGENT= HOLDER= LEAKER= SLEEPER= PYTHON=
+  for p in $LEAKER $HOLDER $SLEEPER $PYTHON $BURSTER; do alive "$p" && kill -KILL "$p"; done
+  for p in $AGENT $LEAKER $HOLDER $SLEEPER $PYTHON $BURSTER; do wait "$p" 2>/dev/null; done
+  AGENT= HOLDER= LEAKER= SLEEPER= PYTHON= BURSTER=
   if [ -d "$BOX" ]; then
     for p in $(cat "$BOX/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
     wait_for 10 procs_empty "$BOX"
@@ -111,6 +116,7 @@ start_agent() {
     t0=$(( $(now_ms) - t0 ))
     echo "agent_ready_ms=$t0" >> "$d/facts.env"
     echo "bpf_attached=\"$(grep -o 'BPF attached: [^(]*' "$d/agent.log" | head -1 | tr -d '"')\"" >> "$d/facts.env"
+    echo "last_gasp=\"$(grep -o 'last gasp: o[nf]f\? ([^:]*' "$d/agent.log" | head -1 | tr -d '"')\"" >> "$d/facts.env"
     pass "agent ready in $t0 ms: $(grep -o 'cgroup v2 at [^;]*;[^;]*' "$d/agent.log" | head -1)"
     return 0
   fi
@@ -305,6 +311,39 @@ OomKillWindow = 40' || return
   sleep 2  # late marks or exits would make more records: give them time to show
   stop_agent "$d"
   echo "phase_ms=$(( $(now_ms) - t0 ))" >> "$d/facts.env"
+  show_records "$d"
+  cleanup
+}
+
+phase4() {
+  local d=$OUT/phase4 t0 p st
+  mkdir -p "$d"; : > "$d/facts.env"
+  echo "== phase 4: the last gasp of a group kill no trigger came before"
+  new_box max 128M || { fail "cannot create $BOX"; return; }
+  echo 1 > "$BOX/memory.oom.group" || { fail "cannot set memory.oom.group"; return; }
+  start_agent "$d" 'RunTracingToolTimeout = 10
+MaxMemoryObjectEntries = 1000
+[triggers]
+Blacklist = ["memcg_pressure", "memory_events", "psi", "threshold", "forecast", "process_exit"]' || return
+  start_fixture "$d" holder 0 -rate 1 || return
+  start_fixture "$d" burster 0 -rate 1 -burst-mb 512 || return
+  for p in HOLDER BURSTER; do
+    wait_for $T_COLLECT has_line "$d/agent.log" "last gasp: armed ${!p} " \
+      && pass "${p,,} armed" || { fail "${p,,} not armed within ${T_COLLECT}s"; return; }
+  done
+  t0=$(now_ms)
+  kill -USR1 "$BURSTER"
+  for p in HOLDER BURSTER; do
+    wait_for $T_KILL dead "${!p}"
+    if dead "${!p}"; then wait "${!p}"; st=$?; else st=alive; fi
+    echo "${p,,}_wait_status=$st" >> "$d/facts.env"
+    [ "$st" = 137 ] && pass "${p,,} died of SIGKILL" || fail "${p,,} exit status $st (expected 137: SIGKILL)"
+  done
+  HOLDER= BURSTER=
+  wait_for $((T_RECORD + 30)) has_line "$d/agent.log" 'incident [0-9]+ recorded: .*OOM kill' \
+    && pass "record written $(( $(now_ms) - t0 )) ms after the burst" \
+    || fail "no record with the OOM kill within $((T_RECORD + 30))s"
+  stop_agent "$d"
   show_records "$d"
   cleanup
 }

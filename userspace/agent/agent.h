@@ -168,16 +168,17 @@ class Agent {
   void finalize(uint64_t id);
   // The last gasp (agent_last_gasp.cpp): opened at start when [capture]
   // LastGasp (before the deny-list: it loads BPF); each rescan arms the new
-  // Go processes of limited containers. A kill's record waits, up to
-  // kLastGaspWaitNs, for the last gasps of its killed processes that are
-  // being read or decoded, and carries them (incident/last_gasp_attach.h).
-  static constexpr MonoNs kLastGaspWaitNs = 5'000'000'000;
+  // Go processes of limited containers. A kill's record waits for the last
+  // gasps of its killed processes that are being read or decoded (a capture's
+  // hard deadline each, kMaxLastGaspWaitNs at most), and carries them
+  // (incident/last_gasp_attach.h).
+  static constexpr MonoNs kMaxLastGaspWaitNs = 30'000'000'000;
   void open_last_gasp();
   void on_last_gasp(LastGaspDecoded d);
   // Attaches the last gasps decoded for inc's kill; true when it still
   // waits for some (inc is then held, and written when they come).
   bool hold_for_last_gasp(Incident& inc);
-  bool attach_last_gasps(Incident& inc);  // true: one of its killed processes still awaited
+  size_t attach_last_gasps(Incident& inc);  // how many of its killed processes are still awaited
   void release_held(bool all);
   void arm_last_gasp_timer();
   // The record's pod and container names come from a scan of the kubelet's

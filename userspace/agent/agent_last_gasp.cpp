@@ -54,11 +54,11 @@ void Agent::on_last_gasp(LastGaspDecoded d) {
   release_held(false);
 }
 
-// Attaches the decoded last gasps of inc's killed processes; true while one
-// of them is still being read or decoded.
-bool Agent::attach_last_gasps(Incident& inc) {
-  if (!inc.oom_kill) return false;
-  bool waiting = false;
+// Attaches the decoded last gasps of inc's killed processes; how many of
+// them are still being read or decoded.
+size_t Agent::attach_last_gasps(Incident& inc) {
+  if (!inc.oom_kill) return 0;
+  size_t waiting = 0;
   for (const KilledProcess& k : inc.oom_kill->killed) {
     auto it = last_gasps_.find(k.pid);
     if (it != last_gasps_.end() && last_gasp_of_kill(inc, it->second)) {
@@ -67,7 +67,7 @@ bool Agent::attach_last_gasps(Incident& inc) {
       last_gasps_.erase(it);
       log_->info("incident {}: {}", inc.id, what);
     } else if (last_gasp_ && last_gasp_->awaiting(k.pid)) {
-      waiting = true;
+      ++waiting;
     }
   }
   return waiting;
@@ -75,10 +75,18 @@ bool Agent::attach_last_gasps(Incident& inc) {
 
 bool Agent::hold_for_last_gasp(Incident& inc) {
   if (!last_gasp_ || !inc.oom_kill) return false;
-  if (!attach_last_gasps(inc) || stopping_) return false;
-  log_->debug("incident {}: its record waits for the last gasp of a killed process", inc.id);
+  const size_t waiting = attach_last_gasps(inc);
+  if (!waiting || stopping_) return false;
+  // The decodes run one after another, each killed at the capture's hard
+  // deadline at worst.
+  const auto& c = options_.config;
+  const auto per_decode = std::chrono::duration_cast<std::chrono::nanoseconds>(c.run_tracing_tool_timeout + c.capture_grace);
+  const MonoNs wait =
+      std::min<MonoNs>(kMaxLastGaspWaitNs, waiting * static_cast<MonoNs>(per_decode.count()) + 1'000'000'000);
+  log_->debug("incident {}: its record waits up to {} ms for the last gasp of {} killed process(es)", inc.id,
+              wait / 1'000'000, waiting);
   const uint64_t id = inc.id;
-  held_for_last_gasp_[id] = {std::move(inc), monotonic_now_ns() + kLastGaspWaitNs};
+  held_for_last_gasp_[id] = {std::move(inc), monotonic_now_ns() + wait};
   arm_last_gasp_timer();
   return true;
 }

@@ -274,7 +274,7 @@ int run_capture_child(const std::vector<std::string>& args, const CaptureChildHo
       rec->identity = target->identity();
       rec->result.language = "go";
       std::string plan_why;
-      reply.last_gasp_plan = plan_last_gasp(*target, opts, plan_why);
+      reply.last_gasp_plan = plan_go_last_gasp(*target, opts, plan_why);
       if (reply.last_gasp_plan) rec->result.snapshot.set_status(SnapshotStatus::kComplete, "");
       else rec->result.snapshot.set_status(SnapshotStatus::kUnavailable, "no last gasp: " + plan_why);
     } else if (target) {

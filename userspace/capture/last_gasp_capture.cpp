@@ -2,10 +2,6 @@
 
 namespace oomsnap {
 
-std::optional<GoLastGaspPlan> plan_last_gasp(Target& target, const CaptureOptions& options, std::string& why) {
-  return plan_go_last_gasp(target, options, why);
-}
-
 CaptureRecord decode_last_gasp(const LastGaspDecodeRequest& request, std::shared_ptr<MemoryImage> image,
                                int exe_fd, const CaptureOptions& options) {
   CaptureRecord rec;

@@ -1,9 +1,9 @@
 // The last gasp (core/last_gasp.h) through the capture path, so that nothing
-// of a target is parsed in the agent: the plan (its binary read, the heap
-// profile globals found) runs where a capture runs, with the target open; the
-// walk's snapshot too, given the executable and the image as descriptors,
-// since the process is gone by then. The sandbox (capture_sandbox.h) runs
-// both in a capture process; these are the in-process halves it calls there.
+// of a target is parsed in the agent: the plan (plan_go_last_gasp: its binary
+// read, the heap profile globals found) runs where a capture runs, with the
+// target open; the walk's snapshot too (here), given the executable and the
+// image as descriptors, since the process is gone by then. The sandbox
+// (capture_sandbox.h) runs both in a capture process.
 #pragma once
 #include <optional>
 #include <string>
@@ -11,13 +11,9 @@
 #include "capture/capture_record.h"
 #include "capture/last_gasp_wire.h"
 #include "core/last_gasp.h"
-#include "core/target.h"
 #include "go/go_last_gasp.h"
 
 namespace oomsnap {
-
-// The plan of a live target; nullopt with why (not Go, too old, globals not found).
-std::optional<GoLastGaspPlan> plan_last_gasp(Target& target, const CaptureOptions& options, std::string& why);
 
 // The record of one walk: the identity as armed, language "go", the
 // snapshot with source "last_gasp"; exe_fd a readable descriptor of the

@@ -111,8 +111,11 @@ std::shared_ptr<MemoryImage> image_from_fd(int fd, uint64_t max_bytes, std::stri
       why = "the image's piece " + std::to_string(i) + " is malformed";
       return nullptr;
     }
-    image->add(addr, std::vector<uint8_t>(buf.begin() + static_cast<std::ptrdiff_t>(at),
-                                          buf.begin() + static_cast<std::ptrdiff_t>(at + len)));
+    if (!image->add(addr, std::vector<uint8_t>(buf.begin() + static_cast<std::ptrdiff_t>(at),
+                                               buf.begin() + static_cast<std::ptrdiff_t>(at + len)))) {
+      why = "the image's piece " + std::to_string(i) + " overlaps another";
+      return nullptr;
+    }
     at += len;
   }
   if (at != size) {

@@ -12,9 +12,10 @@ namespace oomsnap {
 class MemoryImage {
  public:
   // The bytes at addr. A piece that starts where one already starts replaces
-  // it; pieces that overlap otherwise are kept apart (a read is served from
-  // one piece only).
-  void add(uint64_t addr, std::vector<uint8_t> bytes);
+  // it (a bucket sent twice: a looping list); one that overlaps another
+  // otherwise is refused (false): no process's memory holds two different
+  // bytes at one address, and so a read needs to look at one piece only.
+  [[nodiscard]] bool add(uint64_t addr, std::vector<uint8_t> bytes);
   // Copies len bytes at addr when one piece holds them all.
   bool read(uint64_t addr, void* buf, size_t len) const;
   size_t pieces() const { return pieces_.size(); }

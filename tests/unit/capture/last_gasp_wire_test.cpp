@@ -140,8 +140,8 @@ TEST(LastGaspWire, AReplysPlanRoundTripsAndAHostileOneIsRefused) {
 
 TEST(LastGaspWire, TheImageRoundTripsThroughAMemfd) {
   MemoryImage img;
-  img.add(0x1000, std::vector<uint8_t>(48, 7));
-  img.add(0x2000, std::vector<uint8_t>(8, 9));
+  ASSERT_TRUE(img.add(0x1000, std::vector<uint8_t>(48, 7)));
+  ASSERT_TRUE(img.add(0x2000, std::vector<uint8_t>(8, 9)));
   std::string why;
   UniqueFd fd(image_to_memfd(img, why));
   ASSERT_GE(fd.get(), 0) << why;
@@ -172,6 +172,7 @@ TEST(LastGaspWire, AMalformedImageIsRefused) {
   auto short_piece = image_bytes({{0x1000, 64}}, 1);
   short_piece.resize(short_piece.size() - 1);
   refused(short_piece, "a piece cut short");
+  refused(image_bytes({{0x1000, 64}, {0x1020, 64}}, 2), "a piece overlapping another");
   UniqueFd ok(memfd_with(image_bytes({{0x1000, 64}}, 1)));
   EXPECT_TRUE(image_from_fd(ok.get(), 1 << 20, why)) << why;
 }

@@ -25,8 +25,8 @@ std::vector<uint8_t> bytes(uint8_t first, size_t n) {
 
 TEST(MemoryImage, ReadsInsideOnePieceOnly) {
   MemoryImage img;
-  img.add(0x1000, bytes(0, 16));
-  img.add(0x1010, bytes(100, 16));  // adjacent, but a read never spans two pieces
+  ASSERT_TRUE(img.add(0x1000, bytes(0, 16)));
+  ASSERT_TRUE(img.add(0x1010, bytes(100, 16)));  // adjacent, but a read never spans two pieces
   uint8_t buf[16] = {};
   ASSERT_TRUE(img.read(0x1004, buf, 8));
   EXPECT_EQ(buf[0], 4);
@@ -46,8 +46,8 @@ TEST(MemoryImage, ReadsInsideOnePieceOnly) {
 
 TEST(MemoryImage, APieceAtTheSameAddressReplacesTheOld) {
   MemoryImage img;
-  img.add(0x2000, bytes(0, 64));
-  img.add(0x2000, bytes(50, 8));  // a bucket sent twice (a cycle walked twice): the last copy counts
+  ASSERT_TRUE(img.add(0x2000, bytes(0, 64)));
+  ASSERT_TRUE(img.add(0x2000, bytes(50, 8)));  // a bucket sent twice (a cycle walked twice): the last copy counts
   uint8_t b = 0;
   ASSERT_TRUE(img.read(0x2000, &b, 1));
   EXPECT_EQ(b, 50);
@@ -56,18 +56,24 @@ TEST(MemoryImage, APieceAtTheSameAddressReplacesTheOld) {
   EXPECT_EQ(img.bytes(), 8u);
 }
 
-TEST(MemoryImage, AShortPieceInsideALongOneDoesNotHideIt) {
+TEST(MemoryImage, APieceOverlappingAnotherIsRefused) {
   MemoryImage img;
-  img.add(0x3000, bytes(0, 256));
-  img.add(0x3010, bytes(200, 4));
+  ASSERT_TRUE(img.add(0x3000, bytes(0, 256)));
+  EXPECT_FALSE(img.add(0x3010, bytes(200, 4))) << "inside the one before";
+  EXPECT_FALSE(img.add(0x2ff0, bytes(200, 0x20))) << "running into the one after";
+  EXPECT_FALSE(img.add(UINT64_MAX - 2, bytes(1, 8))) << "wrapping the address space";
+  EXPECT_TRUE(img.add(0x2ff0, bytes(200, 0x10))) << "ending where the next begins";
+  EXPECT_TRUE(img.add(0x3100, bytes(7, 4))) << "beginning where the last ends";
   uint8_t buf[32];
   ASSERT_TRUE(img.read(0x3020, buf, 32));
   EXPECT_EQ(buf[0], 0x20);
+  EXPECT_EQ(img.pieces(), 3u);
+  EXPECT_EQ(img.bytes(), 256u + 0x10 + 4);
 }
 
 TEST(RemoteMemoryOverImage, ServesTheImageWithoutSyscallsAndFailsLikeUnreadableMemory) {
   auto img = std::make_shared<MemoryImage>();
-  img->add(0x4000, bytes(1, 32));
+  ASSERT_TRUE(img->add(0x4000, bytes(1, 32)));
   RemoteMemory mem{std::shared_ptr<const MemoryImage>(img)};
   EXPECT_EQ(mem.pid(), 0);
   uint64_t a = 0, b = 0, c = 0;

@@ -146,8 +146,9 @@ LastGaspSource::Pending& LastGaspSource::pending(pid_t pid) {
 int LastGaspSource::on_control(void* ctx, void* data, size_t size) {
   auto* self = static_cast<LastGaspSource*>(ctx);
   if (size < sizeof(oomsnap_lg_control)) return 0;
-  const auto* p = static_cast<const uint8_t*>(data);
-  self->control_records_.emplace_back(p, p + sizeof(oomsnap_lg_control));
+  oomsnap_lg_control c;
+  std::memcpy(&c, data, sizeof c);  // a copy: the ring's record is let go after this call
+  self->control_records_.push_back(c);
   return 0;
 }
 
@@ -168,7 +169,10 @@ int LastGaspSource::on_bucket(void* ctx, void* data, size_t size) {
     return 0;
   }
   const auto* bytes = static_cast<const uint8_t*>(data) + kHead;
-  p.walk.image->add(head.addr, std::vector<uint8_t>(bytes, bytes + head.len));
+  if (!p.walk.image->add(head.addr, std::vector<uint8_t>(bytes, bytes + head.len))) {
+    ++p.malformed;  // overlapping another bucket or a global: no real list does
+    return 0;
+  }
   self->pending_bytes_ += head.len;
   return 0;
 }
@@ -199,9 +203,7 @@ std::vector<LastGaspWalk> LastGaspSource::consume() {
   control_records_.clear();
   ring_buffer__consume(control_rb_);
   ring_buffer__consume(buckets_rb_);  // after lg_control: every bucket before an END read above is in
-  for (const auto& rec : control_records_) {
-    oomsnap_lg_control c;
-    std::memcpy(&c, rec.data(), sizeof c);
+  for (const oomsnap_lg_control& c : control_records_) {
     const auto pid = static_cast<pid_t>(c.tgid);
     Pending& p = pending(pid);
     LastGaspWalk& w = p.walk;
@@ -210,8 +212,7 @@ std::vector<LastGaspWalk> LastGaspSource::consume() {
       auto put = [this, &w](uint64_t addr, const void* v, size_t n) {
         if (!addr) return;
         const auto* b = static_cast<const uint8_t*>(v);
-        w.image->add(addr, std::vector<uint8_t>(b, b + n));
-        pending_bytes_ += n;
+        if (w.image->add(addr, std::vector<uint8_t>(b, b + n))) pending_bytes_ += n;
       };
       put(w.arm.mbuckets, &c.head, sizeof c.head);
       put(w.arm.mem_profile_rate, &c.rate, sizeof c.rate);

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/last_gasp.h"
+#include "last_gasp_events.h"
 
 struct last_gasp_bpf;
 struct ring_buffer;
@@ -88,7 +89,7 @@ class LastGaspSource {
   std::map<pid_t, LastGaspArm> armed_;
   std::map<pid_t, Pending> pending_;
   uint64_t pending_bytes_ = 0;
-  std::vector<std::vector<uint8_t>> control_records_;  // read this consume(), applied after the buckets
+  std::vector<oomsnap_lg_control> control_records_;  // read this consume(), applied after the buckets
   std::vector<LastGaspWalk> done_;
 };
 

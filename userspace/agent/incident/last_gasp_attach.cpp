@@ -34,7 +34,7 @@ bool last_gasp_of_kill(const Incident& inc, const LastGaspDecoded& d) {
 
 std::string attach_last_gasp(Incident& inc, LastGaspDecoded d, size_t max_others) {
   // /proc was gone before the decode: the memory the kernel saw at the kill.
-  if (d.record.process_memory.status.empty()) {
+  if (!d.record.process_memory.rss_bytes) {
     for (const KilledProcess& k : inc.oom_kill->killed)
       if (k.pid == d.pid) d.record.process_memory.rss_bytes = k.rss_bytes;
     d.record.process_memory.status =

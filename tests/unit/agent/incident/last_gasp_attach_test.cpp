@@ -35,6 +35,7 @@ LastGaspDecoded gasp(pid_t pid, SnapshotStatus status = SnapshotStatus::kComplet
   d.record.identity.pid = pid;
   d.record.identity.start_time_ticks = 77;
   d.record.identity.comm = "server";
+  d.record.process_memory.status = "the process was gone: read in it at its kill (last gasp)";  // as decoded
   d.record.result.language = "go";
   d.record.result.snapshot.source = "last_gasp";
   d.record.result.snapshot.set_status(status, status == SnapshotStatus::kComplete ? "" : "last gasp: cut");
