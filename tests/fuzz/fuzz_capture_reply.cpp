@@ -1,12 +1,16 @@
 // The parent's parser of what a capture process hands back: the child read a
 // hostile target, so its bytes are hostile too. Any input must give a reply
-// or an error, never a crash or an unbounded allocation.
+// or an error, never a crash or an unbounded allocation. Also what a capture
+// process takes in: the request line, and a last gasp's image (its memfd's
+// bytes, which hold the target's).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "capture/capture_wire.h"
+#include "capture/last_gasp_wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   oomsnap::CaptureOptions bounds;
@@ -26,5 +30,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   frame.append("BLOBXYZ");
   (void)oomsnap::decode_reply(frame, bounds, why);
   (void)oomsnap::decode_request(in, why);
+  // The image: as it came, and behind its magic (so the pieces are reached).
+  std::vector<uint8_t> image(data, data + size);
+  (void)oomsnap::image_from_bytes(image, why);
+  const char* magic = "OOMSNAPI";
+  image.insert(image.begin(), magic, magic + 8);
+  if (auto img = oomsnap::image_from_bytes(image, why)) {
+    uint8_t probe[16];
+    for (const auto& [addr, bytes] : img->by_address()) (void)img->read(addr + bytes.size() / 2, probe, sizeof probe);
+  }
   return 0;
 }

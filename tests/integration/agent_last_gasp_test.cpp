@@ -1,7 +1,8 @@
 // The last gasp in the agent, end to end: a Go server in a limited
 // container is armed ahead of time, its limit is hit in one allocation with
 // no trigger before the kill, and the kill's record carries the heap profile
-// read in the dying process, equal to the one it wrote itself before.
+// read in the dying process, exactly what it held. A SIGKILL that is not an
+// OOM kill costs no decode.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -58,6 +59,15 @@ TEST(AgentLastGasp, AKillNoTriggerPrecededIsRecordedWithTheHeapProfileReadAtIt) 
   ASSERT_TRUE(agent.wait_log("last gasp: " + std::to_string(sleeper.pid()) + " (sleep) not armed", 10s))
       << agent.log();
 
+  // A SIGKILL of another sender (a pod's grace period run out): read, since
+  // the program cannot tell, but never decoded: no OOM kill's record wants it.
+  auto other = start_in(box, {"-rate", "1"});
+  ASSERT_TRUE(other.proc);
+  const std::string other_pid = std::to_string(other.proc->pid());
+  ASSERT_TRUE(agent.wait_log("last gasp: armed " + other_pid + " (heapfixture", 30s)) << agent.log();
+  ASSERT_EQ(::kill(other.proc->pid(), SIGKILL), 0);
+  ASSERT_TRUE(agent.wait_log("last gasp: " + other_pid + " (heapfixture) read at its SIGKILL", 10s)) << agent.log();
+
   ASSERT_EQ(::kill(pid, SIGUSR1), 0);  // the burst: 1 GiB in one allocation, in a 256 MiB box
   json rec = agent.next_record(60s);
   ASSERT_FALSE(rec.is_null()) << agent.log();
@@ -97,7 +107,9 @@ TEST(AgentLastGasp, AKillNoTriggerPrecededIsRecordedWithTheHeapProfileReadAtIt) 
             0u);
   // The kill came first: lead_ms is negative, the snapshot's time after the kill's.
   EXPECT_LT(rec["oom_kill"]["lead_ms"].get<double>(), 0.0);
-  EXPECT_GE(rec["agent"]["last_gasp_decoded"].get<uint64_t>(), 1u) << rec["agent"].dump(2);
+  EXPECT_EQ(rec["agent"]["last_gasp_walks"], 2) << rec["agent"].dump(2);
+  EXPECT_EQ(rec["agent"]["last_gasp_decoded"], 1) << "the other SIGKILL was decoded: " << rec["agent"].dump(2);
+  EXPECT_EQ(agent.log().find("last gasp: " + other_pid + " decoded"), std::string::npos);
   EXPECT_EQ(agent.stop(), 0) << agent.log();
   std::filesystem::remove_all(dir);
 }

@@ -102,6 +102,25 @@ new_box() {  # new_box HIGH [MAX]: fresh box with memory.max MAX (64M), memory.h
   return 0
 }
 
+# new_group_box MAX: fresh box with memory.max MAX, no memory.high, memory.oom.group 1
+# (as Kubernetes sets up every container on cgroup v2).
+new_group_box() {
+  new_box max "$1" || { fail "cannot create $BOX"; return 1; }
+  echo 1 > "$BOX/memory.oom.group" || { fail "cannot set memory.oom.group"; return 1; }
+}
+
+# expect_sigkilled DIR NAME...: each process (the variable named NAME, upper case)
+# died of SIGKILL; its wait status goes to DIR/facts.env as name_wait_status.
+expect_sigkilled() {
+  local d=$1 p st; shift
+  for p in "$@"; do
+    wait_for $T_KILL dead "${!p}"
+    if dead "${!p}"; then wait "${!p}"; st=$?; else st=alive; fi
+    echo "${p,,}_wait_status=$st" >> "$d/facts.env"
+    [ "$st" = 137 ] && pass "${p,,} died of SIGKILL" || fail "${p,,} exit status $st (expected 137: SIGKILL)"
+  done
+}
+
 # start_agent DIR EXTRA_TOML: the agent with records on stdout (DIR/records.jsonl)
 # and its log on stderr (DIR/agent.log); sets AGENT.
 start_agent() {
@@ -262,11 +281,10 @@ Blacklist = ["memcg_pressure", "memory_events", "threshold", "forecast"]' || ret
 }
 
 phase3() {
-  local d=$OUT/phase3 t0 p st
+  local d=$OUT/phase3 t0
   mkdir -p "$d"; : > "$d/facts.env"
   echo "== phase 3: memory.oom.group=1, three processes, the agent at its defaults"
-  new_box max 96M || { fail "cannot create $BOX"; return; }
-  echo 1 > "$BOX/memory.oom.group" || { fail "cannot set memory.oom.group"; return; }
+  new_group_box 96M || return
   echo "box_inode=$(stat -c %i "$BOX")" >> "$d/facts.env"
   # Defaults, but for the guest's slow CPU (the capture budget) and a short
   # wait for the kill after the snapshot.
@@ -290,12 +308,7 @@ OomKillWindow = 40' || return
     && pass "snapshot $(( $(now_ms) - t0 )) ms after the leaker started" \
     || fail "no collection within ${T_COLLECT}s; box at $(( $(cat $BOX/memory.current) >> 20 )) MiB"
   wait_for $((T_NATURAL + T_KILL)) dead "$LEAKER" || fail "leaker not killed; events: $(events)"
-  for p in LEAKER HOLDER SLEEPER PYTHON; do
-    wait_for 10 dead "${!p}"
-    if dead "${!p}"; then wait "${!p}"; st=$?; else st=alive; fi
-    echo "${p,,}_wait_status=$st" >> "$d/facts.env"
-    [ "$st" = 137 ] && pass "${p,,} died of SIGKILL" || fail "${p,,} exit status $st (expected 137: SIGKILL)"
-  done
+  expect_sigkilled "$d" LEAKER HOLDER SLEEPER PYTHON
   LEAKER= HOLDER= SLEEPER= PYTHON=
   echo "events_after_kill=\"$(events)\"" >> "$d/facts.env"
   if grep -q '^oom_group_kill ' "$BOX/memory.events"; then
@@ -316,11 +329,10 @@ OomKillWindow = 40' || return
 }
 
 phase4() {
-  local d=$OUT/phase4 t0 p st
+  local d=$OUT/phase4 t0 p
   mkdir -p "$d"; : > "$d/facts.env"
   echo "== phase 4: the last gasp of a group kill no trigger came before"
-  new_box max 128M || { fail "cannot create $BOX"; return; }
-  echo 1 > "$BOX/memory.oom.group" || { fail "cannot set memory.oom.group"; return; }
+  new_group_box 128M || return
   start_agent "$d" 'RunTracingToolTimeout = 10
 MaxMemoryObjectEntries = 1000
 [triggers]
@@ -333,12 +345,7 @@ Blacklist = ["memcg_pressure", "memory_events", "psi", "threshold", "forecast", 
   done
   t0=$(now_ms)
   kill -USR1 "$BURSTER"
-  for p in HOLDER BURSTER; do
-    wait_for $T_KILL dead "${!p}"
-    if dead "${!p}"; then wait "${!p}"; st=$?; else st=alive; fi
-    echo "${p,,}_wait_status=$st" >> "$d/facts.env"
-    [ "$st" = 137 ] && pass "${p,,} died of SIGKILL" || fail "${p,,} exit status $st (expected 137: SIGKILL)"
-  done
+  expect_sigkilled "$d" HOLDER BURSTER
   HOLDER= BURSTER=
   wait_for $((T_RECORD + 30)) has_line "$d/agent.log" 'incident [0-9]+ recorded: .*OOM kill' \
     && pass "record written $(( $(now_ms) - t0 )) ms after the burst" \

@@ -66,7 +66,7 @@ size_t Agent::attach_last_gasps(Incident& inc) {
           attach_last_gasp(inc, std::move(it->second), kMaxLastGaspOthers);
       last_gasps_.erase(it);
       log_->info("incident {}: {}", inc.id, what);
-    } else if (last_gasp_ && last_gasp_->awaiting(k.pid)) {
+    } else if (last_gasp_ && last_gasp_->want(k.pid)) {
       ++waiting;
     }
   }

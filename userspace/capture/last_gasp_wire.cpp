@@ -86,6 +86,11 @@ std::shared_ptr<MemoryImage> image_from_fd(int fd, uint64_t max_bytes, std::stri
     }
     off += static_cast<uint64_t>(n);
   }
+  return image_from_bytes(buf, why);
+}
+
+std::shared_ptr<MemoryImage> image_from_bytes(const std::vector<uint8_t>& buf, std::string& why) {
+  const uint64_t size = buf.size();
   uint64_t at = 0;
   auto get = [&](uint64_t& v) {
     if (size - at < 8) return false;

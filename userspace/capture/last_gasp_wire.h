@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -27,6 +28,8 @@ struct LastGaspDecodeRequest {
 // process's, at most max_bytes of it). -1 / nullptr with why.
 int image_to_memfd(const MemoryImage& image, std::string& why);
 std::shared_ptr<MemoryImage> image_from_fd(int fd, uint64_t max_bytes, std::string& why);
+// The parse of the memfd's bytes, once read (image_from_fd's second half).
+std::shared_ptr<MemoryImage> image_from_bytes(const std::vector<uint8_t>& bytes, std::string& why);
 
 // The wire forms (capture_wire.h), checked on the way in like any field of a
 // capture process's reply.

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
@@ -73,7 +75,8 @@ void LastGaspWatch::arm_reader() {
 }
 
 void LastGaspWatch::read_walks() {
-  for (LastGaspWalk& w : source_->consume()) decode(std::move(w));
+  for (LastGaspWalk& w : source_->consume()) keep(std::move(w));
+  drop_stale_kept();
 }
 
 void LastGaspWatch::scan(const CgroupFs& fs, std::vector<std::string> containers) {
@@ -119,6 +122,7 @@ void LastGaspWatch::on_listed(std::vector<RosterProcess> live, bool complete) {
 void LastGaspWatch::plan(const RosterProcess& p) {
   const CaptureOptions opts = options_.capture;
   const bool queued = worker_->post([this, p, opts] {
+    const auto t0 = std::chrono::steady_clock::now();
     std::optional<Armed> armed;
     std::string why;
     const std::string proc = "/proc/" + std::to_string(p.pid);
@@ -135,7 +139,10 @@ void LastGaspWatch::plan(const RosterProcess& p) {
       else
         why = "gone or replaced during its plan";
     }
-    asio::post(io_, [this, p, armed = std::move(armed), why]() mutable { on_planned(p, std::move(armed), why); });
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    asio::post(io_, [this, p, armed = std::move(armed), why, ms]() mutable {
+      on_planned(p, std::move(armed), why, ms);
+    });
   });
   if (!queued) {
     ++dropped_jobs_;
@@ -143,12 +150,13 @@ void LastGaspWatch::plan(const RosterProcess& p) {
   }
 }
 
-void LastGaspWatch::on_planned(const RosterProcess& p, std::optional<Armed> armed, const std::string& why) {
+void LastGaspWatch::on_planned(const RosterProcess& p, std::optional<Armed> armed, const std::string& why,
+                               std::chrono::milliseconds took) {
   if (stopped_) return;
   if (!roster_.planned(p, armed.has_value())) {
     ++not_armed_;
-    log_->debug("last gasp: {} ({}) not armed: {}", p.pid, printable(p.comm),
-                armed ? "gone, or the limit of armed processes" : printable(why));
+    log_->debug("last gasp: {} ({}) not armed: {} (plan {} ms)", p.pid, printable(p.comm),
+                armed ? "gone, or the limit of armed processes" : printable(why), took.count());
     return;
   }
   std::string err;
@@ -157,33 +165,61 @@ void LastGaspWatch::on_planned(const RosterProcess& p, std::optional<Armed> arme
     log_->warn("last gasp: {} ({}) not armed: {}", p.pid, printable(p.comm), printable(err));
     return;
   }
-  log_->debug("last gasp: armed {} ({}, {})", p.pid, printable(p.comm), printable(armed->plan.version.text));
+  log_->debug("last gasp: armed {} ({}, {}; plan {} ms)", p.pid, printable(p.comm),
+              printable(armed->plan.version.text), took.count());
   armed_[p.pid] = std::move(*armed);
 }
 
-void LastGaspWatch::decode(LastGaspWalk walk) {
+void LastGaspWatch::keep(LastGaspWalk walk) {
   ++walks_;
   auto it = armed_.find(walk.pid);
   if (it == armed_.end()) {
     log_->warn("last gasp: a walk of {} that was not armed here: dropped", walk.pid);
     return;
   }
-  Armed a = std::move(it->second);
-  armed_.erase(it);
   const pid_t pid = walk.pid;
-  log_->info("last gasp: {} ({}) read at its kill: {} buckets in {} us, {}{}", pid, printable(a.process.comm),
+  log_->info("last gasp: {} ({}) read at its SIGKILL: {} buckets in {} us, {}{}", pid, printable(it->second.process.comm),
              walk.buckets_received, walk.walk_ns / 1000, to_string(walk.status),
              walk.reason.empty() ? "" : ": " + printable(walk.reason));
+  kept_[pid] = Kept{std::move(it->second), std::move(walk)};
+  armed_.erase(it);
+  if (wanted_.erase(pid)) decode(pid);
+}
+
+// Walks no OOM kill's record wanted in time (a SIGKILL of another sender),
+// and the wishes for walks that never came, go.
+void LastGaspWatch::drop_stale_kept() {
+  const MonoNs now = monotonic_now_ns();
+  auto drop = [this](std::map<pid_t, Kept>::iterator it) {
+    ++not_wanted_;
+    log_->debug("last gasp of {} not decoded: no record of an OOM kill of it wanted it", it->first);
+    return kept_.erase(it);
+  };
+  for (auto it = kept_.begin(); it != kept_.end();)
+    it = now > it->second.walk.ktime_ns + kKeptNs ? drop(it) : std::next(it);
+  while (kept_.size() > kMaxKept)  // the oldest first
+    drop(std::min_element(kept_.begin(), kept_.end(), [](const auto& a, const auto& b) {
+      return a.second.walk.ktime_ns < b.second.walk.ktime_ns;
+    }));
+  for (auto it = wanted_.begin(); it != wanted_.end();)
+    it = source_->walking(*it) ? std::next(it) : wanted_.erase(it);
+}
+
+void LastGaspWatch::decode(pid_t pid) {
+  auto it = kept_.find(pid);
+  if (it == kept_.end()) return;
+  Kept k = std::move(it->second);
+  kept_.erase(it);
   decoding_.insert(pid);
   const CaptureOptions opts = options_.capture;
-  const bool queued = worker_->post([this, a = std::move(a), walk = std::move(walk), opts]() mutable {
+  const bool queued = worker_->post([this, k = std::move(k), opts]() mutable {
     LastGaspDecoded d;
-    d.pid = walk.pid;
-    d.walk_start_ns = walk.ktime_ns;
-    d.walk_end_ns = walk.ktime_ns + walk.walk_ns;
-    std::shared_ptr<MemoryImage> image = walk.image;
-    LastGaspDecodeRequest req{std::move(a.plan), a.identity, std::move(walk)};
-    d.record = box_->decode_last_gasp(req, *image, a.exe->get(), opts);
+    d.pid = k.walk.pid;
+    d.walk_start_ns = k.walk.ktime_ns;
+    d.walk_end_ns = k.walk.ktime_ns + k.walk.walk_ns;
+    std::shared_ptr<MemoryImage> image = k.walk.image;
+    LastGaspDecodeRequest req{std::move(k.armed.plan), k.armed.identity, std::move(k.walk)};
+    d.record = box_->decode_last_gasp(req, *image, k.armed.exe->get(), opts);
     asio::post(io_, [this, d = std::move(d)]() mutable {
       decoding_.erase(d.pid);
       if (stopped_) return;
@@ -198,10 +234,19 @@ void LastGaspWatch::decode(LastGaspWalk walk) {
   }
 }
 
-bool LastGaspWatch::awaiting(pid_t pid) {
+bool LastGaspWatch::want(pid_t pid) {
   if (stopped_) return false;
   read_walks();
-  return source_->walking(pid) || decoding_.count(pid) != 0;
+  if (decoding_.count(pid)) return true;
+  if (kept_.count(pid)) {
+    decode(pid);
+    return decoding_.count(pid) != 0;
+  }
+  if (source_->walking(pid)) {
+    wanted_.insert(pid);
+    return true;
+  }
+  return false;
 }
 
 void LastGaspWatch::set_options(const SandboxOptions& sandbox, const CaptureOptions& capture) {
@@ -215,6 +260,7 @@ nlohmann::json LastGaspWatch::counters() const {
           {"not_armed", not_armed_},
           {"walks", walks_},
           {"decoded", decoded_},
+          {"not_wanted", not_wanted_},
           {"dropped_jobs", dropped_jobs_ + source_->dropped_control()}};
 }
 

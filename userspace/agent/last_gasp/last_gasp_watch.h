@@ -8,9 +8,16 @@
 //        (is it Go 1.19+, where are its globals) -> armed, its executable
 //        held open (O_PATH) for the decode
 //     -> gone ones (or a reused pid, an exec) disarmed
-//   a walk at a SIGKILL (the source's ring buffers, on the loop)
+//   a walk at a SIGKILL (the source's ring buffers, on the loop): kept
+//   the record of an OOM kill of it wants it (want())
 //     -> decoded in a capture process that reads no process (the image and
-//        the executable go to it as descriptors) -> Decoded, to the agent
+//        the executable go to it as descriptors) -> OnDecoded, to the agent
+//
+// A SIGKILL that is not the OOM killer's (a pod's grace period run out,
+// kill -9) is read too: the program cannot tell them apart in time (the
+// killer sends the signal before it marks the victim). Its walk is kept
+// unread, kMaxKept at most, for kKeptNs, and then dropped: only a kill the
+// agent records costs a decode.
 //
 // Its own worker thread and capture processes: a plan never waits behind a
 // capture racing a kill, nor delays one. A decode waits at most for the
@@ -21,6 +28,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -69,9 +77,10 @@ class LastGaspWatch {
   // Lists the containers' processes and plans the new ones (one scan at a
   // time: a call while one runs is skipped).
   void scan(const CgroupFs& fs, std::vector<std::string> containers);
-  // Whether a walk of pid has begun and its record is not decoded yet
-  // (after reading what the kernel sent so far): a record of its kill waits.
-  bool awaiting(pid_t pid);
+  // The record of pid's OOM kill wants its last gasp: true when one is being
+  // read or decoded for it, or kept (then decoded now), so that the record
+  // waits for OnDecoded; false when none is coming.
+  bool want(pid_t pid);
   // New limits for the capture processes (SIGHUP).
   void set_options(const SandboxOptions& sandbox, const CaptureOptions& capture);
   // Stops the worker (a running plan or decode is killed); the loop's waits end.
@@ -91,8 +100,17 @@ class LastGaspWatch {
   void read_walks();
   void on_listed(std::vector<RosterProcess> live, bool complete);
   void plan(const RosterProcess& p);
-  void on_planned(const RosterProcess& p, std::optional<Armed> armed, const std::string& why);
-  void decode(LastGaspWalk walk);
+  void on_planned(const RosterProcess& p, std::optional<Armed> armed, const std::string& why,
+                  std::chrono::milliseconds took);
+  void keep(LastGaspWalk walk);
+  void decode(pid_t pid);
+  void drop_stale_kept();
+  struct Kept {
+    Armed armed;
+    LastGaspWalk walk;
+  };
+  static constexpr size_t kMaxKept = 16;                 // ~7.7 MB each at the bucket cap
+  static constexpr MonoNs kKeptNs = 60'000'000'000;     // past any kill record's wait
 
   boost::asio::io_context& io_;
   Options options_;
@@ -102,10 +120,12 @@ class LastGaspWatch {
   std::unique_ptr<boost::asio::posix::stream_descriptor> desc_;
   LastGaspRoster roster_;
   std::map<pid_t, Armed> armed_;
+  std::map<pid_t, Kept> kept_;  // walks no record has wanted yet
+  std::set<pid_t> wanted_;      // wanted while their walk was still being read
   std::set<pid_t> decoding_;
   bool scanning_ = false;
   bool stopped_ = false;
-  uint64_t walks_ = 0, decoded_ = 0, not_armed_ = 0, dropped_jobs_ = 0;
+  uint64_t walks_ = 0, decoded_ = 0, not_armed_ = 0, dropped_jobs_ = 0, not_wanted_ = 0;
   std::unique_ptr<CaptureSandbox> box_;   // the worker's only
   std::unique_ptr<SerialWorker> worker_;  // last: joined first
 };
