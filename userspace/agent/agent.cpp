@@ -160,6 +160,7 @@ void Agent::apply_config() {
     std::string error;
     if (!box->prestart(error)) log->warn("capture process not pre-started (will retry at capture): {}", error);
   });
+  if (last_gasp_) last_gasp_->set_options(sandbox_options(), capture_options());  // its own capture processes
 }
 
 bool Agent::open_sinks(std::string& error) {
