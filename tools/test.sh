@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian 12 machine (root): installs packages,
-# fetches the Go toolchains and the CPython root file systems and builds the
+# fetches the Go toolchains, the CPython root file systems and the Node.js
+# binaries and builds the
 # fixtures into a cache outside the checkout ($OOMSNAP_CACHE, default
 # /var/cache/oomsnap), builds, runs ctest, the unit tests under ASan + UBSan
 # (tools/test-asan-unit.sh), then runs each fuzz target briefly.
@@ -17,6 +18,7 @@ export OOMSNAP_CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 tools/setup.sh
 tools/fetch-go-toolchains.sh
 tools/fetch-python-rootfs.sh
+tools/fetch-node.sh
 tools/build-go-fixtures.sh
 tools/build-java-fixtures.sh
 tools/build.sh

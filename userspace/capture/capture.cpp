@@ -12,6 +12,7 @@
 #include "core/tmpfs_files.h"
 #include "go/go_collector.h"
 #include "java/java_collector.h"
+#include "node/node_collector.h"
 #include "python/python_collector.h"
 
 namespace oomsnap {
@@ -58,6 +59,7 @@ std::vector<std::unique_ptr<Collector>> make_collectors() {
   v.push_back(std::make_unique<GoCollector>());
   v.push_back(std::make_unique<PythonCollector>());
   v.push_back(std::make_unique<JavaCollector>());
+  v.push_back(std::make_unique<NodeCollector>());
   return v;
 }
 
@@ -118,7 +120,7 @@ CaptureRecord capture_target(Target& target, const CaptureOptions& options) {
   }
   if (!detected) {
     rec.result.language = "unknown";
-    std::string why = "no collector recognises this process's runtime (supported: Go, CPython, HotSpot Java)";
+    std::string why = "no collector recognises this process's runtime (supported: Go, CPython, HotSpot Java, Node.js)";
     // A Go binary the ELF reader refused (a limit, a crafted header) is not
     // "some other runtime": say what stopped the reading.
     if (!target.exe_elf_error().empty()) why += "; the executable was not read: " + target.exe_elf_error();

@@ -50,7 +50,7 @@ bool record_from_json(const json& j, SnapshotDecoder& snapshot, CaptureRecord& r
   r.result.language = f.str("language");
   if (!f.ok()) return false;
   const std::string& lang = r.result.language;
-  if (lang != "go" && lang != "python" && lang != "java" && lang != "unknown") {
+  if (lang != "go" && lang != "python" && lang != "java" && lang != "node" && lang != "unknown") {
     why = "record: unknown language '" + lang.substr(0, 32) + "'";
     return false;
   }

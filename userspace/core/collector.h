@@ -1,4 +1,4 @@
-// One interface for every language runtime (Go, CPython, HotSpot Java).
+// One interface for every language runtime (Go, CPython, HotSpot Java, Node.js).
 // A collector reads the target from outside: never writes, stops or attaches.
 #pragma once
 #include <sys/types.h>
@@ -60,7 +60,7 @@ class CaptureMeter {
 };
 
 struct CaptureResult {
-  std::string language = "unknown";  // "go", "java", "python", "unknown"
+  std::string language = "unknown";  // "go", "java", "python", "node", "unknown"
   Snapshot snapshot;
   std::optional<std::string> pprof;  // gzipped profile.proto when asked for and possible
   std::optional<std::string> recent_pprof;  // the same for snapshot.recent (Go)

@@ -8,8 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <unordered_set>
 
 #include "base/checked_bytes.h"
 #include "base/huge_page_allocator.h"
@@ -288,8 +290,8 @@ bool ElfFile::has_symtab() const {
   return false;
 }
 
-std::optional<ElfFile::Symbol> ElfFile::symbol(std::string_view name) const {
-  if (name.empty()) return std::nullopt;
+template <typename Match>
+void ElfFile::scan_symbols(Match&& match) const {
   // A table is usable when it and its strings are inside the file, within the
   // size cap, and readable.
   auto table = [&](const Section& s, ByteView& out) {
@@ -313,18 +315,71 @@ std::optional<ElfFile::Symbol> ElfFile::symbol(std::string_view name) const {
         ByteView e;
         uint32_t st_name;
         if (!syms.element(i, sizeof(Elf64_Sym), e) || !e.read_u32(0, st_name)) break;
-        ByteView str;
-        if (!strs.sub(st_name, name.size() + 1, str)) continue;
-        if (std::memcmp(str.data(), name.data(), name.size()) != 0 || str.data()[name.size()] != '\0') continue;
-        Symbol sym{std::string(name), 0, 0, 0};
-        e.read_u16(6, sym.shndx);
-        e.read_u64(8, sym.value);
-        e.read_u64(16, sym.size);
-        return sym;
+        if (match(e, strs, st_name)) return;
       }
     }
   }
-  return std::nullopt;
+}
+
+namespace {
+ElfFile::Symbol symbol_of(ByteView entry, std::string name) {
+  ElfFile::Symbol sym{std::move(name), 0, 0, 0};
+  entry.read_u16(6, sym.shndx);
+  entry.read_u64(8, sym.value);
+  entry.read_u64(16, sym.size);
+  return sym;
+}
+}  // namespace
+
+std::optional<ElfFile::Symbol> ElfFile::symbol(std::string_view name) const {
+  if (name.empty()) return std::nullopt;
+  std::optional<Symbol> found;
+  scan_symbols([&](ByteView e, ByteView strs, uint32_t st_name) {
+    ByteView str;
+    if (!strs.sub(st_name, name.size() + 1, str)) return false;
+    if (std::memcmp(str.data(), name.data(), name.size()) != 0 || str.data()[name.size()] != '\0') return false;
+    found = symbol_of(e, std::string(name));
+    return true;
+  });
+  return found;
+}
+
+std::vector<ElfFile::Symbol> ElfFile::symbols_with_prefix(std::string_view prefix, size_t max_count,
+                                                          size_t max_name) const {
+  std::vector<Symbol> out;
+  std::unordered_set<std::string> seen;  // .symtab and .dynsym both list an exported symbol
+  scan_symbols([&](ByteView e, ByteView strs, uint32_t st_name) {
+    ByteView str;
+    if (prefix.empty() || !strs.sub(st_name, prefix.size(), str) ||
+        std::memcmp(str.data(), prefix.data(), prefix.size()) != 0)
+      return false;
+    // The name's end within max_name bytes and the table: a longer or
+    // unterminated name is not one of these symbols.
+    const size_t room = std::min<uint64_t>(max_name + 1, strs.size() - st_name);
+    const void* nul = std::memchr(strs.data() + st_name, '\0', room);
+    if (!nul) return false;
+    std::string name(reinterpret_cast<const char*>(strs.data() + st_name),
+                     static_cast<const uint8_t*>(nul) - (strs.data() + st_name));
+    if (!seen.insert(name).second) return false;
+    out.push_back(symbol_of(e, std::move(name)));
+    return out.size() >= max_count;
+  });
+  return out;
+}
+
+std::optional<uint32_t> ElfFile::symbol_u32(const Symbol& sym) const {
+  if (sym.shndx == SHN_UNDEF || sym.shndx >= SHN_LORESERVE) return std::nullopt;
+  if (sym.shndx < sections_.size() && sections_[sym.shndx].type == SHT_NOBITS) {
+    const Section& s = sections_[sym.shndx];
+    // Zero-initialised data has no bytes in the file: it reads as 0.
+    if (sym.value >= s.addr && sym.value - s.addr <= s.size && s.size - (sym.value - s.addr) >= 4) return 0u;
+    return std::nullopt;
+  }
+  auto bytes = bytes_at_vaddr(sym.value, 4);
+  if (!bytes) return std::nullopt;
+  uint32_t v;
+  std::memcpy(&v, bytes->data(), 4);
+  return v;
 }
 
 std::span<const uint8_t> ElfFile::section_data(const Section& s) const {

@@ -87,6 +87,15 @@ class ElfFile {
   bool has_symtab() const;
   // Looks in .symtab, then .dynsym (each at most kMaxSymbolTable).
   std::optional<Symbol> symbol(std::string_view name) const;
+  // Every symbol whose name starts with prefix, each name once (a symbol in
+  // both tables is listed from .symtab), at most max_count; a name longer
+  // than max_name bytes is skipped.
+  std::vector<Symbol> symbols_with_prefix(std::string_view prefix, size_t max_count, size_t max_name = 256) const;
+  // The 32-bit value a data symbol holds in the file (a constant such as
+  // V8's v8dbg_*), 0 for one in a NOBITS section (.bss: zero-initialised,
+  // no bytes in the file); nullopt when it is undefined, absolute or its
+  // four bytes are not in the file.
+  std::optional<uint32_t> symbol_u32(const Symbol& sym) const;
   // File bytes of a section (empty for SHT_NOBITS); throws ElfError when they
   // are outside the file or cannot be read.
   std::span<const uint8_t> section_data(const Section& s) const;
@@ -120,6 +129,10 @@ class ElfFile {
  private:
   ElfFile() = default;
   void parse();
+  // Calls match(entry, strings, st_name) for each entry of .symtab, then of
+  // .dynsym, until it returns true.
+  template <typename Match>
+  void scan_symbols(Match&& match) const;
   // Makes [off, off + len) of the file present in data_ (pread of the chunks
   // not read yet); throws ElfError when it is outside the file, the file
   // ended early or the read budget is spent.

@@ -13,7 +13,7 @@ constexpr CollectionOutcome kOutcomes[] = {
     CollectionOutcome::kNotAttempted, CollectionOutcome::kCollected, CollectionOutcome::kFailed,
     CollectionOutcome::kNoVictim,     CollectionOutcome::kVictimGone, CollectionOutcome::kDiscarded,
     CollectionOutcome::kQueueFull};
-constexpr const char* kLanguages[] = {"go", "python", "java", "unknown"};
+constexpr const char* kLanguages[] = {"go", "python", "java", "node", "unknown"};
 constexpr const char* kFailureReasons[] = {"timeout", "crashed", "memory_cap", "target_exited", "unavailable"};
 constexpr const char* kKillSnapshots[] = {"before_kill", "after_kill", "none"};
 

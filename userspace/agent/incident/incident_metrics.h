@@ -23,7 +23,7 @@ void count_incident(MetricsRegistry& m, const Incident& inc);
 // component; `unix_seconds` its time. nullopt without an explained charge.
 std::optional<ContainerCharge> container_charge(const Incident& inc, double unix_seconds);
 
-// "go" | "python" | "java" | "unknown".
+// "go" | "python" | "java" | "node" | "unknown".
 std::string language_label(const std::string& language);
 
 // timeout | crashed | memory_cap | target_exited | unavailable, or nullopt
