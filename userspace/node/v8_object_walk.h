@@ -1,0 +1,113 @@
+// Walking a run of V8 heap objects laid end to end (a page's area): each
+// object's map says its kind and, with its first words, its size (V8's
+// HeapObject::SizeFromMap); the next object starts right after it. Pure:
+// the bytes are a copy of the run, the maps come from a lookup the caller
+// owns (node/v8_maps.h reads them from the target), so unit tests and the
+// fuzzer feed byte images.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/checked_bytes.h"
+
+namespace oomsnap {
+
+// How a variable-size object's size follows from its first words.
+struct V8SizeRule {
+  enum class Kind : uint8_t {
+    kFixed,        // the map's instance size
+    kLengthTimes,  // header + length x element, rounded up to 8 bytes
+    kUnknown,      // a kind this reader cannot size: the walk stops there
+  };
+  Kind kind = Kind::kUnknown;
+  uint32_t header = 0;       // bytes before the elements
+  uint32_t length_at = 0;    // offset of the length in the object
+  uint8_t length_bytes = 8;  // 8: a Smi (value in the upper 32 bits); 4: int32; 2: uint16
+  uint32_t element = 0;      // bytes per element (1 for a byte count)
+  // How many low bits of the length field belong to it (0: all); a
+  // PropertyArray keeps its hash above the length.
+  uint8_t length_bits = 0;
+};
+
+struct V8MapInfo {
+  uint16_t instance_type = 0;
+  uint32_t instance_size = 0;  // bytes, from instance_size_in_words; 0 = variable
+  V8SizeRule rule;             // used when instance_size is 0
+  uint32_t name = 0;           // the caller's index of the name it is counted under
+  bool is_free = false;        // free space or a filler: counted as free, not as an object
+};
+
+// The object's size in bytes, from its map and the bytes from its start
+// (all that is left of the run): nullopt when the length is negative,
+// absurd (more than the run) or not in the bytes, or the kind is unknown.
+std::optional<uint64_t> v8_object_size(const V8MapInfo& map, ByteView object);
+
+struct V8NameTally {
+  uint64_t objects = 0, bytes = 0;
+};
+struct V8WalkTally {
+  uint64_t objects = 0, bytes = 0, free_bytes = 0;
+  std::vector<V8NameTally> by_name;  // indexed by V8MapInfo::name
+};
+
+// Where a walk of a run ended: complete when it reached `end` exactly.
+struct V8RunWalk {
+  bool complete = false;
+  uint64_t stopped_at = 0;  // the address of the object it could not step over
+  std::string why;
+};
+
+// Walks [start, end) of a copy `bytes` of the target's memory from address
+// `base`. lookup(map_word) returns the map's info or nullptr when the word
+// is not the address of a map this heap knows. Every step advances at least
+// one word, so the walk ends after (end - start) / 8 objects at most.
+template <typename Lookup>
+V8RunWalk walk_v8_run(ByteView bytes, uint64_t base, uint64_t start, uint64_t end, Lookup&& lookup,
+                      V8WalkTally& tally) {
+  V8RunWalk out;
+  if (start < base || end < start || end - base > bytes.size()) {
+    out.stopped_at = start;
+    out.why = "the run is outside the bytes read";
+    return out;
+  }
+  uint64_t at = start;
+  while (at < end) {
+    uint64_t map_word = 0;
+    if (end - at < 8 || !bytes.read_u64(at - base, map_word)) {
+      out.stopped_at = at;
+      out.why = "a run that ends inside an object";
+      return out;
+    }
+    const V8MapInfo* map = lookup(map_word);
+    if (!map) {
+      out.stopped_at = at;
+      out.why = "a word that is not a map of this heap where an object should start";
+      return out;
+    }
+    ByteView object;
+    bytes.sub(at - base, end - at, object);
+    const auto size = v8_object_size(*map, object);
+    if (!size || *size < 8 || *size % 8 != 0 || *size > end - at) {
+      out.stopped_at = at;
+      out.why = size ? "an object whose size runs past the run" : "an object whose size cannot be read";
+      return out;
+    }
+    if (map->is_free) {
+      tally.free_bytes += *size;
+    } else {
+      tally.objects += 1;
+      tally.bytes += *size;
+      if (map->name >= tally.by_name.size()) tally.by_name.resize(map->name + 1);
+      tally.by_name[map->name].objects += 1;
+      tally.by_name[map->name].bytes += *size;
+    }
+    at += *size;
+  }
+  out.complete = true;
+  out.stopped_at = end;
+  return out;
+}
+
+}  // namespace oomsnap
