@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "capture/capture.h"
@@ -61,6 +62,40 @@ TEST_P(NodeSnapshot, IsRecognisedByItsV8MetadataWithItsVersions) {
   EXPECT_EQ(s.runtime_version, "node " + fx.hello["version"].get<std::string>() + ", V8 " +
                                    v8_release(fx.hello["v8"].get<std::string>()));
   EXPECT_NE(s.status, SnapshotStatus::kFailed) << s.reason;
+}
+
+// The pages found, by owner space, add up to what the runtime itself counts
+// as each space's size (v8.getHeapSpaceStatistics().space_size: committed
+// bytes, the new space's two semispaces together).
+TEST_P(NodeSnapshot, PagesFoundAddUpToEachSpacesSize) {
+  auto fx = start_fixture(GetParam());
+  ASSERT_TRUE(fx.proc);
+  std::string err;
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
+  ASSERT_TRUE(rec) << err;
+  std::map<std::string, uint64_t> totals(rec->result.snapshot.totals.begin(), rec->result.snapshot.totals.end());
+  size_t compared = 0;
+  for (const auto& [name, stats] : fx.hello["spaces"].items()) {
+    const uint64_t size = stats["size"].get<uint64_t>();
+    if (name == "read_only_space") continue;  // not pages of this heap (shared, or in the binary's snapshot)
+    const auto it = totals.find(name + ".committed_bytes");
+    if (size == 0) {
+      EXPECT_TRUE(it == totals.end() || it->second == 0) << name;
+      continue;
+    }
+    ASSERT_NE(it, totals.end()) << name << " (" << size << " bytes) was not found";
+    // The fixture is idle once it has printed: a collection in between
+    // (the memory reducer) may still move a page.
+    EXPECT_NEAR(static_cast<double>(it->second), static_cast<double>(size), 0.05 * size) << name;
+    ++compared;
+  }
+  EXPECT_GE(compared, 4u) << "new, old, code and large-object space at least";
+  // The pages are the heap's share of the process's memory.
+  ASSERT_TRUE(rec->process_memory.breakdown);
+  bool old_space_claimed = false;
+  for (const auto& d : rec->process_memory.breakdown->detail)
+    if (d.what == "V8 heap (old_space)" && d.kind == MemoryKind::kHeap && d.bytes > 0) old_space_claimed = true;
+  EXPECT_TRUE(old_space_claimed) << "no breakdown detail for the old space's pages";
 }
 
 INSTANTIATE_TEST_SUITE_P(Official, NodeSnapshot, testing::Values(18, 20, 22, 24),

@@ -1,5 +1,10 @@
 #include "node/node_collector.h"
 
+#include <map>
+
+#include "node/v8_heap_layout.h"
+#include "node/v8_pages.h"
+
 namespace oomsnap {
 
 bool NodeCollector::detect(Target& target) {
@@ -27,7 +32,49 @@ CaptureResult NodeCollector::collect(Target& target, const CaptureOptions& opts)
     snap.set_status(SnapshotStatus::kUnavailable, *why + " (" + rt.module + ")");
     return run.finish();
   }
-  snap.set_status(SnapshotStatus::kUnavailable, "the V8 heap reader is not built yet (issue #26)");
+  const V8HeapLayout* layout = rt.v8_version ? v8_heap_layout_for(rt.v8_version->major, rt.v8_version->minor) : nullptr;
+  if (!layout) {
+    snap.set_status(SnapshotStatus::kUnavailable,
+                    "no heap layout for V8 " +
+                        (rt.v8_version ? rt.v8_version->text() : std::string("of an unknown version")) +
+                        " (known: " + known_v8_heap_layouts() + ")");
+    return run.finish();
+  }
+  V8PageScan scan = scan_v8_pages(target.memory(), target.maps(), *layout, run.deadline);
+  if (scan.heaps.empty()) {
+    snap.set_status(SnapshotStatus::kFailed, "no V8 heap page found among " + std::to_string(scan.candidates) +
+                                                 " aligned addresses" + (scan.cut.empty() ? "" : " (" + scan.cut + ")"));
+    return run.finish();
+  }
+  // Per space over every heap (a worker has its own); the new space's two
+  // semispaces are two owners of one name, counted together as V8 does.
+  std::map<std::string, std::pair<uint64_t, uint64_t>> committed;  // name -> (committed, pages)
+  for (const auto& heap : scan.heaps)
+    for (const auto& space : heap.spaces) {
+      auto& c = committed[space.name->name];
+      c.first += space.committed;
+      c.second += space.pages.size();
+    }
+  // The process's memory that the pages are (process_memory.breakdown):
+  // per space; the semispace being evacuated from holds no live object.
+  std::map<std::pair<std::string, bool>, std::vector<AddressRange>> claimed;  // (space, from-semispace)
+  for (const auto& heap : scan.heaps)
+    for (const auto& space : heap.spaces)
+      for (uint32_t i : space.pages) {
+        const V8Page& p = heap.pages[i];
+        claimed[{space.name->name, (p.flags & layout->from_page_flag) != 0}].push_back({p.addr, p.addr + p.size});
+      }
+  for (auto& [key, ranges] : claimed)
+    run.out.memory_claims.push_back(
+        {key.second ? MemoryKind::kHeapFree : MemoryKind::kHeap,
+         "V8 heap (" + key.first + (key.second ? ", the semispace evacuated from)" : ")"), std::move(ranges),
+         std::nullopt});
+  for (const auto& [name, c] : committed) {
+    snap.totals.emplace_back(name + ".committed_bytes", c.first);
+    snap.totals.emplace_back(name + ".pages", c.second);
+  }
+  snap.set_status(SnapshotStatus::kUnavailable,
+                  "the V8 heap's pages were found (totals, breakdown); its objects are not read yet (issue #26)");
   return run.finish();
 }
 
