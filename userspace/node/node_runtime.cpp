@@ -1,12 +1,9 @@
 #include "node/node_runtime.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstring>
-#include <memory>
-#include <set>
 
+#include "core/runtime_module.h"
 #include "elf/elf_file.h"
 #include "elf/module_map.h"
 
@@ -72,34 +69,10 @@ bool is_libnode_mapping(const Mapping& m) {
 
 std::optional<NodeRuntime> find_node_runtime(Target& target) {
   NodeRuntime rt;
-  std::set<uint64_t> tried;
-  if (target.exe_fd() >= 0) {
-    struct stat st {};
-    if (fstat(target.exe_fd(), &st) == 0) {
-      tried.insert(st.st_ino);
-      std::string path = "/proc/" + std::to_string(target.pid()) + "/exe";
-      for (const auto& m : target.maps())
-        if (m.inode == st.st_ino) {
-          path = m.path;
-          break;
-        }
-      if (const ElfFile* elf = target.exe_elf(); elf && inspect_module(target, *elf, st.st_ino, path, rt)) return rt;
-    }
-  }
-  for (const auto& m : target.maps()) {
-    if (!is_libnode_mapping(m) || tried.count(m.inode)) continue;
-    tried.insert(m.inode);
-    int fd = target.open_mapping(m);
-    if (fd < 0) continue;
-    std::unique_ptr<ElfFile> elf;
-    try {
-      elf = ElfFile::open_fd(fd, m.path);
-    } catch (const std::exception&) {
-      // not a readable ELF file: not the runtime
-    }
-    ::close(fd);
-    if (elf && inspect_module(target, *elf, m.inode, m.path, rt)) return rt;
-  }
+  if (find_runtime_module(target, is_libnode_mapping, [&](const ElfFile& elf, uint64_t inode, const std::string& path) {
+        return inspect_module(target, elf, inode, path, rt);
+      }))
+    return rt;
   return std::nullopt;
 }
 

@@ -1,14 +1,10 @@
 #include "python/python_runtime.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
-#include <set>
 
 #include "base/checked_bytes.h"
+#include "core/runtime_module.h"
 #include "elf/module_map.h"
 #include "elf/x86_code.h"
 
@@ -114,37 +110,11 @@ bool is_libpython_mapping(const Mapping& m) {
 
 std::optional<PythonRuntime> find_python_runtime(Target& target) {
   PythonRuntime rt;
-  std::set<uint64_t> tried;
-  if (target.exe_fd() >= 0) {
-    struct stat st {};
-    if (fstat(target.exe_fd(), &st) == 0) {
-      tried.insert(st.st_ino);
-      std::string exe_path;
-      for (const auto& m : target.maps())
-        if (m.inode == st.st_ino) {
-          exe_path = m.path;
-          break;
-        }
-      if (exe_path.empty()) exe_path = "/proc/" + std::to_string(target.pid()) + "/exe";
-      if (const ElfFile* elf = target.exe_elf(); elf && inspect_module(target, *elf, st.st_ino, exe_path, rt))
-        return rt;
-    }
-  }
   // Embedded or --enable-shared builds: the runtime is in libpython3.X.
-  for (const auto& m : target.maps()) {
-    if (!is_libpython_mapping(m) || tried.count(m.inode)) continue;
-    tried.insert(m.inode);
-    int fd = target.open_mapping(m);
-    if (fd < 0) continue;
-    std::unique_ptr<ElfFile> elf;
-    try {
-      elf = ElfFile::open_fd(fd, m.path);
-    } catch (const std::exception&) {
-      // not a readable ELF file: not the runtime
-    }
-    ::close(fd);
-    if (elf && inspect_module(target, *elf, m.inode, m.path, rt)) return rt;
-  }
+  if (find_runtime_module(target, is_libpython_mapping, [&](const ElfFile& elf, uint64_t inode, const std::string& path) {
+        return inspect_module(target, elf, inode, path, rt);
+      }))
+    return rt;
   return std::nullopt;
 }
 

@@ -9,16 +9,12 @@
 #include <vector>
 
 #include "elf/elf_file.h"
+#include "elf_bytes.h"
 
 using namespace oomsnap;
+using namespace oomsnap::testutil;
 
 namespace {
-
-template <typename T>
-void put(std::vector<uint8_t>& b, size_t off, T v) {
-  if (b.size() < off + sizeof v) b.resize(off + sizeof v);
-  std::memcpy(b.data() + off, &v, sizeof v);
-}
 
 struct Sym {
   std::string name;
@@ -30,28 +26,10 @@ struct Sym {
 // then 0x12345678), .bss (NOBITS at 0x2000, 16 bytes), .symtab, .strtab.
 // `strtab_tail` is appended to .strtab unterminated (a name cut by the end).
 std::vector<uint8_t> image(const std::vector<Sym>& syms, const std::string& strtab_tail = "") {
-  std::vector<uint8_t> b(0x40, 0);
-  std::memcpy(b.data(), ELFMAG, SELFMAG);
-  b[EI_CLASS] = ELFCLASS64;
-  b[EI_DATA] = ELFDATA2LSB;
-  b[EI_VERSION] = EV_CURRENT;
-  put<uint16_t>(b, 16, ET_EXEC);
-  put<uint16_t>(b, 18, EM_X86_64);
-  put<uint32_t>(b, 20, EV_CURRENT);
-  put<uint16_t>(b, 52, sizeof(Elf64_Ehdr));
-  put<uint16_t>(b, 54, sizeof(Elf64_Phdr));
-  put<uint16_t>(b, 58, sizeof(Elf64_Shdr));
-  // One PT_LOAD for .data at file offset 0x100.
-  const uint64_t phoff = 0x40, data_off = 0x100;
-  put<uint64_t>(b, 32, phoff);
-  put<uint16_t>(b, 56, 1);
-  put<uint32_t>(b, phoff, PT_LOAD);
-  put<uint32_t>(b, phoff + 4, PF_R | PF_W);
-  put<uint64_t>(b, phoff + 8, data_off);
-  put<uint64_t>(b, phoff + 16, 0x1000);
-  put<uint64_t>(b, phoff + 24, 0x1000);
-  put<uint64_t>(b, phoff + 32, 8);
-  put<uint64_t>(b, phoff + 40, 0x1010);
+  // One PT_LOAD for .data at file offset 0x100; the section headers go last.
+  const uint64_t data_off = 0x100;
+  std::vector<uint8_t> b = elf_header(0x40, 1, 0, 6, 1);
+  put_load_phdr(b, 0x40, data_off, 0x1000, 8, 0x1010, PF_R | PF_W);
   put<uint32_t>(b, data_off, 8);
   put<uint32_t>(b, data_off + 4, 0x12345678);
   // Tables after the data.
@@ -84,8 +62,6 @@ std::vector<uint8_t> image(const std::vector<Sym>& syms, const std::string& strt
   if (!strtab_tail.empty()) put_sym(tail_at, 2, 0x1000);
   const uint64_t shoff = b.size();
   put<uint64_t>(b, 40, shoff);
-  put<uint16_t>(b, 60, 6);
-  put<uint16_t>(b, 62, 1);
   auto put_sh = [&](int idx, uint32_t name, uint32_t type, uint64_t addr, uint64_t off, uint64_t size, uint32_t link,
                     uint64_t entsize) {
     const uint64_t at = shoff + idx * sizeof(Elf64_Shdr);

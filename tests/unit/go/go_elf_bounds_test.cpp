@@ -15,6 +15,7 @@
 #include "elf/elf_file.h"
 #include "go/go_heap_reader.h"
 #include "go/go_pclntab.h"
+#include "elf_bytes.h"
 #include "go_fixture_util.h"
 
 using namespace oomsnap;
@@ -22,42 +23,9 @@ using namespace oomsnap::testutil;
 
 namespace {
 
-template <typename T>
-void put(std::vector<uint8_t>& b, size_t off, T v) {
-  if (b.size() < off + sizeof v) b.resize(off + sizeof v);
-  std::memcpy(b.data() + off, &v, sizeof v);
-}
-
-// An ELF64 header; the caller adds tables.
-std::vector<uint8_t> elf_header(uint64_t phoff, uint16_t phnum, uint64_t shoff, uint16_t shnum, uint16_t shstrndx) {
-  std::vector<uint8_t> b(sizeof(Elf64_Ehdr), 0);
-  std::memcpy(b.data(), ELFMAG, SELFMAG);
-  b[EI_CLASS] = ELFCLASS64;
-  b[EI_DATA] = ELFDATA2LSB;
-  b[EI_VERSION] = EV_CURRENT;
-  put<uint16_t>(b, 16, ET_EXEC);
-  put<uint16_t>(b, 18, EM_X86_64);
-  put<uint32_t>(b, 20, EV_CURRENT);
-  put<uint64_t>(b, 32, phoff);
-  put<uint64_t>(b, 40, shoff);
-  put<uint16_t>(b, 52, sizeof(Elf64_Ehdr));
-  put<uint16_t>(b, 54, sizeof(Elf64_Phdr));
-  put<uint16_t>(b, 56, phnum);
-  put<uint16_t>(b, 58, sizeof(Elf64_Shdr));
-  put<uint16_t>(b, 60, shnum);
-  put<uint16_t>(b, 62, shstrndx);
-  return b;
-}
-
+// put_phdr: a PT_LOAD of filesz bytes, as many in memory.
 void put_phdr(std::vector<uint8_t>& b, size_t at, uint64_t off, uint64_t vaddr, uint64_t filesz) {
-  put<uint32_t>(b, at, PT_LOAD);
-  put<uint32_t>(b, at + 4, PF_R);
-  put<uint64_t>(b, at + 8, off);
-  put<uint64_t>(b, at + 16, vaddr);
-  put<uint64_t>(b, at + 24, vaddr);
-  put<uint64_t>(b, at + 32, filesz);
-  put<uint64_t>(b, at + 40, filesz);
-  put<uint64_t>(b, at + 48, 0x1000);
+  put_load_phdr(b, at, off, vaddr, filesz, filesz);
 }
 
 // A temporary file holding `bytes`, optionally extended (sparse) to `size`.
