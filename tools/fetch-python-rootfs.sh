@@ -4,8 +4,8 @@
 # newer glibc) and bullseye's CPython 3.9, a distribution build unlike pyenv's;
 # tests run them with chroot, like a container. (The name predates the JDK
 # rootfs; tests and CI call it by this name.)
-# Usage: tools/fetch-python-rootfs.sh [bullseye|trixie|sid|trixie-jdk|sid-jdk ...]
-#        (default: all five)
+# Usage: tools/fetch-python-rootfs.sh [bullseye|trixie|sid|trixie-jdk|sid-jdk|bookworm-node|sid-node ...]
+#        (default: all seven)
 # Result: $OOMSNAP_CACHE/rootfs/bullseye/usr/bin/python3.9, /usr/include/python3.9
 #         $OOMSNAP_CACHE/rootfs/trixie/usr/bin/python3.13
 #         $OOMSNAP_CACHE/rootfs/sid/usr/bin/python3.14
@@ -19,6 +19,10 @@
 #   version_in); mount it in a private mount namespace (unshare -m), never on
 #   the host's view of the cache.
 #   sid-jdk: the JDKs only sid still (8, 11) or already (26) ships, likewise.
+#   bookworm-node, sid-node: Debian's own Node.js (18 and 24), built unlike the
+#   official binaries: the runtime in a shared libnode, its JavaScript
+#   dependencies in /usr/share/nodejs, so it runs only in its own root.
+#   Result: $OOMSNAP_CACHE/rootfs/{bookworm,sid}-node/usr/bin/node
 # A rootfs is built in <root>.tmp and renamed when complete; it counts as
 # complete only if its runtime(s) run under chroot.
 set -euo pipefail
@@ -29,7 +33,7 @@ CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 MIRROR=$(debian_mirror)
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 ROOTS=("$@")
-[ ${#ROOTS[@]} -gt 0 ] || ROOTS=(bullseye trixie sid trixie-jdk sid-jdk)
+[ ${#ROOTS[@]} -gt 0 ] || ROOTS=(bullseye trixie sid trixie-jdk sid-jdk bookworm-node sid-node)
 JVM=/usr/lib/jvm
 
 # JDK rootfs -> its JDK feature versions: $JVM/java-N-openjdk-amd64.
@@ -50,7 +54,9 @@ spec_of() {
     sid) echo "sid python3.14" ;;
     trixie-jdk) echo "trixie openjdk-21-jdk-headless,openjdk-25-jdk-headless" ;;
     sid-jdk) echo "sid openjdk-8-jdk-headless,openjdk-11-jdk-headless,openjdk-26-jdk-headless" ;;
-    *) echo "usage: tools/fetch-python-rootfs.sh [bullseye|trixie|sid|trixie-jdk|sid-jdk ...] (unknown: $1)" >&2; return 1 ;;
+    bookworm-node) echo "bookworm nodejs" ;;
+    sid-node) echo "sid nodejs" ;;
+    *) echo "usage: tools/fetch-python-rootfs.sh [bullseye|trixie|sid|trixie-jdk|sid-jdk|bookworm-node|sid-node ...] (unknown: $1)" >&2; return 1 ;;
   esac
 }
 for r in "${ROOTS[@]}"; do spec_of "$r" >/dev/null; done
@@ -79,6 +85,9 @@ version_in() {
         out+="${out:+; }$(sed -n 's/.*Runtime Environment (build \(.*\))$/\1/p' <<<"$v")"
       done
       echo "openjdk $out" ;;
+    *-node)
+      [ -x "$1/usr/bin/node" ] && v=$(chroot "$1" /usr/bin/node -e 'console.log(process.version)' 2>/dev/null) &&
+        echo "node $v" ;;
     *)  # the first package is the interpreter's name: python3.N; a
         # libpython3.N-dev after it must have left its headers
       local py=${3%%,*}

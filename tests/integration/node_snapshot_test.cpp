@@ -1,7 +1,8 @@
 // Live Node.js targets: the official 18, 20, 22 and 24 binaries
-// (tools/fetch-node.sh), running tests/fixtures/node/heapfixture.js. The
-// oracle for what the snapshot names is the process's own process.version
-// and process.versions.v8.
+// (tools/fetch-node.sh) and Debian's own 18 (bookworm) and 24 (sid) in their
+// root file systems, running tests/fixtures/node/heapfixture.js. The oracles
+// are the process's own process.version, process.versions.v8 and
+// v8.getHeapSpaceStatistics().
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -20,25 +21,56 @@ using oomsnap_test::Process;
 
 namespace {
 
-struct NodeFixture {
-  std::unique_ptr<Process> proc;
-  nlohmann::json hello;  // {pid, version, v8}
+// A Node.js to test with: an official build from the cache, or Debian's own
+// in its root file system, run with chroot as a container would.
+struct NodeTarget {
+  const char* name;
+  const char* rootfs;  // under OOMSNAP_ROOTFS, or "" for an official build
+  std::string node;    // the binary (inside the rootfs)
 };
 
-std::string node_binary(int major) { return std::string(OOMSNAP_NODE_CACHE) + "/" + std::to_string(major) + "/bin/node"; }
+const NodeTarget kTargets[] = {
+    {"official18", "", std::string(OOMSNAP_NODE_CACHE) + "/18/bin/node"},
+    {"official20", "", std::string(OOMSNAP_NODE_CACHE) + "/20/bin/node"},
+    {"official22", "", std::string(OOMSNAP_NODE_CACHE) + "/22/bin/node"},
+    {"official24", "", std::string(OOMSNAP_NODE_CACHE) + "/24/bin/node"},
+    // Debian's builds: V8 inside a shared libnode, found through map_files.
+    {"bookworm18", "bookworm-node", "/usr/bin/node"},
+    {"sid24", "sid-node", "/usr/bin/node"},
+};
 
-NodeFixture start_fixture(int major, int objects = 200000) {
+struct NodeFixture {
+  std::unique_ptr<Process> proc;
+  nlohmann::json hello;  // {pid, version, v8, spaces[, census]}
+};
+
+// The fixture's source, census.js first, passed with -e (a chrooted node
+// cannot see the source tree).
+std::string fixture_source() {
+  const std::string dir = std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/node/";
+  std::string census, fixture;
+  oomsnap_test::read_file(dir + "census.js", census);
+  oomsnap_test::read_file(dir + "heapfixture.js", fixture);
+  return census + "\n" + fixture;
+}
+
+NodeFixture start_fixture(const NodeTarget& t, const std::vector<std::string>& args = {"200000"}) {
   NodeFixture fx;
-  const std::string node = node_binary(major);
-  if (access(node.c_str(), X_OK) != 0) {
-    ADD_FAILURE() << node << " is missing: tools/fetch-node.sh fetches it";
+  const std::string root = *t.rootfs ? std::string(OOMSNAP_ROOTFS) + "/" + t.rootfs : "";
+  if (access((root + t.node).c_str(), X_OK) != 0) {
+    ADD_FAILURE() << root + t.node << " is missing: "
+                  << (*t.rootfs ? "tools/fetch-python-rootfs.sh " + std::string(t.rootfs) : std::string("tools/fetch-node.sh"))
+                  << " fetches it";
     return fx;
   }
-  fx.proc = std::make_unique<Process>(std::vector<std::string>{
-      node, std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/node/heapfixture.js", std::to_string(objects)});
+  std::vector<std::string> argv;
+  if (*t.rootfs) argv = {"/usr/sbin/chroot", root};
+  argv.insert(argv.end(), {t.node, "-e", fixture_source()});
+  argv.insert(argv.end(), args.begin(), args.end());
+  fx.proc = std::make_unique<Process>(argv);
   const std::string line = fx.proc->read_line(std::chrono::seconds(60));
   if (line.empty()) {
-    ADD_FAILURE() << "the Node " << major << " fixture printed nothing";
+    ADD_FAILURE() << t.name << ": the fixture printed nothing";
     fx.proc.reset();
     return fx;
   }
@@ -49,7 +81,7 @@ NodeFixture start_fixture(int major, int objects = 200000) {
 // "12.4.254.21-node.33" -> "12.4.254.21": Node's embedder suffix is not V8's version.
 std::string v8_release(const std::string& v8) { return v8.substr(0, v8.find('-')); }
 
-class NodeSnapshot : public testing::TestWithParam<int> {};
+class NodeSnapshot : public testing::TestWithParam<NodeTarget> {};
 
 TEST_P(NodeSnapshot, IsRecognisedByItsV8MetadataWithItsVersions) {
   auto fx = start_fixture(GetParam());
@@ -98,8 +130,8 @@ TEST_P(NodeSnapshot, PagesFoundAddUpToEachSpacesSize) {
   EXPECT_TRUE(old_space_claimed) << "no breakdown detail for the old space's pages";
 }
 
-INSTANTIATE_TEST_SUITE_P(Official, NodeSnapshot, testing::Values(18, 20, 22, 24),
-                         [](const testing::TestParamInfo<int>& i) { return "node" + std::to_string(i.param); });
+INSTANTIATE_TEST_SUITE_P(Builds, NodeSnapshot, testing::ValuesIn(kTargets),
+                         [](const testing::TestParamInfo<NodeTarget>& i) { return std::string(i.param.name); });
 
 // A program that is no V8 embedder is not taken for one, and the collector
 // asked anyway says why.
