@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -65,7 +66,7 @@ NodeFixture start_fixture(const NodeTarget& t, const std::vector<std::string>& a
   }
   std::vector<std::string> argv;
   if (*t.rootfs) argv = {"/usr/sbin/chroot", root};
-  argv.insert(argv.end(), {t.node, "-e", fixture_source()});
+  argv.insert(argv.end(), {t.node, "--expose-gc", "-e", fixture_source()});
   argv.insert(argv.end(), args.begin(), args.end());
   fx.proc = std::make_unique<Process>(argv);
   const std::string line = fx.proc->read_line(std::chrono::seconds(60));
@@ -116,9 +117,11 @@ TEST_P(NodeSnapshot, PagesFoundAddUpToEachSpacesSize) {
       continue;
     }
     ASSERT_NE(it, totals.end()) << name << " (" << size << " bytes) was not found";
-    // The fixture is idle once it has printed: a collection in between
-    // (the memory reducer) may still move a page.
-    EXPECT_NEAR(static_cast<double>(it->second), static_cast<double>(size), 0.05 * size) << name;
+    // The fixture settled before it printed, but the runtime's own tasks may
+    // still take or give back a page of a space in between (the memory
+    // reducer; code compiled after the print): 5 %, and at least two pages.
+    const double slack = std::max(0.05 * size, 2.0 * (256 << 10));
+    EXPECT_NEAR(static_cast<double>(it->second), static_cast<double>(size), slack) << name;
     ++compared;
   }
   EXPECT_GE(compared, 4u) << "new, old, code and large-object space at least";
