@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <memory>
 #include <vector>
+
+#include "core/memory_image.h"
 
 using namespace oomsnap;
 
@@ -96,6 +100,87 @@ TEST(V8Pages, AnOwnerMustNameThePagesHeapAndAKnownSpace) {
 TEST(V8Pages, UnknownVersionsHaveNoLayout) {
   EXPECT_EQ(v8_heap_layout_for(9, 9), nullptr);
   EXPECT_NE(known_v8_heap_layouts().find("12.4"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// A target's memory as an image: pages of 12.4's layout at 256 KiB-aligned
+// addresses of one anonymous mapping, their owners in another.
+struct Heap {
+  std::shared_ptr<MemoryImage> image = std::make_shared<MemoryImage>();
+  std::vector<Mapping> maps;
+  static constexpr uint64_t kBase = 0x7f0000000000, kSpaces = 0x5000;
+
+  explicit Heap(int pages, bool with_owner = true) {
+    maps.push_back({kBase, kBase + uint64_t(pages) * 0x40000, 0, "rw-p", 0, ""});
+    for (int i = 0; i < pages; ++i) {
+      Header h = old_page();
+      const uint64_t addr = kBase + uint64_t(i) * 0x40000;
+      h.set(*layout().self_at, addr);
+      h.set(layout().area_start_at, addr + 0x1140);
+      h.set(layout().area_end_at, addr + 0x40000);
+      h.set(layout().owner_at, kSpaces);
+      EXPECT_TRUE(image->add(addr, h.b));
+    }
+    if (with_owner) {
+      std::vector<uint8_t> space(0x20, 0);
+      const uint64_t heap = kHeap, id = 2, committed = uint64_t(pages) * 0x40000;
+      std::memcpy(space.data() + layout().space_heap_at, &heap, 8);
+      std::memcpy(space.data() + layout().space_id_at, &id, 4);
+      std::memcpy(space.data() + layout().space_committed_at, &committed, 8);
+      EXPECT_TRUE(image->add(kSpaces, space));
+    }
+    maps.push_back({kSpaces & ~uint64_t{0xfff}, (kSpaces & ~uint64_t{0xfff}) + 0x1000, 0, "rw-p", 0, "[heap]"});
+  }
+  V8PageScan scan(const V8PageScanLimits& limits = {}) {
+    RemoteMemory mem(image);
+    return scan_v8_pages(mem, maps, layout(), Deadline(std::chrono::seconds(5)), limits);
+  }
+};
+
+TEST(V8PageScan, PagesGroupIntoTheirHeapAndSpace) {
+  Heap h(3);
+  auto s = h.scan();
+  EXPECT_TRUE(s.cut.empty()) << s.cut;
+  EXPECT_EQ(s.candidates, 3u);
+  ASSERT_EQ(s.heaps.size(), 1u);
+  EXPECT_EQ(s.heaps[0].heap, kHeap);
+  ASSERT_EQ(s.heaps[0].spaces.size(), 1u);
+  EXPECT_STREQ(s.heaps[0].spaces[0].name->name, "old_space");
+  EXPECT_EQ(s.heaps[0].spaces[0].pages.size(), 3u);
+  EXPECT_EQ(s.heaps[0].spaces[0].committed, 3u * 0x40000);
+}
+
+TEST(V8PageScan, PagesWhoseOwnerIsNoSpaceOfTheirHeapAreDropped) {
+  Heap h(2, /*with_owner=*/false);
+  EXPECT_TRUE(h.scan().heaps.empty());
+}
+
+TEST(V8PageScan, EachLimitCutsTheScanAndSaysWhy) {
+  Heap h(4);
+  V8PageScanLimits candidates;
+  candidates.max_candidates = 2;
+  auto s = h.scan(candidates);
+  EXPECT_NE(s.cut.find("candidate"), std::string::npos) << s.cut;
+  EXPECT_EQ(s.candidates, 2u);
+  V8PageScanLimits pages;
+  pages.max_pages = 3;
+  s = h.scan(pages);
+  EXPECT_NE(s.cut.find("heap pages"), std::string::npos) << s.cut;
+  V8PageScanLimits owners;
+  owners.max_owners = 0;
+  s = h.scan(owners);
+  EXPECT_NE(s.cut.find("owner spaces"), std::string::npos) << s.cut;
+  EXPECT_TRUE(s.heaps.empty());
+}
+
+TEST(V8PageScan, AnExpiredDeadlineStopsIt) {
+  Heap h(2);
+  RemoteMemory mem(h.image);
+  auto s = scan_v8_pages(mem, h.maps, layout(), Deadline(std::chrono::milliseconds(0)));
+  EXPECT_NE(s.cut.find("deadline"), std::string::npos) << s.cut;
 }
 
 }  // namespace
