@@ -13,6 +13,7 @@
 #include "node/v8_metadata.h"
 #include "node/v8_object_walk.h"
 #include "node/v8_pages.h"
+#include "node/v8_types.h"
 
 using namespace oomsnap;
 
@@ -61,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int i = 0; i < 4; ++i) {
     const uint8_t* m = data + 4 * i;
     maps[i].instance_size = (m[0] % 8) * 8;
-    maps[i].rule.kind = m[1] & 1 ? V8SizeRule::Kind::kLengthTimes : V8SizeRule::Kind::kUnknown;
+    maps[i].rule.kind = static_cast<V8SizeRule::Kind>(m[1] % 8);  // every kind, kUnknown last
     maps[i].rule.header = m[1] >> 1;
     maps[i].rule.length_at = m[2] % 32;
     maps[i].rule.length_bytes = static_cast<uint8_t>(2u << (m[2] >> 6));  // 2, 4, 8, 16
@@ -69,13 +70,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     maps[i].rule.length_bits = m[3] >> 4;
     maps[i].name = static_cast<uint32_t>(i);
     maps[i].is_free = m[3] & 0x80;
+    maps[i].rule.length_shift = m[0] >> 6;
+    maps[i].rule.align = (m[0] & 0x20) ? 64 : 8;
+    maps[i].rule.scope_flags_u32 = m[0] & 0x10;
+    maps[i].rule.scope_position_always = m[0] & 0x08;
+    maps[i].rule.scope_module_count_at = (m[2] & 0x20) ? 0x20 : 0;
+    maps[i].rule.feedback_closure_slots = m[2] & 0x10;
   }
   const size_t run = (size - 16) & ~size_t{7};
   const uint64_t base = 0x100000;
   V8WalkTally tally;
   auto r = walk_v8_run(ByteView(data + 16, run), base, base, base + run,
                        [&maps](uint64_t w) -> const V8MapInfo* { return w >= 1 && w <= 4 ? &maps[w - 1] : nullptr; },
-                       tally);
+                       tally, [](const V8MapInfo&, uint64_t, ByteView o) -> std::optional<uint64_t> {
+                         uint64_t v = 0;  // a remote size the input chooses, as a forged Code object would
+                         if (!o.read_u64(8, v)) return std::nullopt;
+                         return v;
+                       });
   if (tally.bytes + tally.free_bytes > run) __builtin_trap();
   if (r.complete && tally.bytes + tally.free_bytes != run) __builtin_trap();
   if (tally.by_name.size() > 4) __builtin_trap();

@@ -133,6 +133,61 @@ TEST_P(NodeSnapshot, PagesFoundAddUpToEachSpacesSize) {
   EXPECT_TRUE(old_space_claimed) << "no breakdown detail for the old space's pages";
 }
 
+// The objects, by constructor, against the process's own heap snapshot
+// (v8.writeHeapSnapshot aggregated as DevTools' Summary does, census.js):
+// the fixture's classes within 2 % in count and 10 % in bytes. The walk
+// counts what the pages hold, so garbage not collected yet counts too; the
+// fixture collects before it reports.
+TEST_P(NodeSnapshot, AgreesWithItsOwnHeapSnapshot) {
+  auto fx = start_fixture(GetParam(), {"200000", "--census"});
+  ASSERT_TRUE(fx.proc);
+  std::string err;
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
+  ASSERT_TRUE(rec) << err;
+  const Snapshot& s = rec->result.snapshot;
+  ASSERT_EQ(s.status, SnapshotStatus::kComplete) << s.reason;
+  EXPECT_EQ(s.scope, "v8_heap_objects");
+  ASSERT_TRUE(s.coverage);
+  EXPECT_EQ(*s.coverage, 1.0);
+  const auto got = oomsnap_test::by_name(s);
+  for (const char* name : {"Order", "Customer", "Array"}) {
+    const auto& want = fx.hello["census"][name];
+    ASSERT_FALSE(want.is_null()) << name << " is not in the fixture's own census";
+    const double objects = want[0].get<double>(), bytes = want[1].get<double>();
+    ASSERT_TRUE(got.count(name)) << name << " is not in the snapshot";
+    EXPECT_NEAR(static_cast<double>(got.at(name).first), objects, 0.02 * objects) << name;
+    EXPECT_NEAR(static_cast<double>(got.at(name).second), bytes, 0.10 * bytes) << name;
+  }
+  EXPECT_TRUE(got.count("(string)") && got.count("(compiled code)") && got.count("(closure)"))
+      << "V8's internal kinds are named as DevTools names them";
+}
+
+// A target that keeps allocating and dropping objects while it is read:
+// complete or partial with a reason, never a failure or a hang.
+TEST_P(NodeSnapshot, MutatingTargetNeverFailsOrHangs) {
+  auto fx = start_fixture(GetParam(), {"200000", "--mutate"});
+  ASSERT_TRUE(fx.proc);
+  std::string err;
+  for (int i = 0; i < 5; ++i) {
+    auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
+    ASSERT_TRUE(rec) << err;
+    const Snapshot& s = rec->result.snapshot;
+    ASSERT_TRUE(s.status == SnapshotStatus::kComplete || s.status == SnapshotStatus::kPartial)
+        << to_string(s.status) << ": " << s.reason;
+    if (s.status == SnapshotStatus::kPartial) EXPECT_FALSE(s.reason.empty());
+    EXPECT_LT(s.duration_ms, 20000);
+  }
+}
+
+// The target is killed while its heap is walked: partial or failed, saying
+// it exited.
+TEST_P(NodeSnapshot, TargetExitingMidWalkIsReported) {
+  auto fx = start_fixture(GetParam(), {"2000000"});
+  ASSERT_TRUE(fx.proc);
+  NodeCollector c;
+  oomsnap_test::expect_exit_mid_walk_reported(c, *fx.proc, std::chrono::milliseconds(30), all_entries());
+}
+
 INSTANTIATE_TEST_SUITE_P(Builds, NodeSnapshot, testing::ValuesIn(kTargets),
                          [](const testing::TestParamInfo<NodeTarget>& i) { return std::string(i.param.name); });
 

@@ -2,8 +2,13 @@
 
 #include <map>
 
+#include "core/chunk_cache.h"
+#include "core/proc_info.h"
 #include "node/v8_heap_layout.h"
+#include "node/v8_heap_walk.h"
+#include "node/v8_maps.h"
 #include "node/v8_pages.h"
+#include "node/v8_types.h"
 
 namespace oomsnap {
 
@@ -73,8 +78,88 @@ CaptureResult NodeCollector::collect(Target& target, const CaptureOptions& opts)
     snap.totals.emplace_back(name + ".committed_bytes", c.first);
     snap.totals.emplace_back(name + ".pages", c.second);
   }
-  snap.set_status(SnapshotStatus::kUnavailable,
-                  "the V8 heap's pages were found (totals, breakdown); its objects are not read yet (issue #26)");
+  // The objects: the walk of each heap's pages, by name.
+  const V8TypeIds* types = v8_type_ids_for(rt.v8_version->major, rt.v8_version->minor);
+  if (!types) {
+    snap.set_status(SnapshotStatus::kUnavailable, "no instance-type table for V8 " + layout->version());
+    return run.finish();
+  }
+  if (auto why = v8_types_mismatch(*types, *rt.metadata)) {
+    snap.set_status(SnapshotStatus::kUnavailable,
+                    "this build numbers V8's instance types unlike the official " + layout->version() + " build (" +
+                        *why + "): its objects are not read");
+    return run.finish();
+  }
+  std::string missing;
+  const V8NamingFacts facts = v8_naming_facts(*rt.metadata, *types, rt.v8_version->major, missing);
+  if (!missing.empty()) {
+    snap.set_status(SnapshotStatus::kUnavailable, "V8's metadata lacks what naming needs: " + missing);
+    return run.finish();
+  }
+  ChunkCache cache(target);
+  V8MapReader maps(cache, *rt.metadata, *types, facts);
+  V8WalkLimits limits;
+  limits.max_read_bytes = opts.max_read_bytes;
+  std::map<std::string, V8SpaceUse> used;
+  std::vector<std::pair<uint64_t, uint64_t>> by_name;  // objects, bytes per name id
+  uint64_t area = 0, walked = 0, pages = 0, complete = 0, unlocated = 0, unlocated_bytes = 0;
+  std::vector<std::string> stops;
+  std::string cut;
+  for (const auto& heap : scan.heaps) {
+    V8HeapWalk w = walk_v8_heap(target.memory(), cache, heap, *layout, maps, run.deadline, limits);
+    if (w.tally.by_name.size() > by_name.size()) by_name.resize(w.tally.by_name.size());
+    for (size_t i = 0; i < w.tally.by_name.size(); ++i) {
+      by_name[i].first += w.tally.by_name[i].objects;
+      by_name[i].second += w.tally.by_name[i].bytes;
+    }
+    for (const auto& [name, u] : w.by_space) {
+      used[name].objects += u.objects;
+      used[name].bytes += u.bytes;
+      used[name].free_bytes += u.free_bytes;
+    }
+    area += w.area_bytes, walked += w.area_bytes_walked, pages += w.pages, complete += w.pages_complete;
+    unlocated += w.unlocated_areas, unlocated_bytes += w.unlocated_area_bytes;
+    for (auto& s : w.stops)
+      if (stops.size() < 8) stops.push_back(std::move(s));
+    if (!w.cut.empty()) {
+      cut = w.cut;
+      break;
+    }
+  }
+  uint64_t objects = 0, bytes = 0;
+  for (size_t i = 0; i < by_name.size(); ++i) {
+    if (by_name[i].first == 0) continue;
+    snap.entries.push_back({"object_type", maps.names()[i], by_name[i].second, by_name[i].first, {}, std::nullopt});
+    objects += by_name[i].first;
+    bytes += by_name[i].second;
+  }
+  snap.sort_and_truncate(opts.max_entries);
+  for (const auto& [name, u] : used) snap.totals.emplace_back(name + ".used_bytes", u.bytes);
+  snap.totals.emplace_back("objects", objects);
+  snap.totals.emplace_back("bytes", bytes);
+  snap.totals.emplace_back("pages_walked", pages);
+  if (unlocated) {
+    snap.totals.emplace_back("unlocated_allocation_areas", unlocated);
+    snap.totals.emplace_back("unlocated_allocation_area_bytes", unlocated_bytes);
+  }
+  snap.scope = "v8_heap_objects";  // every object in the pages, collected or not yet
+  snap.coverage = area ? static_cast<double>(walked) / static_cast<double>(area) : 1.0;
+  // Gone, or dying (a zombie keeps its /proc entry a while): its pages
+  // stopped reading mid-walk.
+  const auto now = read_identity(target.proc());
+  if (!now || now->start_time_ticks != target.identity().start_time_ticks || now->exited()) {
+    // Its memory went while it was read: what was counted stays, said so.
+    snap.set_status(objects ? SnapshotStatus::kPartial : SnapshotStatus::kFailed,
+                    "target exited during the walk, after " + std::to_string(complete) + " of " +
+                        std::to_string(pages) + " pages");
+  } else if (cut.empty() && stops.empty() && complete == pages) {
+    snap.set_status(SnapshotStatus::kComplete, "");
+  } else {
+    std::string why = cut;
+    for (const auto& s : stops) why += (why.empty() ? "" : "; ") + s;
+    snap.set_status(SnapshotStatus::kPartial, std::to_string(pages - complete) + " of " + std::to_string(pages) +
+                                                  " pages not walked to their end: " + why);
+  }
   return run.finish();
 }
 

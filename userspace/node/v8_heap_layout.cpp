@@ -63,7 +63,7 @@ constexpr uint64_t kFromPage = uint64_t{1} << 3, kToPage = uint64_t{1} << 4;
 // 10.2 and 11.3: BasicMemoryChunk starts size_, flags, heap_, area_start_,
 // area_end_, allocated_bytes_, wasted_memory_, high_water_mark_, owner_
 // (src/heap/basic-memory-chunk.h); no word holds the page's own address.
-constexpr V8HeapLayout k10_2{
+constexpr V8HeapLayout k10_2_pages{
     .major = 10,
     .minor = 2,
     .source = "V8 10.2: src/heap/basic-memory-chunk.h (BasicMemoryChunk fields), src/heap/base-space.h, "
@@ -85,8 +85,8 @@ constexpr V8HeapLayout k10_2{
     .space_committed_at = 0x18,
     .spaces = kSpaces10_2,
 };
-constexpr V8HeapLayout k11_3 = [] {
-  V8HeapLayout l = k10_2;
+constexpr V8HeapLayout k11_3_pages = [] {
+  V8HeapLayout l = k10_2_pages;
   l.major = 11;
   l.minor = 3;
   l.source = "V8 11.3: src/heap/basic-memory-chunk.h (BasicMemoryChunk fields), src/heap/base-space.h, "
@@ -97,7 +97,7 @@ constexpr V8HeapLayout k11_3 = [] {
 
 // 12.4: BasicMemoryChunk starts main_thread_flags_, then the page's own
 // address (kChunkStart) before size_, heap_, area_start_, area_end_, ...
-constexpr V8HeapLayout k12_4{
+constexpr V8HeapLayout k12_4_pages{
     .major = 12,
     .minor = 4,
     .source = "V8 12.4: src/heap/basic-memory-chunk.h, src/heap/base-space.h, src/common/globals.h",
@@ -123,7 +123,7 @@ constexpr V8HeapLayout k12_4{
 // MemoryChunkMetadata, allocated outside the heap: vtable, the chunk's
 // address, size, ..., area_end, heap, area_start, owner
 // (src/heap/memory-chunk.h, src/heap/memory-chunk-metadata.h).
-constexpr V8HeapLayout k13_6{
+constexpr V8HeapLayout k13_6_pages{
     .major = 13,
     .minor = 6,
     .source = "V8 13.6: src/heap/memory-chunk.h, src/heap/memory-chunk-metadata.h, src/heap/base-space.h, "
@@ -145,6 +145,51 @@ constexpr V8HeapLayout k13_6{
     .space_committed_at = 0x18,
     .spaces = kSpaces13_6,
 };
+
+
+// From the Heap to the allocation areas (node-layouts.md section 3, each
+// offset read off the binary and checked by walking every page to its top).
+using Lab = V8HeapLayout::LabPath;
+using Base = Lab::Base;
+constexpr Lab space_lab(uint32_t id, uint32_t at) { return Lab{Base::kSpace, id, {at, 0, 0}, 2}; }
+constexpr Lab isolate_lab(uint32_t at) { return Lab{Base::kIsolate, 0, {at, 0, 0}, 1}; }
+constexpr Lab heap_lab(uint32_t a, uint32_t b, uint32_t c) { return Lab{Base::kHeap, 0, {a, b, c}, 3}; }
+
+constexpr V8HeapLayout k10_2 = [] {
+  V8HeapLayout l = k10_2_pages;
+  l.heap_in_isolate = 0xc638, l.heap_isolate_at = 0x50, l.space_array_at = 0x1d0;
+  // new, old, code, map space; the main thread's concurrent old and code allocators
+  l.labs[0] = space_lab(7, 0xc8), l.labs[1] = space_lab(1, 0xc8), l.labs[2] = space_lab(2, 0xc8);
+  l.labs[3] = space_lab(3, 0xc8), l.labs[4] = heap_lab(0x210, 0x50, 0x18), l.labs[5] = heap_lab(0x210, 0x58, 0x18);
+  l.list_front_at = 0xa8, l.page_next_at = 0xe8, l.semispace_current_at = 0x100;
+  return l;
+}();
+constexpr V8HeapLayout k11_3 = [] {
+  V8HeapLayout l = k11_3_pages;
+  l.heap_in_isolate = 0xd2c0, l.heap_isolate_at = 0x50, l.space_array_at = 0x1c8;
+  l.labs[0] = space_lab(1, 0x50), l.labs[1] = space_lab(2, 0x50), l.labs[2] = space_lab(3, 0x50);
+  l.labs[3] = heap_lab(0x210, 0x90, 0x18), l.labs[4] = heap_lab(0x210, 0x98, 0x18);
+  l.list_front_at = 0x28, l.page_next_at = 0x108, l.semispace_current_at = 0x88;
+  return l;
+}();
+// 12.4, 13.6: the new and old LABs in the Isolate's own data; trusted and
+// code space in the HeapAllocator (*(Heap + 0x20)), slots 2 and 3.
+constexpr V8HeapLayout k12_4 = [] {
+  V8HeapLayout l = k12_4_pages;
+  l.heap_in_isolate = 0xdea0, l.heap_isolate_at = 0x18, l.space_array_at = 0x138;
+  l.labs[0] = isolate_lab(0xc0), l.labs[1] = isolate_lab(0xd8);
+  l.labs[2] = heap_lab(0x20, 0x70 + 2 * 0x128 + 0xa0, 0), l.labs[3] = heap_lab(0x20, 0x70 + 3 * 0x128 + 0xa0, 0);
+  l.list_front_at = 0x28, l.page_next_at = 0x108, l.semispace_current_at = 0x88;
+  return l;
+}();
+constexpr V8HeapLayout k13_6 = [] {
+  V8HeapLayout l = k13_6_pages;
+  l.heap_in_isolate = 0xeff8, l.heap_isolate_at = 0x18, l.space_array_at = 0x160;
+  l.labs[0] = isolate_lab(0xc8), l.labs[1] = isolate_lab(0xe0);
+  l.labs[2] = heap_lab(0x20, 0x80 + 2 * 0xf8 + 0xa0, 0), l.labs[3] = heap_lab(0x20, 0x80 + 3 * 0xf8 + 0xa0, 0);
+  l.list_front_at = 0x28, l.page_next_at = 0x108, l.semispace_current_at = 0x70;
+  return l;
+}();
 
 constexpr const V8HeapLayout* kLayouts[] = {&k10_2, &k11_3, &k12_4, &k13_6};
 

@@ -37,6 +37,25 @@ struct V8HeapLayout {
   uint32_t space_heap_at = 0, space_id_at = 0, space_committed_at = 0;
   std::span<const V8SpaceName> spaces;
 
+  // From the Heap every page names to the allocation areas (LABs) whose
+  // [top, limit) holds no objects yet (node-layouts.md section 3).
+  uint64_t heap_in_isolate = 0;  // Heap = Isolate + this
+  uint32_t heap_isolate_at = 0;  // Heap + this holds the Isolate's address (a check)
+  uint32_t space_array_at = 0;   // Heap + this: Space* by space id
+  // A LAB's address: from a base (the Isolate, the Heap, or the space of an
+  // id), each step adds its offset and, but for the last, reads the pointer
+  // there. A LAB is three words: start, top, limit.
+  struct LabPath {
+    enum class Base : uint8_t { kNone, kIsolate, kHeap, kSpace } base = Base::kNone;
+    uint32_t space_id = 0;
+    uint32_t steps[3] = {0, 0, 0};
+    uint8_t nsteps = 0;
+  };
+  LabPath labs[6];
+  // The page list of a space (its front) and a page's next, in the page or
+  // its metadata; a semispace's current page (a metadata pointer on 13.6).
+  uint32_t list_front_at = 0, page_next_at = 0, semispace_current_at = 0;
+
   const V8SpaceName* space(uint32_t id) const;
   std::string version() const { return std::to_string(major) + "." + std::to_string(minor); }
 };

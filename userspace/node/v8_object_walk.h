@@ -8,17 +8,25 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/checked_bytes.h"
 
 namespace oomsnap {
 
-// How a variable-size object's size follows from its first words.
+// How a variable-size object's size follows from its first words (V8's
+// HeapObject::SizeFromMap; the rules of each version are in
+// docs/readers/node-layouts.md, section 4).
 struct V8SizeRule {
   enum class Kind : uint8_t {
     kFixed,        // the map's instance size
-    kLengthTimes,  // header + length x element, rounded up to 8 bytes
+    kLengthTimes,  // header + length x element, rounded up to `align`
+    kScopeInfo,    // counted from its flags and counts (node-layouts.md 4.3)
+    kFeedbackMetadata,  // 16 + 4 per 6 slots (+ 2 per closure slot, 13.6), rounded to 8
+    kPreparseData,      // align8(16 + data length) + 8 x children
+    kCodeV10,           // V8 10.2 Code: 128 + instruction and metadata sizes, rounded to 64
+    kInstructionStreamV11,  // V8 11.3: sized by the Code object it points to (a read of the target)
     kUnknown,      // a kind this reader cannot size: the walk stops there
   };
   Kind kind = Kind::kUnknown;
@@ -29,6 +37,18 @@ struct V8SizeRule {
   // How many low bits of the length field belong to it (0: all); a
   // PropertyArray keeps its hash above the length.
   uint8_t length_bits = 0;
+  uint8_t length_shift = 0;  // low bits to drop first (a BigInt's sign bit)
+  uint8_t align = 8;         // the size is rounded up to this (64 for code)
+  // kScopeInfo: flags as a u32 at 8 (13.6) rather than a Smi; position info
+  // in every scope (13.6) rather than in class, eval, function, module and
+  // script scopes (types 0-4); the module scope's type and where its
+  // module_variable_count is.
+  bool scope_flags_u32 = false;
+  bool scope_position_always = false;
+  uint8_t scope_module_type = 3;
+  uint8_t scope_module_count_at = 0;  // 0: not known, a module scope is not sized
+  // kFeedbackMetadata: the create-closure slot count at 12 counts too (13.6).
+  bool feedback_closure_slots = false;
 };
 
 struct V8MapInfo {
@@ -39,10 +59,14 @@ struct V8MapInfo {
   bool is_free = false;        // free space or a filler: counted as free, not as an object
 };
 
-// The object's size in bytes, from its map and the bytes from its start
-// (all that is left of the run): nullopt when the length is negative,
-// absurd (more than the run) or not in the bytes, or the kind is unknown.
-std::optional<uint64_t> v8_object_size(const V8MapInfo& map, ByteView object);
+// The object's size in bytes, from its map and the bytes from its start:
+// nullopt when a length is negative, absurd (past `room`, the most the
+// object may span: by default the bytes given) or not in the bytes, or the
+// kind is unknown.
+std::optional<uint64_t> v8_object_size(const V8MapInfo& map, ByteView object, uint64_t room);
+inline std::optional<uint64_t> v8_object_size(const V8MapInfo& map, ByteView object) {
+  return v8_object_size(map, object, object.size());
+}
 
 struct V8NameTally {
   uint64_t objects = 0, bytes = 0;
@@ -61,11 +85,13 @@ struct V8RunWalk {
 
 // Walks [start, end) of a copy `bytes` of the target's memory from address
 // `base`. lookup(map_word) returns the map's info or nullptr when the word
-// is not the address of a map this heap knows. Every step advances at least
-// one word, so the walk ends after (end - start) / 8 objects at most.
-template <typename Lookup>
+// is not the address of a map this heap knows; remote(map, address, bytes)
+// sizes the kinds whose size lies in another object (nullopt: unknown).
+// Every step advances at least one word, so the walk ends after
+// (end - start) / 8 objects at most.
+template <typename Lookup, typename Remote>
 V8RunWalk walk_v8_run(ByteView bytes, uint64_t base, uint64_t start, uint64_t end, Lookup&& lookup,
-                      V8WalkTally& tally) {
+                      V8WalkTally& tally, Remote&& remote) {
   V8RunWalk out;
   if (start < base || end < start || end - base > bytes.size()) {
     out.stopped_at = start;
@@ -88,10 +114,12 @@ V8RunWalk walk_v8_run(ByteView bytes, uint64_t base, uint64_t start, uint64_t en
     }
     ByteView object;
     bytes.sub(at - base, end - at, object);
-    const auto size = v8_object_size(*map, object);
+    auto size = v8_object_size(*map, object);
+    if (!size && map->rule.kind == V8SizeRule::Kind::kInstructionStreamV11) size = remote(*map, at, object);
     if (!size || *size < 8 || *size % 8 != 0 || *size > end - at) {
       out.stopped_at = at;
-      out.why = size ? "an object whose size runs past the run" : "an object whose size cannot be read";
+      out.why = std::string(size ? "an object whose size runs past the run" : "an object whose size cannot be read") +
+                " (instance type " + std::to_string(map->instance_type) + ")";
       return out;
     }
     if (map->is_free) {
@@ -108,6 +136,14 @@ V8RunWalk walk_v8_run(ByteView bytes, uint64_t base, uint64_t start, uint64_t en
   out.complete = true;
   out.stopped_at = end;
   return out;
+}
+
+// The same with no kind sized by another object.
+template <typename Lookup>
+V8RunWalk walk_v8_run(ByteView bytes, uint64_t base, uint64_t start, uint64_t end, Lookup&& lookup,
+                      V8WalkTally& tally) {
+  return walk_v8_run(bytes, base, start, end, std::forward<Lookup>(lookup), tally,
+                     [](const V8MapInfo&, uint64_t, ByteView) -> std::optional<uint64_t> { return std::nullopt; });
 }
 
 }  // namespace oomsnap
