@@ -11,6 +11,16 @@
 #include "node/v8_types.h"
 
 namespace oomsnap {
+namespace {
+
+// Gone, or dying (a zombie keeps its /proc entry a while): its memory
+// stopped reading.
+bool target_gone(const Target& target) {
+  const auto now = read_identity(target.proc());
+  return !now || now->start_time_ticks != target.identity().start_time_ticks || now->exited();
+}
+
+}  // namespace
 
 bool NodeCollector::detect(Target& target) {
   runtime_ = find_node_runtime(target);
@@ -47,8 +57,10 @@ CaptureResult NodeCollector::collect(Target& target, const CaptureOptions& opts)
   }
   V8PageScan scan = scan_v8_pages(target.memory(), target.maps(), *layout, run.deadline);
   if (scan.heaps.empty()) {
-    snap.set_status(SnapshotStatus::kFailed, "no V8 heap page found among " + std::to_string(scan.candidates) +
-                                                 " aligned addresses" + (scan.cut.empty() ? "" : " (" + scan.cut + ")"));
+    snap.set_status(SnapshotStatus::kFailed,
+                    std::string(target_gone(target) ? "target exited during the capture: " : "") +
+                        "no V8 heap page found among " + std::to_string(scan.candidates) + " aligned addresses" +
+                        (scan.cut.empty() ? "" : " (" + scan.cut + ")"));
     return run.finish();
   }
   // Per space over every heap (a worker has its own); the new space's two
@@ -144,10 +156,7 @@ CaptureResult NodeCollector::collect(Target& target, const CaptureOptions& opts)
   }
   snap.scope = "v8_heap_objects";  // every object in the pages, collected or not yet
   snap.coverage = area ? static_cast<double>(walked) / static_cast<double>(area) : 1.0;
-  // Gone, or dying (a zombie keeps its /proc entry a while): its pages
-  // stopped reading mid-walk.
-  const auto now = read_identity(target.proc());
-  if (!now || now->start_time_ticks != target.identity().start_time_ticks || now->exited()) {
+  if (target_gone(target)) {
     // Its memory went while it was read: what was counted stays, said so.
     snap.set_status(objects ? SnapshotStatus::kPartial : SnapshotStatus::kFailed,
                     "target exited during the walk, after " + std::to_string(complete) + " of " +
