@@ -80,15 +80,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t run = (size - 16) & ~size_t{7};
   const uint64_t base = 0x100000;
   V8WalkTally tally;
-  auto r = walk_v8_run(ByteView(data + 16, run), base, base, base + run,
-                       [&maps](uint64_t w) -> const V8MapInfo* { return w >= 1 && w <= 4 ? &maps[w - 1] : nullptr; },
-                       tally, [](const V8MapInfo&, uint64_t, ByteView o) -> std::optional<uint64_t> {
-                         uint64_t v = 0;  // a remote size the input chooses, as a forged Code object would
-                         if (!o.read_u64(8, v)) return std::nullopt;
-                         return v;
-                       });
+  const auto lookup = [&maps](uint64_t w) -> const V8MapInfo* { return w >= 1 && w <= 4 ? &maps[w - 1] : nullptr; };
+  const auto remote = [](const V8MapInfo&, uint64_t, ByteView o) -> std::optional<uint64_t> {
+    uint64_t v = 0;  // a remote size the input chooses, as a forged Code object would
+    if (!o.read_u64(8, v)) return std::nullopt;
+    return v;
+  };
+  const ByteView bytes(data + 16, run);
+  auto r = walk_v8_run(bytes, base, base, base + run, lookup, tally, remote);
   if (tally.bytes + tally.free_bytes > run) __builtin_trap();
   if (r.complete && tally.bytes + tally.free_bytes != run) __builtin_trap();
   if (tally.by_name.size() > 4) __builtin_trap();
+  // Where the walk stopped, the resume it finds must walk to the end.
+  if (!r.complete && r.stopped_at >= base && r.stopped_at < base + run) {
+    if (auto at = find_v8_resume(bytes, base, r.stopped_at, base + run, lookup, remote)) {
+      if (*at <= r.stopped_at || *at >= base + run || (*at - base) % 8 != 0) __builtin_trap();
+      V8WalkTally rest;
+      if (!walk_v8_run(bytes, base, *at, base + run, lookup, rest, remote).complete) __builtin_trap();
+    }
+  }
   return 0;
 }

@@ -20,6 +20,67 @@ bool target_gone(const Target& target) {
   return !now || now->start_time_ticks != target.identity().start_time_ticks || now->exited();
 }
 
+constexpr unsigned kMaxV8Walks = 4;
+
+// Every heap's pages walked once (a worker has a heap of its own), summed.
+struct HeapsWalked {
+  std::string error;               // why the objects cannot be read at all
+  std::vector<std::string> names;  // index -> name
+  std::vector<std::pair<uint64_t, uint64_t>> by_name;  // objects, bytes per name index
+  std::map<std::string, V8SpaceUse> used;              // by space
+  uint64_t area = 0, walked = 0, pages = 0, complete = 0, unlocated = 0, unlocated_bytes = 0;
+  std::vector<std::string> stops;
+  std::string cut;
+  bool moved = false;  // a collection ran meanwhile
+  unsigned walks = 0;
+};
+
+HeapsWalked walk_heaps(Target& target, const NodeRuntime& rt, const V8TypeIds& types, const V8HeapLayout& layout,
+                       const V8PageScan& scan, uint64_t read_budget, const Deadline& deadline) {
+  HeapsWalked out;
+  if (auto why = v8_types_mismatch(types, *rt.metadata)) {
+    out.error = "this build numbers V8's instance types unlike the official " + layout.version() + " build (" +
+                *why + "): its objects are not read";
+    return out;
+  }
+  std::string missing;
+  const V8NamingFacts facts = v8_naming_facts(*rt.metadata, types, rt.v8_version->major, missing);
+  if (!missing.empty()) {
+    out.error = "V8's metadata lacks what naming needs: " + missing;
+    return out;
+  }
+  ChunkCache cache(target);
+  V8MapReader maps(cache, *rt.metadata, types, facts);
+  V8WalkLimits limits;
+  limits.max_read_bytes = read_budget;
+  for (const auto& heap : scan.heaps) {
+    V8HeapWalk w = walk_v8_heap(target.memory(), cache, heap, layout, maps, deadline, limits);
+    if (w.tally.by_name.size() > out.by_name.size()) out.by_name.resize(w.tally.by_name.size());
+    for (size_t i = 0; i < w.tally.by_name.size(); ++i) {
+      out.by_name[i].first += w.tally.by_name[i].objects;
+      out.by_name[i].second += w.tally.by_name[i].bytes;
+    }
+    for (const auto& [name, u] : w.by_space) {
+      V8SpaceUse& to = out.used[name];
+      to.objects += u.objects;
+      to.bytes += u.bytes;
+      to.free_bytes += u.free_bytes;
+    }
+    out.area += w.area_bytes, out.walked += w.area_bytes_walked, out.pages += w.pages;
+    out.complete += w.pages_complete;
+    out.unlocated += w.unlocated_areas, out.unlocated_bytes += w.unlocated_area_bytes;
+    out.moved = out.moved || w.collection_ran;
+    for (auto& s : w.stops)
+      if (out.stops.size() < 8) out.stops.push_back(std::move(s));
+    if (!w.cut.empty()) {
+      out.cut = w.cut;
+      break;
+    }
+  }
+  out.names = maps.names();
+  return out;
+}
+
 }  // namespace
 
 bool NodeCollector::detect(Target& target) {
@@ -55,7 +116,28 @@ CaptureResult NodeCollector::collect(Target& target, const CaptureOptions& opts)
                         " (known: " + known_v8_heap_layouts() + ")");
     return run.finish();
   }
-  V8PageScan scan = scan_v8_pages(target.memory(), target.maps(), *layout, run.deadline);
+  const V8TypeIds* types = v8_type_ids_for(rt.v8_version->major, rt.v8_version->minor);
+  // The pages, then their objects; again when a collection ran meanwhile.
+  V8PageScan scan;
+  HeapsWalked walked;
+  // The first walk may read the whole read budget; the ones after it share
+  // one more.
+  const uint64_t read0 = target.memory().bytes_read();
+  uint64_t budget = opts.max_read_bytes;
+  for (unsigned walks = 1;; ++walks) {
+    const auto start = std::chrono::steady_clock::now();
+    const uint64_t before = target.memory().bytes_read();
+    scan = scan_v8_pages(target.memory(), target.maps(), *layout, run.deadline);
+    if (scan.heaps.empty() || !types) break;
+    walked = walk_heaps(target, rt, *types, *layout, scan, budget, run.deadline);
+    walked.walks = walks;
+    const uint64_t took = target.memory().bytes_read() - before, spent = target.memory().bytes_read() - read0;
+    const uint64_t left = spent < 2 * opts.max_read_bytes ? 2 * opts.max_read_bytes - spent : 0;
+    if (!walked.error.empty() || !walked.moved || left < took ||
+        !room_for_another_walk(run.deadline, std::chrono::steady_clock::now() - start, walks, kMaxV8Walks))
+      break;
+    budget = left;
+  }
   if (scan.heaps.empty()) {
     snap.set_status(SnapshotStatus::kFailed,
                     std::string(target_gone(target) ? "target exited during the capture: " : "") +
@@ -90,84 +172,55 @@ CaptureResult NodeCollector::collect(Target& target, const CaptureOptions& opts)
     snap.totals.emplace_back(name + ".committed_bytes", c.first);
     snap.totals.emplace_back(name + ".pages", c.second);
   }
-  // The objects: the walk of each heap's pages, by name.
-  const V8TypeIds* types = v8_type_ids_for(rt.v8_version->major, rt.v8_version->minor);
   if (!types) {
     snap.set_status(SnapshotStatus::kUnavailable, "no instance-type table for V8 " + layout->version());
     return run.finish();
   }
-  if (auto why = v8_types_mismatch(*types, *rt.metadata)) {
-    snap.set_status(SnapshotStatus::kUnavailable,
-                    "this build numbers V8's instance types unlike the official " + layout->version() + " build (" +
-                        *why + "): its objects are not read");
+  if (!walked.error.empty()) {
+    snap.set_status(SnapshotStatus::kUnavailable, walked.error);
     return run.finish();
   }
-  std::string missing;
-  const V8NamingFacts facts = v8_naming_facts(*rt.metadata, *types, rt.v8_version->major, missing);
-  if (!missing.empty()) {
-    snap.set_status(SnapshotStatus::kUnavailable, "V8's metadata lacks what naming needs: " + missing);
-    return run.finish();
-  }
-  ChunkCache cache(target);
-  V8MapReader maps(cache, *rt.metadata, *types, facts);
-  V8WalkLimits limits;
-  limits.max_read_bytes = opts.max_read_bytes;
-  std::map<std::string, V8SpaceUse> used;
-  std::vector<std::pair<uint64_t, uint64_t>> by_name;  // objects, bytes per name id
-  uint64_t area = 0, walked = 0, pages = 0, complete = 0, unlocated = 0, unlocated_bytes = 0;
-  std::vector<std::string> stops;
-  std::string cut;
-  for (const auto& heap : scan.heaps) {
-    V8HeapWalk w = walk_v8_heap(target.memory(), cache, heap, *layout, maps, run.deadline, limits);
-    if (w.tally.by_name.size() > by_name.size()) by_name.resize(w.tally.by_name.size());
-    for (size_t i = 0; i < w.tally.by_name.size(); ++i) {
-      by_name[i].first += w.tally.by_name[i].objects;
-      by_name[i].second += w.tally.by_name[i].bytes;
-    }
-    for (const auto& [name, u] : w.by_space) {
-      used[name].objects += u.objects;
-      used[name].bytes += u.bytes;
-      used[name].free_bytes += u.free_bytes;
-    }
-    area += w.area_bytes, walked += w.area_bytes_walked, pages += w.pages, complete += w.pages_complete;
-    unlocated += w.unlocated_areas, unlocated_bytes += w.unlocated_area_bytes;
-    for (auto& s : w.stops)
-      if (stops.size() < 8) stops.push_back(std::move(s));
-    if (!w.cut.empty()) {
-      cut = w.cut;
-      break;
-    }
-  }
+  // The objects, by name.
+  const auto& by_name = walked.by_name;
   uint64_t objects = 0, bytes = 0;
   for (size_t i = 0; i < by_name.size(); ++i) {
     if (by_name[i].first == 0) continue;
-    snap.entries.push_back({"object_type", maps.names()[i], by_name[i].second, by_name[i].first, {}, std::nullopt});
+    snap.entries.push_back({"object_type", walked.names[i], by_name[i].second, by_name[i].first, {}, std::nullopt});
     objects += by_name[i].first;
     bytes += by_name[i].second;
   }
   snap.sort_and_truncate(opts.max_entries);
-  for (const auto& [name, u] : used) snap.totals.emplace_back(name + ".used_bytes", u.bytes);
+  const HeapsWalked& w = walked;
+  for (const auto& [name, u] : w.used) snap.totals.emplace_back(name + ".used_bytes", u.bytes);
   snap.totals.emplace_back("objects", objects);
   snap.totals.emplace_back("bytes", bytes);
-  snap.totals.emplace_back("pages_walked", pages);
-  if (unlocated) {
-    snap.totals.emplace_back("unlocated_allocation_areas", unlocated);
-    snap.totals.emplace_back("unlocated_allocation_area_bytes", unlocated_bytes);
+  snap.totals.emplace_back("pages_walked", w.pages);
+  snap.totals.emplace_back("walks", w.walks);
+  if (w.unlocated) {
+    snap.totals.emplace_back("unlocated_allocation_areas", w.unlocated);
+    snap.totals.emplace_back("unlocated_allocation_area_bytes", w.unlocated_bytes);
   }
   snap.scope = "v8_heap_objects";  // every object in the pages, collected or not yet
-  snap.coverage = area ? static_cast<double>(walked) / static_cast<double>(area) : 1.0;
+  snap.coverage = w.area ? static_cast<double>(w.walked) / static_cast<double>(w.area) : 1.0;
+  std::string why = w.cut;
+  for (const auto& s : w.stops) why += (why.empty() ? "" : "; ") + s;
   if (target_gone(target)) {
     // Its memory went while it was read: what was counted stays, said so.
     snap.set_status(objects ? SnapshotStatus::kPartial : SnapshotStatus::kFailed,
-                    "target exited during the walk, after " + std::to_string(complete) + " of " +
-                        std::to_string(pages) + " pages");
-  } else if (cut.empty() && stops.empty() && complete == pages) {
+                    "target exited during the walk, after " + std::to_string(w.complete) + " of " +
+                        std::to_string(w.pages) + " pages");
+  } else if (w.moved) {
+    // Each walk overlapped a collection, which moves the new space's objects
+    // and frees the old space's: counts may miss or double what it moved.
+    snap.set_status(SnapshotStatus::kPartial,
+                    std::string("V8 collected garbage during ") +
+                        (w.walks == 1 ? "the walk" : "each of " + std::to_string(w.walks) + " walks") +
+                        (why.empty() ? "" : ": " + why));
+  } else if (why.empty() && w.complete == w.pages) {
     snap.set_status(SnapshotStatus::kComplete, "");
   } else {
-    std::string why = cut;
-    for (const auto& s : stops) why += (why.empty() ? "" : "; ") + s;
-    snap.set_status(SnapshotStatus::kPartial, std::to_string(pages - complete) + " of " + std::to_string(pages) +
-                                                  " pages not walked to their end: " + why);
+    snap.set_status(SnapshotStatus::kPartial, std::to_string(w.pages - w.complete) + " of " +
+                                                  std::to_string(w.pages) + " pages not walked to their end: " + why);
   }
   return run.finish();
 }

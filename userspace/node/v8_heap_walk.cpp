@@ -72,19 +72,36 @@ std::string hex(uint64_t v) {
 
 }  // namespace
 
+bool v8_new_pages_reflagged(RemoteMemory& mem, const V8HeapPages& heap, const V8HeapLayout& layout) {
+  std::vector<const V8Page*> pages;
+  for (const auto& space : heap.spaces)
+    if (space.name->is_new && !space.name->is_large)
+      for (uint32_t i : space.pages) pages.push_back(&heap.pages[i]);
+  std::vector<uint64_t> flags(pages.size());
+  std::vector<RemoteMemory::Request> reqs;
+  for (size_t i = 0; i < pages.size(); ++i) reqs.push_back({pages[i]->addr + layout.flags_at, &flags[i], 8, false});
+  mem.read_batch(std::span(reqs));
+  for (size_t i = 0; i < pages.size(); ++i)
+    if (!reqs[i].ok || flags[i] != pages[i]->flags) return true;
+  return false;
+}
+
 V8HeapWalk walk_v8_heap(RemoteMemory& mem, ChunkCache& cache, const V8HeapPages& heap, const V8HeapLayout& layout,
                         V8MapReader& maps, const Deadline& deadline, const V8WalkLimits& limits) {
   V8HeapWalk out;
   // The allocation areas, from the Isolate the Heap is part of.
   std::vector<Lab> labs;
+  std::vector<std::optional<Lab>> by_path;
   const uint64_t isolate = heap.heap - layout.heap_in_isolate;
   uint64_t back = 0;
   if (!layout.heap_in_isolate || !cache.get(heap.heap + layout.heap_isolate_at, back) || back != isolate) {
     out.labs_why = "the Heap at " + hex(heap.heap) + " does not name its Isolate where V8 " + layout.version() +
                    " keeps it";
   } else {
-    for (const auto& path : layout.labs)
-      if (auto lab = read_lab(cache, layout, path, isolate, heap.heap)) labs.push_back(*lab);
+    for (const auto& path : layout.labs) {
+      by_path.push_back(read_lab(cache, layout, path, isolate, heap.heap));
+      if (by_path.back()) labs.push_back(*by_path.back());
+    }
     out.labs_found = true;
   }
 
@@ -230,39 +247,38 @@ V8HeapWalk walk_v8_heap(RemoteMemory& mem, ChunkCache& cache, const V8HeapPages&
       } else {
         const ByteView bytes(static_cast<const uint8_t*>(reqs[k].buf), reqs[k].len);
         r = walk_v8_run(bytes, j.page->area_start, j.page->area_start, j.end, lookup, out.tally, remote);
-        // A LAB no path above leads to (a background thread's) ends the walk
-        // at a word that is no map: objects resume after it, where the rest
-        // of the page walks exactly to its end.
-        for (int resumed = 0; !r.complete && resumed < 4 && r.why.find("not a map") != std::string::npos; ++resumed) {
+        // A LAB no path above leads to (a background thread's) stops the
+        // walk at its top, where stale words or none follow: objects resume
+        // at the first word from which the rest of the page walks exactly to
+        // its end.
+        if (!r.complete) {
           const uint64_t gap_start = r.stopped_at;
-          size_t tries = 0;
-          bool found = false;
-          for (uint64_t at = gap_start + 8; at + 8 <= j.end && tries < limits.max_resume_tries; at += 8) {
-            uint64_t word = 0;
-            if (!bytes.read_u64(at - j.page->area_start, word) || (word & 3) != 1 || !maps.lookup(word)) continue;
-            ++tries;
-            V8WalkTally rest;
-            V8RunWalk tail = walk_v8_run(bytes, j.page->area_start, at, j.end, lookup, rest, remote);
-            if (!tail.complete) continue;
-            out.tally.objects += rest.objects;
-            out.tally.bytes += rest.bytes;
-            out.tally.free_bytes += rest.free_bytes;
-            if (rest.by_name.size() > out.tally.by_name.size()) out.tally.by_name.resize(rest.by_name.size());
-            for (size_t n = 0; n < rest.by_name.size(); ++n) {
-              out.tally.by_name[n].objects += rest.by_name[n].objects;
-              out.tally.by_name[n].bytes += rest.by_name[n].bytes;
-            }
+          if (auto at = find_v8_resume(bytes, j.page->area_start, gap_start, j.end, lookup, remote)) {
+            r = walk_v8_run(bytes, j.page->area_start, *at, j.end, lookup, out.tally, remote);
             ++out.unlocated_areas;
-            out.unlocated_area_bytes += at - gap_start;
-            r = tail;
-            found = true;
-            break;
+            out.unlocated_area_bytes += *at - gap_start;
           }
-          if (!found) break;
         }
       }
       count(j, before, r);
     }
+  }
+  // A collection ran meanwhile when the new space's pages are flagged
+  // otherwise, or its allocation area went back (read afresh).
+  out.collection_ran = v8_new_pages_reflagged(mem, heap, layout);
+  const auto new_page_of = [&](uint64_t top) -> uint64_t {
+    for (const auto& space : heap.spaces)
+      if (space.name->is_new && !space.name->is_large)
+        for (uint32_t i : space.pages)
+          if (top >= heap.pages[i].area_start && top <= heap.pages[i].area_end) return heap.pages[i].addr;
+    return 0;
+  };
+  cache.forget_contents();
+  for (size_t i = 0; i < by_path.size() && !out.collection_ran; ++i) {
+    const uint64_t page = by_path[i] ? new_page_of(by_path[i]->top) : 0;
+    if (!page) continue;
+    const auto now = read_lab(cache, layout, layout.labs[i], isolate, heap.heap);
+    out.collection_ran = now && now->top < by_path[i]->top && new_page_of(now->top) == page;
   }
   if (maps.over_limit() && out.stops.size() < limits.max_stops)
     out.stops.push_back("more than " + std::to_string(V8MapReader::kMaxMaps) + " distinct maps");

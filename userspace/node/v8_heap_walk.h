@@ -34,6 +34,9 @@ struct V8HeapWalk {
   // Allocation areas the walk did not know of (a background thread's: a
   // compiler's, a sweeper's), stepped over: their bytes hold no object yet.
   uint64_t unlocated_areas = 0, unlocated_area_bytes = 0;
+  // A collection ran while the heap was read: what was counted may miss or
+  // double what it moved.
+  bool collection_ran = false;
   bool labs_found = false;
   std::string labs_why;            // why the allocation areas are not known (the walk then stops at stale bytes)
   std::vector<std::string> stops;  // the first few pages that stopped early, and why
@@ -44,15 +47,16 @@ struct V8WalkLimits {
   uint64_t max_read_bytes = uint64_t{1} << 32;
   size_t batch_bytes = size_t{8} << 20;  // pages read per process_vm_readv round
   size_t max_stops = 8;
-  // Where a page stops at a word that is no map, the first later word that
-  // is a map from which the rest of the page walks exactly to its end is
-  // taken as where objects resume (an allocation area in between); at most
-  // this many such words are tried per page.
-  size_t max_resume_tries = 64;
   uint64_t max_list_pages = uint64_t{1} << 18;  // a semispace's page list, followed from its front
 };
 
 V8HeapWalk walk_v8_heap(RemoteMemory& mem, ChunkCache& cache, const V8HeapPages& heap, const V8HeapLayout& layout,
                         V8MapReader& maps, const Deadline& deadline, const V8WalkLimits& limits = {});
+
+// Whether the new space's pages are flagged otherwise than when they were
+// found, or gone: every collection (a scavenge, and a full one, which
+// evacuates the new space too) swaps the semispaces or moves pages whole
+// between them, and marks the pages below the age mark.
+bool v8_new_pages_reflagged(RemoteMemory& mem, const V8HeapPages& heap, const V8HeapLayout& layout);
 
 }  // namespace oomsnap

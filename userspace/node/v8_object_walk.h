@@ -89,6 +89,35 @@ struct V8RunWalk {
 // sizes the kinds whose size lies in another object (nullopt: unknown).
 // Every step advances at least one word, so the walk ends after
 // (end - start) / 8 objects at most.
+// One object at `at`: its map and size, or nullptr with `why`. The size is
+// whole words and stays inside [at, end).
+template <typename Lookup, typename Remote>
+const V8MapInfo* v8_step(ByteView bytes, uint64_t base, uint64_t at, uint64_t end, Lookup& lookup, Remote& remote,
+                         uint64_t& size, std::string* why) {
+  uint64_t map_word = 0;
+  if (end - at < 8 || !bytes.read_u64(at - base, map_word)) {
+    if (why) *why = "a run that ends inside an object";
+    return nullptr;
+  }
+  const V8MapInfo* map = lookup(map_word);
+  if (!map) {
+    if (why) *why = "a word that is not a map of this heap where an object should start";
+    return nullptr;
+  }
+  ByteView object;
+  bytes.sub(at - base, end - at, object);
+  auto got = v8_object_size(*map, object);
+  if (!got && map->rule.kind == V8SizeRule::Kind::kInstructionStreamV11) got = remote(*map, at, object);
+  if (!got || *got < 8 || *got % 8 != 0 || *got > end - at) {
+    if (why)
+      *why = std::string(got ? "an object whose size runs past the run" : "an object whose size cannot be read") +
+             " (instance type " + std::to_string(map->instance_type) + ")";
+    return nullptr;
+  }
+  size = *got;
+  return map;
+}
+
 template <typename Lookup, typename Remote>
 V8RunWalk walk_v8_run(ByteView bytes, uint64_t base, uint64_t start, uint64_t end, Lookup&& lookup,
                       V8WalkTally& tally, Remote&& remote) {
@@ -100,45 +129,65 @@ V8RunWalk walk_v8_run(ByteView bytes, uint64_t base, uint64_t start, uint64_t en
   }
   uint64_t at = start;
   while (at < end) {
-    uint64_t map_word = 0;
-    if (end - at < 8 || !bytes.read_u64(at - base, map_word)) {
-      out.stopped_at = at;
-      out.why = "a run that ends inside an object";
-      return out;
-    }
-    const V8MapInfo* map = lookup(map_word);
+    uint64_t size = 0;
+    const V8MapInfo* map = v8_step(bytes, base, at, end, lookup, remote, size, &out.why);
     if (!map) {
       out.stopped_at = at;
-      out.why = "a word that is not a map of this heap where an object should start";
-      return out;
-    }
-    ByteView object;
-    bytes.sub(at - base, end - at, object);
-    auto size = v8_object_size(*map, object);
-    if (!size && map->rule.kind == V8SizeRule::Kind::kInstructionStreamV11) size = remote(*map, at, object);
-    if (!size || *size < 8 || *size % 8 != 0 || *size > end - at) {
-      out.stopped_at = at;
-      out.why = std::string(size ? "an object whose size runs past the run" : "an object whose size cannot be read") +
-                " (instance type " + std::to_string(map->instance_type) + ")";
       return out;
     }
     if (map->is_free) {
-      tally.free_bytes += *size;
+      tally.free_bytes += size;
     } else {
       tally.objects += 1;
-      tally.bytes += *size;
+      tally.bytes += size;
       if (map->name >= tally.by_name.size()) tally.by_name.resize(map->name + 1);
       tally.by_name[map->name].objects += 1;
-      tally.by_name[map->name].bytes += *size;
+      tally.by_name[map->name].bytes += size;
     }
-    at += *size;
+    at += size;
   }
   out.complete = true;
   out.stopped_at = end;
   return out;
 }
 
-// The same with no kind sized by another object.
+// The first word after `from` from which objects walk exactly to `end`: where
+// a page's walk resumes after an allocation area it could not locate (a
+// background thread's, whose unused rest holds stale or no objects). Each
+// word is judged once, a walk that meets a judged word taking its verdict,
+// so a page costs one pass however much stale data the area holds.
+template <typename Lookup, typename Remote>
+std::optional<uint64_t> find_v8_resume(ByteView bytes, uint64_t base, uint64_t from, uint64_t end, Lookup&& lookup,
+                                       Remote&& remote) {
+  if (from < base || end <= from || end - base > bytes.size() || (end - from) % 8 != 0) return std::nullopt;
+  enum : uint8_t { kUnknown, kReaches, kFails };
+  std::vector<uint8_t> verdict((end - from) / 8, kUnknown);
+  std::vector<size_t> path;
+  for (uint64_t start = from + 8; start < end; start += 8) {
+    path.clear();
+    uint64_t at = start;
+    uint8_t v = kUnknown;
+    while (v == kUnknown) {
+      if (at == end) {
+        v = kReaches;
+        break;
+      }
+      const size_t i = (at - from) / 8;
+      if (verdict[i] != kUnknown) {
+        v = verdict[i];
+        break;
+      }
+      path.push_back(i);
+      uint64_t size = 0;
+      if (!v8_step(bytes, base, at, end, lookup, remote, size, nullptr)) v = kFails;
+      else at += size;
+    }
+    for (size_t i : path) verdict[i] = v;
+    if (v == kReaches) return start;
+  }
+  return std::nullopt;
+}
+
 template <typename Lookup>
 V8RunWalk walk_v8_run(ByteView bytes, uint64_t base, uint64_t start, uint64_t end, Lookup&& lookup,
                       V8WalkTally& tally) {

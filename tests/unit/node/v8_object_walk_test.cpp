@@ -153,3 +153,66 @@ TEST(V8ObjectWalk, AHashAboveTheLengthIsMaskedOff) {
 }
 
 }  // namespace
+
+// A background thread's allocation area no path leads to: its top is followed
+// by stale objects, whose chain overruns into the live ones after it. The
+// walk resumes at the first live object, however many stale maps come first,
+// and judges each word once.
+TEST(V8ObjectWalk, ResumesAfterAStaleAreaAtTheFirstWordThatWalksToTheEnd) {
+  Image img;
+  img.word(kObjectMap);  // a live object, then the area's top
+  img.words(4);
+  const uint64_t gap = img.end();
+  img.word(0);
+  for (int i = 0; i < 199; ++i) {  // stale 40-byte objects
+    img.word(kObjectMap);
+    img.words(4);
+  }
+  img.word(kObjectMap);  // the last stale one, cut short by the live data
+  img.words(2);
+  const uint64_t live = img.end();
+  img.word(kArrayMap);  // FixedArray of 3, where the stale chain lands inside
+  img.word(Image::smi(3));
+  img.words(3);
+  img.word(kObjectMap);
+  img.words(4);
+  auto m = maps();
+  size_t lookups = 0;
+  auto lookup = [&](uint64_t w) -> const V8MapInfo* {
+    ++lookups;
+    auto it = m.find(w);
+    return it == m.end() ? nullptr : &it->second;
+  };
+  auto no_remote = [](const V8MapInfo&, uint64_t, ByteView) -> std::optional<uint64_t> { return std::nullopt; };
+  const ByteView bytes(img.bytes.data(), img.bytes.size());
+  V8WalkTally t;
+  auto r = walk_v8_run(bytes, kBase, kBase, img.end(), lookup, t, no_remote);
+  ASSERT_FALSE(r.complete);
+  EXPECT_EQ(r.stopped_at, gap);
+  lookups = 0;
+  auto at = find_v8_resume(bytes, kBase, gap, img.end(), lookup, no_remote);
+  ASSERT_TRUE(at);
+  EXPECT_EQ(*at, live);
+  EXPECT_LE(lookups, (img.end() - gap) / 8) << "a word judged more than once";
+}
+
+TEST(V8ObjectWalk, NoResumeWhereNothingWalksToTheEnd) {
+  Image img;
+  img.word(kObjectMap);
+  img.words(4);
+  const uint64_t gap = img.end();
+  img.words(3);
+  img.word(kArrayMap);  // a FixedArray whose length runs past the end
+  img.word(Image::smi(100));
+  img.words(8);
+  auto m = maps();
+  auto lookup = [&](uint64_t w) -> const V8MapInfo* {
+    auto it = m.find(w);
+    return it == m.end() ? nullptr : &it->second;
+  };
+  auto no_remote = [](const V8MapInfo&, uint64_t, ByteView) -> std::optional<uint64_t> { return std::nullopt; };
+  const ByteView bytes(img.bytes.data(), img.bytes.size());
+  EXPECT_FALSE(find_v8_resume(bytes, kBase, gap, img.end(), lookup, no_remote));
+  EXPECT_FALSE(find_v8_resume(bytes, kBase, gap, gap, lookup, no_remote)) << "an empty run";
+  EXPECT_FALSE(find_v8_resume(bytes, kBase, gap, img.end() + 8, lookup, no_remote)) << "past the bytes";
+}

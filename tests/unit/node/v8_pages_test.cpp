@@ -2,6 +2,8 @@
 // is taken for a page and what is not.
 #include "node/v8_pages.h"
 
+#include "node/v8_heap_walk.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -113,11 +115,12 @@ struct Heap {
   std::vector<Mapping> maps;
   static constexpr uint64_t kBase = 0x7f0000000000, kSpaces = 0x5000;
 
-  explicit Heap(int pages, bool with_owner = true) {
+  explicit Heap(int pages, bool with_owner = true, uint32_t space_id = 2, uint64_t flags = 0x4) {
     maps.push_back({kBase, kBase + uint64_t(pages) * 0x40000, 0, "rw-p", 0, ""});
     for (int i = 0; i < pages; ++i) {
       Header h = old_page();
       const uint64_t addr = kBase + uint64_t(i) * 0x40000;
+      h.set(layout().flags_at, flags);
       h.set(*layout().self_at, addr);
       h.set(layout().area_start_at, addr + 0x1140);
       h.set(layout().area_end_at, addr + 0x40000);
@@ -126,7 +129,7 @@ struct Heap {
     }
     if (with_owner) {
       std::vector<uint8_t> space(0x20, 0);
-      const uint64_t heap = kHeap, id = 2, committed = uint64_t(pages) * 0x40000;
+      const uint64_t heap = kHeap, id = space_id, committed = uint64_t(pages) * 0x40000;
       std::memcpy(space.data() + layout().space_heap_at, &heap, 8);
       std::memcpy(space.data() + layout().space_id_at, &id, 4);
       std::memcpy(space.data() + layout().space_committed_at, &committed, 8);
@@ -184,3 +187,36 @@ TEST(V8PageScan, AnExpiredDeadlineStopsIt) {
 }
 
 }  // namespace
+
+// A collection flags the new space's pages otherwise (or frees them) between
+// the scan and the end of the walk, and the walk says so, to be done again.
+TEST(V8HeapWalk, ACollectionReflaggingTheNewSpacesPagesIsSeen) {
+  const auto& l = layout();
+  Heap h(2, true, /*new_space=*/1, l.to_page_flag);
+  auto s = h.scan();
+  ASSERT_EQ(s.heaps.size(), 1u);
+  ASSERT_TRUE(s.heaps[0].spaces[0].name->is_new);
+  RemoteMemory mem(h.image);
+  EXPECT_FALSE(v8_new_pages_reflagged(mem, s.heaps[0], l));
+  // The second page, still in the to-semispace, is below the age mark now
+  // (moved there whole by a full collection); then it is the one evacuated
+  // from.
+  Header flipped = old_page();
+  const uint64_t second = Heap::kBase + 0x40000;
+  flipped.set(l.flags_at, l.to_page_flag | (1u << 18));
+  flipped.set(*l.self_at, second);
+  flipped.set(l.area_start_at, second + 0x1140);
+  flipped.set(l.area_end_at, second + 0x40000);
+  flipped.set(l.owner_at, Heap::kSpaces);
+  ASSERT_TRUE(h.image->add(second, flipped.b));
+  RemoteMemory aged(h.image);
+  EXPECT_TRUE(v8_new_pages_reflagged(aged, s.heaps[0], l));
+  flipped.set(l.flags_at, l.from_page_flag);
+  ASSERT_TRUE(h.image->add(second, flipped.b));
+  RemoteMemory after(h.image);
+  EXPECT_TRUE(v8_new_pages_reflagged(after, s.heaps[0], l));
+  // A page no longer readable (released) counts as a swap too.
+  auto gone = std::make_shared<MemoryImage>();
+  RemoteMemory none(gone);
+  EXPECT_TRUE(v8_new_pages_reflagged(none, s.heaps[0], l));
+}
