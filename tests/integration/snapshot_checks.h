@@ -1,4 +1,4 @@
-// Helpers for the snapshot integration tests (Go, Python, Java): the
+// Helpers for the snapshot integration tests (Go, Python, Java, Node): the
 // production capture path (a sandboxed capture process), reading a
 // snapshot's entries and totals, and a collection during which the target is
 // killed (the "exits mid-walk" check every collector must pass).
@@ -41,6 +41,16 @@ inline std::map<std::string, std::pair<uint64_t, uint64_t>> by_name(const oomsna
   std::map<std::string, std::pair<uint64_t, uint64_t>> m;
   for (const auto& e : s.entries) m[e.name] = {e.objects, e.bytes};
   return m;
+}
+
+// A target read while it changes: complete, or partial with its reason
+// (fatal otherwise; callers wrap it in ASSERT_NO_FATAL_FAILURE).
+inline void expect_complete_or_partial_with_reason(const oomsnap::Snapshot& s) {
+  ASSERT_TRUE(s.status == oomsnap::SnapshotStatus::kComplete || s.status == oomsnap::SnapshotStatus::kPartial)
+      << oomsnap::to_string(s.status) << ": " << s.reason;
+  if (s.status == oomsnap::SnapshotStatus::kPartial) {
+    EXPECT_FALSE(s.reason.empty());
+  }
 }
 
 // A snapshot total by key, 0 when absent.

@@ -153,7 +153,9 @@ V8HeapWalk walk_v8_heap(RemoteMemory& mem, ChunkCache& cache, const V8HeapPages&
     if (out.stops.size() < limits.max_stops)
       out.stops.push_back("page " + hex(p.addr) + " stopped at " + hex(r.stopped_at) + ": " + r.why);
   };
-  auto count = [&](const Job& j, const V8WalkTally& before, const V8RunWalk& r) {
+  // A page's share of the tally: what it added since `before` (the tally's
+  // counts when its walk began).
+  auto count = [&](const Job& j, const V8SpaceUse& before, const V8RunWalk& r) {
     V8SpaceUse& use = out.by_space[j.space->name->name];
     use.objects += out.tally.objects - before.objects;
     use.bytes += out.tally.bytes - before.bytes;
@@ -163,6 +165,8 @@ V8HeapWalk walk_v8_heap(RemoteMemory& mem, ChunkCache& cache, const V8HeapPages&
     if (r.complete) ++out.pages_complete;
     else stopped(*j.page, r);
   };
+
+  const auto now = [&out] { return V8SpaceUse{out.tally.objects, out.tally.bytes, out.tally.free_bytes}; };
 
   // Large-object pages: one object each, sized from its first words.
   std::vector<uint8_t> head(256);
@@ -184,24 +188,15 @@ V8HeapWalk walk_v8_heap(RemoteMemory& mem, ChunkCache& cache, const V8HeapPages&
       if (!size || *size > room || *size < 8) {
         r.why = "its object's size cannot be read";
       } else {
-        V8WalkTally before = out.tally;
-        if (info->is_free) {
-          out.tally.free_bytes += *size;
-        } else {
-          out.tally.objects += 1;
-          out.tally.bytes += *size;
-          if (info->name >= out.tally.by_name.size()) out.tally.by_name.resize(info->name + 1);
-          out.tally.by_name[info->name].objects += 1;
-          out.tally.by_name[info->name].bytes += *size;
-        }
+        const V8SpaceUse before = now();
+        out.tally.add(*info, *size);
         r.complete = true;
         r.stopped_at = j.end;
         count(j, before, r);
         continue;
       }
     }
-    V8WalkTally before = out.tally;
-    count(j, before, r);
+    count(j, now(), r);
   }
 
   // Regular pages, a batch at a time.
@@ -239,7 +234,7 @@ V8HeapWalk walk_v8_heap(RemoteMemory& mem, ChunkCache& cache, const V8HeapPages&
     mem.read_batch(std::span(reqs));
     for (size_t k = 0; k < batch.size(); ++k) {
       const Job& j = *batch[k];
-      V8WalkTally before = out.tally;
+      const V8SpaceUse before = now();
       V8RunWalk r;
       if (!reqs[k].ok) {
         r.stopped_at = j.page->area_start;

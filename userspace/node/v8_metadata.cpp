@@ -49,7 +49,7 @@ std::optional<V8Metadata> parse_v8_metadata(const std::vector<std::pair<std::str
     const std::string_view name = std::string_view(full).substr(kPrefix.size());
     // The values are C ints: a negative one (none today) keeps its sign.
     const int64_t value = static_cast<int32_t>(raw);
-    std::string_view head, tail;
+    std::string_view head;
     if (name.starts_with("class_")) {
       std::string_view cls, rest, field, type;
       if (!split_once(name.substr(6), cls, rest)) continue;

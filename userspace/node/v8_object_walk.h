@@ -74,6 +74,19 @@ struct V8NameTally {
 struct V8WalkTally {
   uint64_t objects = 0, bytes = 0, free_bytes = 0;
   std::vector<V8NameTally> by_name;  // indexed by V8MapInfo::name
+
+  // One object of `map` (free space counts apart).
+  void add(const V8MapInfo& map, uint64_t size) {
+    if (map.is_free) {
+      free_bytes += size;
+      return;
+    }
+    objects += 1;
+    bytes += size;
+    if (map.name >= by_name.size()) by_name.resize(map.name + 1);
+    by_name[map.name].objects += 1;
+    by_name[map.name].bytes += size;
+  }
 };
 
 // Where a walk of a run ended: complete when it reached `end` exactly.
@@ -135,15 +148,7 @@ V8RunWalk walk_v8_run(ByteView bytes, uint64_t base, uint64_t start, uint64_t en
       out.stopped_at = at;
       return out;
     }
-    if (map->is_free) {
-      tally.free_bytes += size;
-    } else {
-      tally.objects += 1;
-      tally.bytes += size;
-      if (map->name >= tally.by_name.size()) tally.by_name.resize(map->name + 1);
-      tally.by_name[map->name].objects += 1;
-      tally.by_name[map->name].bytes += size;
-    }
+    tally.add(*map, size);
     at += size;
   }
   out.complete = true;
