@@ -76,6 +76,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     maps[i].rule.scope_position_always = m[0] & 0x08;
     maps[i].rule.scope_module_count_at = (m[2] & 0x20) ? 0x20 : 0;
     maps[i].rule.feedback_closure_slots = m[2] & 0x10;
+    if (m[2] & 0x08) {  // an ArrayBuffer's length and store, where the input says (the walk must bound both)
+      maps[i].buffer_length_at = static_cast<uint16_t>(8 + 8 * (m[1] % 8));
+      maps[i].buffer_store_at = static_cast<uint16_t>(8 + 8 * (m[3] % 8));
+    }
   }
   const size_t run = (size - 16) & ~size_t{7};
   const uint64_t base = 0x100000;
@@ -91,6 +95,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (tally.bytes + tally.free_bytes > run) __builtin_trap();
   if (r.complete && tally.bytes + tally.free_bytes != run) __builtin_trap();
   if (tally.by_name.size() > 4) __builtin_trap();
+  if (tally.buffers > tally.objects || tally.buffer_bytes > tally.buffers * V8WalkTally::kMaxBufferBytes)
+    __builtin_trap();
   // Where the walk stopped, the resume it finds must walk to the end.
   if (!r.complete && r.stopped_at >= base && r.stopped_at < base + run) {
     if (auto at = find_v8_resume(bytes, base, r.stopped_at, base + run, lookup, remote)) {

@@ -162,6 +162,32 @@ TEST_P(NodeSnapshot, AgreesWithItsOwnHeapSnapshot) {
       << "V8's internal kinds are named as DevTools names them";
 }
 
+// The memory its ArrayBuffers hold outside the heap (Buffers, each store
+// once however many views share it), against the runtime's own count
+// (process.memoryUsage().arrayBuffers; in a chroot without /proc, what the
+// fixture's buffers hold), and in the memory breakdown.
+TEST_P(NodeSnapshot, CountsArrayBufferStoresAsTheRuntimeDoes) {
+  auto fx = start_fixture(GetParam(), {"20000", "--buffers"});
+  ASSERT_TRUE(fx.proc);
+  std::string err;
+  auto rec = oomsnap_test::capture_sandboxed(fx.proc->pid(), all_entries(), err);
+  ASSERT_TRUE(rec) << err;
+  const Snapshot& s = rec->result.snapshot;
+  ASSERT_NE(s.status, SnapshotStatus::kFailed) << s.reason;
+  const auto& runtime_count = fx.hello["array_buffers"];
+  const uint64_t want = (runtime_count.is_null() ? fx.hello["own_array_buffers"] : runtime_count).get<uint64_t>();
+  ASSERT_GE(want, 64u << 20) << "the fixture's own count";
+  const uint64_t got = oomsnap_test::total(s, "external.array_buffer_bytes");
+  // Node's own allocations (its pools, a few KiB each) count in both.
+  EXPECT_NEAR(static_cast<double>(got), static_cast<double>(want), 0.02 * want);
+  EXPECT_GE(oomsnap_test::total(s, "external.array_buffers"), 64u);
+  ASSERT_TRUE(rec->process_memory.breakdown);
+  uint64_t claimed = 0;
+  for (const auto& d : rec->process_memory.breakdown->detail)
+    if (d.what.starts_with("ArrayBuffer backing stores") && d.kind == MemoryKind::kNative) claimed += d.bytes;
+  EXPECT_GE(claimed, 60u << 20) << "the stores' memory in the breakdown";
+}
+
 // A target that keeps allocating and dropping objects while it is read:
 // complete or partial with a reason, never a failure or a hang. It collects
 // garbage every few tens of ms, so some walk overlaps a collection: that is

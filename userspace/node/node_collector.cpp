@@ -29,6 +29,8 @@ struct HeapsWalked {
   std::vector<std::pair<uint64_t, uint64_t>> by_name;  // objects, bytes per name index
   std::map<std::string, V8SpaceUse> used;              // by space
   uint64_t area = 0, walked = 0, pages = 0, complete = 0, unlocated = 0, unlocated_bytes = 0;
+  uint64_t buffers = 0, buffer_bytes = 0;  // ArrayBuffer backing stores (each heap's once)
+  bool buffers_known = false;
   std::vector<std::string> stops;
   std::string cut;
   bool moved = false;  // a collection ran meanwhile
@@ -69,6 +71,7 @@ HeapsWalked walk_heaps(Target& target, const NodeRuntime& rt, const V8TypeIds& t
     out.area += w.area_bytes, out.walked += w.area_bytes_walked, out.pages += w.pages;
     out.complete += w.pages_complete;
     out.unlocated += w.unlocated_areas, out.unlocated_bytes += w.unlocated_area_bytes;
+    out.buffers += w.tally.buffers, out.buffer_bytes += w.tally.buffer_bytes;
     out.moved = out.moved || w.collection_ran;
     for (auto& s : w.stops)
       if (out.stops.size() < 8) out.stops.push_back(std::move(s));
@@ -78,6 +81,7 @@ HeapsWalked walk_heaps(Target& target, const NodeRuntime& rt, const V8TypeIds& t
     }
   }
   out.names = maps.names();
+  out.buffers_known = facts.js_array_buffer != 0;
   return out;
 }
 
@@ -199,6 +203,18 @@ CaptureResult NodeCollector::collect(Target& target, const CaptureOptions& opts)
   if (w.unlocated) {
     snap.totals.emplace_back("unlocated_allocation_areas", w.unlocated);
     snap.totals.emplace_back("unlocated_allocation_area_bytes", w.unlocated_bytes);
+  }
+  // Memory the heap's ArrayBuffers hold outside it (Buffers too): where a
+  // process with a small heap keeps its bytes.
+  if (w.buffers_known) {
+    snap.totals.emplace_back("external.array_buffers", w.buffers);
+    snap.totals.emplace_back("external.array_buffer_bytes", w.buffer_bytes);
+    if (w.buffer_bytes)
+      run.out.memory_claims.push_back({MemoryKind::kNative,
+                                       "ArrayBuffer backing stores (" + std::to_string(w.buffers) +
+                                           (w.buffers == 1 ? " buffer)" : " buffers)"),
+                                       {},
+                                       w.buffer_bytes});
   }
   snap.scope = "v8_heap_objects";  // every object in the pages, collected or not yet
   snap.coverage = w.area ? static_cast<double>(w.walked) / static_cast<double>(w.area) : 1.0;

@@ -83,6 +83,12 @@ V8NamingFacts v8_naming_facts(const V8Metadata& md, const V8TypeIds& ids, uint32
   f.scope_module_type = ids.scope_module_type;
   f.module_slot = ids.scope_module_count_at != 0;
   f.object_shapes = v8_major >= 11;
+  const auto buffer_type = md.type("JS_ARRAY_BUFFER_TYPE");
+  const auto length = md.field("JSArrayBuffer", "byte_length"), store = md.field("JSArrayBuffer", "backing_store");
+  if (buffer_type && length && store && *length > 0 && *store > 0 && *length < 0x1000 && *store < 0x1000) {
+    f.js_array_buffer = *buffer_type;
+    f.buffer_length_at = static_cast<uint32_t>(*length), f.buffer_store_at = static_cast<uint32_t>(*store);
+  }
   return f;
 }
 
@@ -137,6 +143,11 @@ const V8MapInfo* V8MapReader::lookup(uint64_t word) {
   info.instance_size = uint32_t{words} * 8;
   if (words == 0) info.rule = v8_size_rule(type, ids_, md_);
   info.is_free = v8_is_free(type, ids_);
+  // An ArrayBuffer's backing store, when its fields lie inside the object.
+  if (f_.js_array_buffer && type == f_.js_array_buffer && info.instance_size &&
+      std::max(f_.buffer_length_at, f_.buffer_store_at) + 8 <= info.instance_size)
+    info.buffer_length_at = static_cast<uint16_t>(f_.buffer_length_at),
+    info.buffer_store_at = static_cast<uint16_t>(f_.buffer_store_at);
   if (!info.is_free) info.name = intern(name_of(word, type));
   return &maps_.emplace(word, info).first->second;
 }

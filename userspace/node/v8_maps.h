@@ -39,6 +39,10 @@ struct V8NamingFacts {
   uint8_t scope_module_type = 3;
   bool module_slot = false;  // 12.4+: a module scope has one more slot first
   bool object_shapes = true;  // 11.3+: maps and descriptors are "(object shape)"
+  // And what an ArrayBuffer's backing store (outside the heap) needs; 0 when
+  // the build does not say, and the stores are not counted.
+  uint16_t js_array_buffer = 0;
+  uint32_t buffer_length_at = 0, buffer_store_at = 0;
 };
 
 // Resolves the facts for this build; the missing v8dbg_ names in `missing`.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,9 @@ struct V8MapInfo {
   V8SizeRule rule;             // used when instance_size is 0
   uint32_t name = 0;           // the caller's index of the name it is counted under
   bool is_free = false;        // free space or a filler: counted as free, not as an object
+  // A JSArrayBuffer: where its backing store's length and address are (both
+  // inside instance_size; 0: not one).
+  uint16_t buffer_length_at = 0, buffer_store_at = 0;
 };
 
 // The object's size in bytes, from its map and the bytes from its start:
@@ -72,8 +76,24 @@ struct V8NameTally {
   uint64_t objects = 0, bytes = 0;
 };
 struct V8WalkTally {
+  // No process has more address space than this: a longer store is forged.
+  static constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 47;
+  static constexpr size_t kMaxBufferStores = size_t{1} << 20;
+
   uint64_t objects = 0, bytes = 0, free_bytes = 0;
   std::vector<V8NameTally> by_name;  // indexed by V8MapInfo::name
+  // ArrayBuffers' backing stores (memory outside the heap, process.memoryUsage()'s
+  // arrayBuffers), each store once: views and a pool's slices share one.
+  uint64_t buffers = 0, buffer_bytes = 0;
+  std::unordered_set<uint64_t> buffer_stores;
+
+  void add_buffer(uint64_t store, uint64_t length) {
+    if (store == 0 || length == 0 || length > kMaxBufferBytes) return;
+    // Past the bound, each store counts (a few may twice) rather than none.
+    if (buffer_stores.size() < kMaxBufferStores && !buffer_stores.insert(store).second) return;
+    ++buffers;
+    buffer_bytes += length;
+  }
 
   // One object of `map` (free space counts apart).
   void add(const V8MapInfo& map, uint64_t size) {
@@ -149,6 +169,12 @@ V8RunWalk walk_v8_run(ByteView bytes, uint64_t base, uint64_t start, uint64_t en
       return out;
     }
     tally.add(*map, size);
+    if (map->buffer_length_at && !map->is_free) {
+      uint64_t length = 0, store = 0;
+      if (bytes.read_u64(at - base + map->buffer_length_at, length) &&
+          bytes.read_u64(at - base + map->buffer_store_at, store))
+        tally.add_buffer(store, length);
+    }
     at += size;
   }
   out.complete = true;

@@ -216,3 +216,38 @@ TEST(V8ObjectWalk, NoResumeWhereNothingWalksToTheEnd) {
   EXPECT_FALSE(find_v8_resume(bytes, kBase, gap, gap, lookup, no_remote)) << "an empty run";
   EXPECT_FALSE(find_v8_resume(bytes, kBase, gap, img.end() + 8, lookup, no_remote)) << "past the bytes";
 }
+
+// An ArrayBuffer's backing store counts once however many buffers name it
+// (views, a pool's slices), and a forged length beyond any address space
+// not at all.
+TEST(V8ObjectWalk, ArrayBufferStoresCountOnceAndForgedLengthsNot) {
+  constexpr uint64_t kBufferMap = 0x9001;
+  auto m = maps();
+  V8MapInfo buffer{.instance_type = 1059, .instance_size = 48, .rule = {}, .name = 4, .is_free = false};
+  buffer.buffer_length_at = 16, buffer.buffer_store_at = 24;
+  m[kBufferMap] = buffer;
+  Image img;
+  auto add = [&](uint64_t length, uint64_t store) {
+    img.word(kBufferMap);
+    img.word(0);
+    img.word(length);
+    img.word(store);
+    img.words(2);
+  };
+  add(1 << 20, 0x7f0000100000);
+  add(8192, 0x7f0000200000);
+  add(8192, 0x7f0000200000);  // the same pool
+  add(uint64_t{1} << 60, 0x7f0000300000);  // forged
+  add(4096, 0);  // detached: no store
+  V8WalkTally t;
+  auto r = walk_v8_run(ByteView(img.bytes.data(), img.bytes.size()), kBase, kBase, img.end(),
+                       [&m](uint64_t w) -> const V8MapInfo* {
+                         auto it = m.find(w);
+                         return it == m.end() ? nullptr : &it->second;
+                       },
+                       t);
+  ASSERT_TRUE(r.complete) << r.why;
+  EXPECT_EQ(t.objects, 5u);
+  EXPECT_EQ(t.buffers, 2u);
+  EXPECT_EQ(t.buffer_bytes, (1u << 20) + 8192u);
+}
