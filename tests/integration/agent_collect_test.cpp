@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "agent/incident/collect.h"
 #include "capture/capture_sandbox.h"
+#include "cli/record_text.h"
 #include "test_cgroup.h"
 #include "test_process.h"
 
@@ -93,6 +96,49 @@ TEST(AgentCollect, CapturesPythonAndJavaVictims) {
     EXPECT_EQ(inc.capture->result.snapshot.status, oomsnap::SnapshotStatus::kComplete)
         << inc.capture->result.snapshot.reason;
   }
+}
+
+// Node.js in the agent's path: the larger Node process is the victim, the
+// other is snapshotted after it, and the record and `oomsnap show` carry
+// their objects by constructor and the memory their Buffers hold.
+TEST(AgentCollect, NodeVictimAndANodeBesideIt) {
+  const std::string node = std::string(OOMSNAP_NODE_CACHE) + "/22/bin/node";
+  ASSERT_EQ(access(node.c_str(), X_OK), 0) << node << " is missing: tools/fetch-node.sh fetches it";
+  std::ifstream f(std::string(OOMSNAP_SOURCE_DIR) + "/tests/fixtures/node/heapfixture.js");
+  std::stringstream source;
+  source << f.rdbuf();
+  TestMemcg box("collect-node", 1024 << 20);
+  Process big({node, "--expose-gc", "-e", source.str(), "200000", "--buffers"}, {}, box.dir());
+  ASSERT_FALSE(big.read_line(60s).empty());
+  Process small({node, "--expose-gc", "-e", source.str(), "1000"}, {}, box.dir());
+  ASSERT_FALSE(small.read_line(60s).empty());
+
+  oomsnap::Incident inc = incident_for(box);
+  oomsnap::collect_incident(inc, box.fs(), quick(), sandboxed(), 2);
+  ASSERT_TRUE(inc.victim) << inc.reason;
+  EXPECT_EQ(inc.victim->pid, big.pid());
+  ASSERT_TRUE(inc.capture);
+  EXPECT_EQ(inc.capture->result.language, "node");
+  EXPECT_EQ(inc.capture->result.snapshot.status, oomsnap::SnapshotStatus::kComplete)
+      << inc.capture->result.snapshot.reason;
+  ASSERT_EQ(inc.other_processes.size(), 1u);
+  EXPECT_EQ(inc.other_processes[0].process.pid, small.pid());
+  ASSERT_TRUE(inc.other_processes[0].capture);
+  EXPECT_EQ(inc.other_processes[0].capture->result.language, "node");
+
+  oomsnap::RecordContext ctx;
+  ctx.node = "n";
+  ctx.clocks = oomsnap::ClockPair::now();
+  const auto j = oomsnap::to_json(inc, ctx);
+  EXPECT_EQ(j["tracer_data"]["language"], "node");
+  bool order = false;
+  for (const auto& e : j["tracer_data"]["snapshot"]["entries"])
+    if (e["name"] == "Order" && e["objects"] == 200000) order = true;
+  EXPECT_TRUE(order) << "200,000 Order objects in the record";
+  EXPECT_EQ(j["other_processes"][0]["tracer_data"]["language"], "node");
+  const std::string shown = oomsnap::render_record(j);
+  for (const char* want : {"node v22", "Order", "ArrayBuffer backing stores"})
+    EXPECT_NE(shown.find(want), std::string::npos) << want << " is not shown:\n" << shown;
 }
 
 TEST(AgentCollect, VictimThatExitsBeforeCollectionGivesReason) {

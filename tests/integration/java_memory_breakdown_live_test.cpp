@@ -272,13 +272,16 @@ TEST_P(JavaMemoryBreakdownLive, MetaspaceIsRuntime) {
                                                                                 << m.h.said.dump();
   // JDK 8 lists its classes only in one system dictionary, with an entry
   // per class of every loader: looking for java.nio.Bits among 20,000
-  // loaders' copies runs out of the naming allowance, and says so.
-  if (std::string(c.name) == "jdk8_g1")
-    EXPECT_EQ(b.value("reason", "").rfind(
-                  "java.nio direct buffers are not named: the read allowance ran out in the system dictionary", 0),
-              0u)
+  // loaders' copies runs out of the naming allowance, or on a busy machine
+  // the deadline first, and says which.
+  if (std::string(c.name) == "jdk8_g1") {
+    const std::string why = b.value("reason", "");
+    EXPECT_TRUE(why.starts_with("java.nio direct buffers are not named: the read allowance ran out in the system "
+                                "dictionary") ||
+                why.starts_with("java.nio direct buffers are not named: the deadline passed while looking for "
+                                "classes by name in the system dictionary"))
         << b.dump(1);
-  else
+  } else
     EXPECT_EQ(b.value("reason", ""), "") << b.dump(1);
   std::printf("[ info ] %s: runtime %.1f MiB; metaspace used %.1f MiB (pool %.1f), committed %.1f MiB (pool %.1f); "
               "native %.1f MiB, heap %.1f MiB, rss %.1f MiB\n",

@@ -409,7 +409,8 @@ std::string process_head(const json& p, const char* pid_key) {
 // "go go1.26.1, complete in 12.3 ms" and what qualifies it.
 std::string snapshot_head(const json& tracer, const json& snap) {
   std::string t = text_at(tracer, "language").value_or("?");
-  if (auto v = text_at(snap, "runtime_version"); v && !v->empty()) t += " " + *v;
+  // A version that names its runtime ("node v22.23.5, V8 12.4") stands alone.
+  if (auto v = text_at(snap, "runtime_version"); v && !v->empty()) t = v->starts_with(t + " ") ? *v : t + " " + *v;
   t += ", " + text_at(snap, "status").value_or("?");
   if (auto d = number_at(snap, "duration_ms")) t += " in " + ms_text(*d);
   if (auto rate = u64_at(snap, "sample_rate")) t += ", sample rate " + human_bytes(*rate);

@@ -33,7 +33,8 @@ const std::string kGolden = std::string(OOMSNAP_SOURCE_DIR) + "/tests/golden/sho
 const std::vector<std::string> kGoldenNames = {
     "go_collected",   "python_collected", "java_collected",           "java_partial",
     "failed_capture", "group_kill",       "oom_kill_without_snapshot", "process_exit",
-    "go_recent",      "go_goroutines",    "explained",                "oom_kill_kernel_report"};
+    "go_recent",      "go_goroutines",    "explained",                "oom_kill_kernel_report",
+    "node_collected"};
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
