@@ -9,7 +9,7 @@
 #
 # Usage: tools/bench-all.sh [--compare] [BENCH ...]
 #   BENCH: breakdown, python-snapshot, go-snapshot, go-goroutines,
-#          java-snapshot, hostile-rss, agent, threshold-latency (default: all, in that order)
+#          java-snapshot, node-snapshot, hostile-rss, agent, threshold-latency (default: all, in that order)
 #   --compare: run nothing; print each bench's newest record beside the one
 #          before it.
 # Env: passed on to the drivers (BENCH_RUNS, BENCH_PYTHONS, ...); OOMSNAP
@@ -19,7 +19,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OOMSNAP=${OOMSNAP:-$ROOT/build/oomsnap}
 DIR=${BENCH_RECORD_DIR:-$ROOT/docs/benchmarks}
-ALL=(breakdown python-snapshot go-snapshot go-goroutines java-snapshot hostile-rss agent threshold-latency)
+ALL=(breakdown python-snapshot go-snapshot go-goroutines java-snapshot node-snapshot hostile-rss agent threshold-latency)
 
 run=1
 if [ "${1:-}" = --compare ]; then run=0; shift; fi
