@@ -7,7 +7,8 @@
 #
 # Usage: tools/bench-node-snapshot.sh [OOMSNAP_BINARY]     (default: build/oomsnap)
 # Env:   BENCH_ORDERS   the fixture's Order objects (half as many Customers)
-#                       (default 9000000: a heap of about 1 GiB)
+#                       (default 7000000: a heap of about 1 GiB, within the
+#                       default read budget of 1 GiB)
 #        BENCH_RUNS     snapshot runs per Node version (median) (default 5)
 #        BENCH_NODES    official Node builds to run (default "22"; fetched by
 #                       tools/fetch-node.sh: 18 20 22 24)
@@ -25,7 +26,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${OOMSNAP_CACHE:-/var/cache/oomsnap}
 OOMSNAP=${1:-$ROOT/build/oomsnap}
-ORDERS=${BENCH_ORDERS:-9000000}
+ORDERS=${BENCH_ORDERS:-7000000}
 RUNS=${BENCH_RUNS:-5}
 NODES=${BENCH_NODES:-22}
 FIXTURE_DIR=$ROOT/tests/fixtures/node
