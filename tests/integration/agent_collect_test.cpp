@@ -134,7 +134,7 @@ TEST(AgentCollect, NodeVictimAndANodeBesideIt) {
   bool order = false;
   for (const auto& e : j["tracer_data"]["snapshot"]["entries"])
     if (e["name"] == "Order" && e["objects"] == 200000) order = true;
-  EXPECT_TRUE(order) << "200,000 Order objects in the record";
+  EXPECT_TRUE(order) << "200,000 Order objects in the record: " << j["tracer_data"]["snapshot"].dump(1);
   EXPECT_EQ(j["other_processes"][0]["tracer_data"]["language"], "node");
   const std::string shown = oomsnap::render_record(j);
   for (const char* want : {"node v22", "Order", "ArrayBuffer backing stores"})
